@@ -1,0 +1,37 @@
+"""The backend interface: batched generation and batched log-likelihoods."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Sequence
+
+from ..envelope import Decoding
+
+
+class ModelLoadError(RuntimeError):
+    """A configured model could not be loaded."""
+
+
+class Backend(ABC):
+    """A loaded model that can generate text and score continuations.
+
+    `prompt_format` is "chat" when the model's chat template wraps each prompt as one user turn,
+    "plain" when prompts go in as raw text (base models).
+    """
+
+    prompt_format: str
+
+    @abstractmethod
+    def generate(self, prompts: Sequence[str], decoding: Decoding, seed: int,
+                 stop: Sequence[str] = ()) -> list[str]:
+        """One completion per prompt; the text is cut at the first stop string."""
+
+    @abstractmethod
+    def loglikelihood(self, requests: Sequence[tuple[str, str]]) -> list[float]:
+        """Summed log-probability of each continuation given its context."""
+
+
+def cut_at_stop(text: str, stop: Sequence[str]) -> str:
+    """Text up to (not including) the earliest stop string."""
+    positions = [text.find(s) for s in stop if s and s in text]
+    return text[: min(positions)] if positions else text

@@ -1,0 +1,143 @@
+"""Hugging Face transformers backend: fp32 / bf16 / NF4 (bitsandbytes), CPU or GPU."""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+from typing import Sequence
+
+import torch
+
+from ..envelope import Decoding
+from .base import Backend, ModelLoadError, cut_at_stop
+
+log = logging.getLogger(__name__)
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "nf4": torch.bfloat16}
+MAX_LENGTH = 4096
+
+
+class HFBackend(Backend):
+    """A transformers causal LM; batches are length-sorted to keep padding small."""
+
+    def __init__(self, spec, batch_size: int = 16, device: str = "auto", threads: int | None = None):
+        from transformers import AutoModelForCausalLM, AutoTokenizer, BitsAndBytesConfig
+
+        if threads:
+            torch.set_num_threads(threads)
+        self.name, self.batch_size = spec.name, batch_size
+        self.device = ("cuda" if torch.cuda.is_available() else "cpu") if device == "auto" else device
+        local = Path(spec.path)
+        if (spec.path.startswith((".", "/")) or local.exists()) and not (local / "config.json").is_file():
+            raise ModelLoadError(f"model '{spec.name}': {spec.path} is not a model directory (no config.json)")
+        options = {"revision": spec.revision, "trust_remote_code": spec.trust_remote_code}
+        started = time.perf_counter()
+        try:
+            self.tokenizer = AutoTokenizer.from_pretrained(spec.path, **options)
+            quantization = None
+            if spec.precision == "nf4":
+                quantization = BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4",
+                                                  bnb_4bit_compute_dtype=DTYPES["nf4"])
+            self.model = AutoModelForCausalLM.from_pretrained(
+                spec.path, dtype=DTYPES[spec.precision], quantization_config=quantization,
+                device_map=self.device, **options).eval()
+        except (OSError, ValueError, ImportError) as exc:
+            raise ModelLoadError(f"model '{spec.name}': cannot load {spec.path}: {exc}") from exc
+        self.load_seconds = time.perf_counter() - started
+        if self.tokenizer.pad_token_id is None:
+            self.tokenizer.pad_token = self.tokenizer.eos_token
+        has_template = bool(getattr(self.tokenizer, "chat_template", None))
+        if spec.chat_template == "on" and not has_template:
+            raise ModelLoadError(f"model '{spec.name}': chat_template is 'on' but the tokenizer has none")
+        self.prompt_format = "chat" if has_template and spec.chat_template != "off" else "plain"
+        log.info("loaded model %s (%s, %s, %s prompts) in %.1f s", spec.name, spec.precision, self.device,
+                 self.prompt_format, self.load_seconds)
+
+    def encode_prompt(self, prompt: str) -> list[int]:
+        """Token ids of a prompt: the chat template's user turn, or plain text with BOS."""
+        if self.prompt_format == "chat":
+            text = self.tokenizer.apply_chat_template([{"role": "user", "content": prompt}], tokenize=False,
+                                                      add_generation_prompt=True)
+            return self.tokenizer(text, add_special_tokens=False).input_ids
+        return self.tokenizer(prompt).input_ids
+
+    def _batches(self, sequences: list[list[int]]):
+        order = sorted(range(len(sequences)), key=lambda i: -len(sequences[i]))
+        for start in range(0, len(order), self.batch_size):
+            yield order[start: start + self.batch_size]
+
+    @torch.inference_mode()
+    def generate(self, prompts: Sequence[str], decoding: Decoding, seed: int,
+                 stop: Sequence[str] = ()) -> list[str]:
+        encoded = [self.encode_prompt(p)[-MAX_LENGTH:] for p in prompts]
+        outputs: list[str] = [""] * len(prompts)
+        sampling = {"do_sample": False, "temperature": None, "top_p": None, "top_k": None}
+        if not decoding.greedy:
+            sampling = {"do_sample": True, "temperature": decoding.temperature, "top_p": decoding.top_p, "top_k": 0}
+        torch.manual_seed(seed)
+        started, done, new_tokens = time.perf_counter(), 0, 0
+        for batch in self._batches(encoded):
+            self.tokenizer.padding_side = "left"
+            padded = self.tokenizer.pad({"input_ids": [encoded[i] for i in batch]}, return_tensors="pt").to(self.device)
+            generated = self.model.generate(
+                **padded, max_new_tokens=decoding.max_new_tokens, pad_token_id=self.tokenizer.pad_token_id,
+                stop_strings=list(stop) or None, tokenizer=self.tokenizer, **sampling)
+            fresh = generated[:, padded["input_ids"].shape[1]:]
+            for row, index in enumerate(batch):
+                tokens = fresh[row][fresh[row] != self.tokenizer.pad_token_id]
+                new_tokens += len(tokens)
+                outputs[index] = cut_at_stop(self.tokenizer.decode(tokens, skip_special_tokens=True), stop)
+            done += len(batch)
+            elapsed = time.perf_counter() - started
+            log.info("generate %s: %d/%d prompts, %.1f tokens/s", self.name, done, len(prompts), new_tokens / elapsed)
+        return outputs
+
+    @torch.inference_mode()
+    def loglikelihood(self, requests: Sequence[tuple[str, str]]) -> list[float]:
+        """Summed continuation log-probabilities, with one forward pass per distinct context for
+        all single-token continuations (e.g. option letters) and one per multi-token request."""
+        contexts: dict[str, list[int]] = {}
+        targets = []
+        for context, continuation in requests:
+            if context not in contexts:
+                contexts[context] = self.encode_prompt(context)
+            if self.prompt_format == "chat":
+                continuation = continuation.lstrip()
+            target = self.tokenizer(continuation, add_special_tokens=False).input_ids
+            if not target:
+                raise ValueError(f"empty continuation after tokenisation: {continuation!r}")
+            targets.append(target)
+        # Sequence -> how many final positions we need: a bare context serves every single-token
+        # continuation from its last position; a multi-token one runs as context + continuation.
+        sequences: dict[tuple[int, ...], int] = {}
+        for (context, _), target in zip(requests, targets):
+            key = tuple(contexts[context] + (target if len(target) > 1 else []))
+            sequences[key] = max(sequences.get(key, 0), len(target) + 1 if len(target) > 1 else 1)
+        keys = list(sequences)
+        tails = {}
+        for batch in self._batches([list(k) for k in keys]):
+            for index, logprobs in zip(batch, self._tail_logprobs([keys[i] for i in batch], [sequences[keys[i]] for i in batch])):
+                tails[keys[index]] = logprobs
+        scores = []
+        for (context, _), target in zip(requests, targets):
+            ids = contexts[context]
+            if len(target) == 1:
+                scores.append(tails[tuple(ids)][-1, target[0]].item())
+            else:
+                tail = tails[tuple(ids + target)][-len(target) - 1: -1]
+                scores.append(tail.gather(1, torch.tensor(target)[:, None]).sum().item())
+        return scores
+
+    def _tail_logprobs(self, sequences: list[tuple[int, ...]], keep: list[int]) -> list[torch.Tensor]:
+        """Next-token log-probabilities at the last `keep[i]` positions of each sequence. Left
+        padding lines the ends up, so only those positions go through the output layer."""
+        width = max(len(s) for s in sequences)
+        ids = torch.full((len(sequences), width), self.tokenizer.pad_token_id)
+        mask = torch.zeros((len(sequences), width), dtype=torch.long)
+        for row, seq in enumerate(sequences):
+            ids[row, width - len(seq):] = torch.tensor(seq)
+            mask[row, width - len(seq):] = 1
+        positions = (mask.cumsum(-1) - 1).clamp(min=0)
+        logits = self.model(input_ids=ids.to(self.device), attention_mask=mask.to(self.device),
+                            position_ids=positions.to(self.device), logits_to_keep=max(keep)).logits
+        return [torch.log_softmax(logits[row, -k:].float(), dim=-1).cpu() for row, k in enumerate(keep)]

@@ -1,0 +1,213 @@
+"""The benchmark interface, item subsets, and label extraction shared by the benchmarks."""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+UNPARSED = "unparsed"
+LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+# Only a bounded window of a response is searched: keeps hostile megabyte outputs cheap.
+SCAN_CHARS = 4000
+
+
+class DataError(ValueError):
+    """A benchmark data file is missing, malformed, or too small for the request."""
+
+
+@dataclass(frozen=True)
+class Item:
+    """One evaluated item, ready to be rendered into any template.
+
+    `question` fills the template's {question}; `candidates` maps each label to the continuation
+    scored on the logprob path. `logprob_fields` overrides template fields on that path (CrowS-Pairs
+    scores whole sentences after a neutral prompt rather than a question about them).
+    """
+
+    item_id: str
+    stratum: str
+    question: str
+    answer_format: str
+    labels: tuple[str, ...]
+    gold: str
+    candidates: Mapping[str, str]
+    logprob_fields: Mapping[str, str] = field(default_factory=dict)
+    meta: Mapping[str, Any] = field(default_factory=dict)
+
+
+class Benchmark(ABC):
+    """One benchmark: its data, prompts, label extraction, correctness and score."""
+
+    name: str
+    folder: str
+    task: str
+    default_labels: tuple[str, ...] = tuple(LETTERS[:8])
+
+    @abstractmethod
+    def load(self, data_dir: Path) -> pd.DataFrame:
+        """All items as a frame with at least `item_id` and `stratum` columns."""
+
+    @abstractmethod
+    def make_item(self, row: Mapping[str, Any], seed: int) -> Item:
+        """Turn one data row into an Item (seed fixes any shuffling)."""
+
+    def extract(self, response: str, item: Item | None = None) -> str:
+        """The label a free-form response gives, or "unparsed"; never raises.
+
+        With an item, only its labels count and its option texts are recognised too.
+        """
+        if item is None:
+            return extract_choice(response, self.default_labels)
+        return extract_choice(response, item.labels, item.meta.get("options"))
+
+    def is_correct(self, label: str, item: Item) -> bool:
+        """Whether an extracted label is the right answer for the item."""
+        return label == item.gold
+
+    def choose(self, logliks: Mapping[str, float], item: Item) -> str:
+        """The label picked on the logprob path: argmax of the candidates' log-likelihoods."""
+        return max(logliks, key=logliks.__getitem__)
+
+    def metrics(self, rows: pd.DataFrame, items: Mapping[str, Item]) -> dict[str, float]:
+        """Extra per-cell metrics beyond the score (e.g. BBQ bias scores); none by default."""
+        return {}
+
+    def shot_answer(self, item: Item, scoring: str) -> str:
+        """The answer shown after a few-shot example: the gold label, or its logprob candidate."""
+        return item.candidates[item.gold].strip() if scoring == "logprob" else item.gold
+
+
+def read_csv(path: Path, columns: Sequence[str]) -> pd.DataFrame:
+    """Read a benchmark CSV, failing with the file (and row) when it is missing or malformed."""
+    if not path.is_file():
+        raise DataError(f"{path}: data file not found")
+    try:
+        frame = pd.read_csv(path, dtype=str, keep_default_na=False)
+    except (pd.errors.ParserError, UnicodeDecodeError, ValueError) as exc:
+        raise DataError(f"{path}: cannot be read as CSV: {exc}") from None
+    _require(frame, columns, path)
+    return frame
+
+
+def read_jsonl(path: Path, columns: Sequence[str]) -> pd.DataFrame:
+    """Read a JSON-lines file, failing with the file and line number on a malformed row."""
+    if not path.is_file():
+        raise DataError(f"{path}: data file not found")
+    rows = []
+    with open(path, encoding="utf-8") as handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise DataError(f"{path}, line {number}: malformed JSON ({exc.msg})") from None
+            if not isinstance(row, dict):
+                raise DataError(f"{path}, line {number}: expected a JSON object")
+            rows.append(row)
+    frame = pd.DataFrame(rows)
+    _require(frame, columns, path)
+    return frame
+
+
+def _require(frame: pd.DataFrame, columns: Sequence[str], path: Path) -> None:
+    missing = [c for c in columns if c not in frame.columns]
+    if missing:
+        raise DataError(f"{path}: missing column(s) {missing}")
+    empty = frame[list(columns)].isna() | (frame[list(columns)].astype(str).apply(lambda c: c.str.strip()) == "")
+    if len(frame) == 0:
+        raise DataError(f"{path}: no rows")
+    if empty.any(axis=None):
+        row, column = next((r, c) for r, c in zip(*empty.to_numpy().nonzero()))
+        raise DataError(f"{path}, row {row + 1}: empty value in column '{columns[column]}'")
+
+
+def draw_subset(frame: pd.DataFrame, n_items: int, pool_size: int, seed: int, where: str
+                ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Stratified fixed subset of `n_items` plus a disjoint few-shot pool of `pool_size` items.
+
+    Each stratum gets a share proportional to its size (largest-remainder rounding); the pool is
+    drawn the same way from what is left.
+    """
+    if n_items + pool_size > len(frame):
+        raise DataError(f"{where}: {n_items} items + {pool_size} few-shot pool requested, "
+                        f"but the benchmark has only {len(frame)} items")
+    evaluated = _stratified(frame, n_items, seed)
+    rest = frame.drop(evaluated.index)
+    pool = _stratified(rest, pool_size, seed + 1) if pool_size else rest.iloc[:0]
+    return evaluated.reset_index(drop=True), pool.reset_index(drop=True)
+
+
+def _stratified(frame: pd.DataFrame, n: int, seed: int) -> pd.DataFrame:
+    sizes = frame.groupby("stratum").size()
+    quota = sizes / sizes.sum() * n
+    counts = np.floor(quota).astype(int)
+    remainder = (quota - counts).sort_values(ascending=False, kind="stable")
+    counts[remainder.index[: n - counts.sum()]] += 1
+    parts = [group.sample(n=counts[name], random_state=seed) for name, group in frame.groupby("stratum")
+             if counts[name]]
+    return pd.concat(parts).sort_index()
+
+
+def item_rng(seed: int, item_id: str) -> random.Random:
+    """A per-item random generator, stable across runs and independent of item order."""
+    return random.Random(f"{seed}:{item_id}")
+
+
+_CUE = re.compile(r"answer(?:\s+is)?\s*[:=\-]?\s*[\"'(\[*]*\s*([A-Za-z]+)\b", re.IGNORECASE)
+_FIRST = re.compile(r"\s*[\"'(\[*]*([A-Za-z]+)([^A-Za-z]?)")
+_WORD = re.compile(r"[A-Za-z]+")
+_MARKED_LETTER = re.compile(r"(?:\(([A-Z])\)|\b(?i:option)\s+([A-Z])\b)")
+_LETTER_END = ".):,]*\n"
+
+
+def extract_choice(response: str, labels: Sequence[str], options: Mapping[str, str] | None = None) -> str:
+    """Find which of `labels` (letters, or words such as Yes/No) a free-form response picks.
+
+    Evidence, strongest first: the last explicit "Answer: X" cue; the response's first word
+    (a lone letter only when followed by punctuation or the end, so "I think" is no answer "I"),
+    unless another label is marked too; a label that is the only one marked as "(X)"/"option X"
+    or, for word labels, mentioned at all; the only option whose text appears in the response.
+    Single letters must be upper case. Conflicting labels with no cue give "unparsed", as does
+    anything else.
+    """
+    if not isinstance(response, str):
+        return UNPARSED
+    text = response if len(response) <= 2 * SCAN_CHARS else response[:SCAN_CHARS] + "\n" + response[-SCAN_CHARS:]
+    lookup = {label.lower(): label for label in labels}
+
+    def label_of(token: str) -> str | None:
+        return lookup.get(token.lower()) if len(token) > 1 or token.isupper() else None
+
+    cues = [label_of(m.group(1)) for m in _CUE.finditer(text)]
+    cues = [c for c in cues if c]
+    if cues:
+        return cues[-1]
+    mentioned = {label_of(m.group(1) or m.group(2)) for m in _MARKED_LETTER.finditer(text)}
+    mentioned |= {label_of(w) for w in _WORD.findall(text) if len(w) > 1}
+    mentioned.discard(None)
+    first = _FIRST.match(text)
+    if first and (label := label_of(first.group(1))):
+        if len(first.group(1)) > 1 or not first.group(2) or first.group(2) in _LETTER_END:
+            return label if mentioned <= {label} else UNPARSED
+    if len(mentioned) == 1:
+        return mentioned.pop()
+    if options and not mentioned:
+        lowered = text.lower()
+        hits = [label for label, option in options.items() if option and option.lower() in lowered]
+        if len(hits) == 1:
+            return hits[0]
+    return UNPARSED
+
+
+def lettered(options: Sequence[str]) -> str:
+    """Options rendered one per line as "A. text"."""
+    return "\n".join(f"{LETTERS[i]}. {text}" for i, text in enumerate(options))

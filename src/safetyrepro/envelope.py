@@ -78,6 +78,7 @@ class Envelope:
     shot_format: str
     stop: list[str]
     source: dict[str, Any] = field(repr=False, default_factory=dict)
+    token_cap: int | None = None  # a run may cap generation length (CPU demos); not part of the seal
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], benchmarks: list[str]) -> "Envelope":
@@ -131,6 +132,8 @@ class Envelope:
         params = self.axes["decoding"][config.decoding]
         tokens = max(self.max_new_tokens, params.get("max_new_tokens", 0),
                      self.axes["template"][config.template].get("max_new_tokens", 0))
+        if self.token_cap is not None:
+            tokens = min(tokens, self.token_cap)
         return Decoding(float(params["temperature"]), float(params.get("top_p", 1.0)), tokens)
 
     def seeds_for(self, config: Config) -> list[int]:

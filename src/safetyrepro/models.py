@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import tempfile
@@ -44,3 +45,27 @@ def build_embedded_model(target: Path) -> Path:
         staging.rename(target)
     log.info("built %s from the GGUF in %.1f s", target, time.perf_counter() - started)
     return target
+
+
+def describe_model(spec) -> dict:
+    """What exactly a model spec points at: file hashes of a local directory, or the hub id with
+    the revision found in the local HF cache (the GRID card and rerun checks use this)."""
+    folder = Path(spec.path)
+    info = {"name": spec.name, "path": spec.path, "precision": spec.precision, "revision": spec.revision,
+            "trust_remote_code": spec.trust_remote_code}
+    if folder.is_dir():
+        info["files"] = {f.name: _sha256(f) for f in sorted(folder.iterdir()) if f.is_file()}
+    else:
+        from huggingface_hub import try_to_load_from_cache
+
+        cached = try_to_load_from_cache(spec.path, "config.json", revision=spec.revision)
+        info["cached_snapshot"] = Path(cached).parent.name if isinstance(cached, str) else None
+    return info
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
+import inspect
 import json
+import sys
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -10,10 +13,10 @@ import pandas as pd
 
 from .backends import Backend
 from .benchmarks import BENCHMARKS, UNPARSED, Benchmark, Item, draw_subset
-from .config import Settings
+from .config import ModelSpec, Settings
 from .envelope import Config, Envelope
 
-ITEM_COLUMNS = ["model", "benchmark", "config_id", "item_id", "stratum", "seed", "prompt", "response",
+ITEM_COLUMNS = ["model", "benchmark", "config_id", "item_id", "stratum", "seed", "prompt_id", "prompt", "response",
                 "logliks", "label", "parsed", "correct", "prompt_format"]
 
 
@@ -70,11 +73,13 @@ def run_cell(model: str, generator: Backend | None, scorer: Backend | None, data
                 rows.append((item, seed, prompt, response, None, benchmark.extract(response, item)))
     frame = pd.DataFrame(
         [{"model": model, "benchmark": benchmark.name, "config_id": config.config_id, "item_id": item.item_id,
-          "stratum": item.stratum, "seed": seed, "prompt": prompt, "response": response, "logliks": logliks,
+          "stratum": item.stratum, "seed": seed, "prompt_id": hashlib.sha256(prompt.encode()).hexdigest()[:16],
+          "prompt": prompt, "response": response, "logliks": logliks,
           "label": label, "parsed": label != UNPARSED, "correct": benchmark.is_correct(label, item),
           "prompt_format": backend.prompt_format}
          for item, seed, prompt, response, logliks, label in rows], columns=ITEM_COLUMNS)
-    return frame, summarise(frame, benchmark, items)
+    summary = {"model": model, "benchmark": benchmark.name, **config.as_dict(), **summarise(frame, benchmark, items)}
+    return frame, summary
 
 
 def summarise(frame: pd.DataFrame, benchmark: Benchmark, items: Sequence[Item]) -> dict:
@@ -84,3 +89,30 @@ def summarise(frame: pd.DataFrame, benchmark: Benchmark, items: Sequence[Item]) 
             "parse_rate": float(frame["parsed"].mean()), "n_items": len(items), "n_seeds": len(per_seed),
             "prompt_format": frame["prompt_format"].iloc[0],
             **benchmark.metrics(frame, {item.item_id: item for item in items})}
+
+
+def code_digest(benchmark: Benchmark) -> str:
+    """SHA-256 over the source of a benchmark's module and the package modules it uses, so that
+    editing one benchmark's parser changes only that benchmark's digest."""
+    module = sys.modules[type(benchmark).__module__]
+    used = {module} | {sys.modules[value.__module__] for value in vars(module).values()
+                       if getattr(value, "__module__", "").startswith("safetyrepro.")}
+    digest = hashlib.sha256()
+    for name in sorted(m.__name__ for m in used):
+        digest.update(inspect.getsource(sys.modules[name]).encode())
+    return digest.hexdigest()
+
+
+def cell_fingerprint(settings: Settings, spec: ModelSpec, benchmark: str, config: Config) -> str:
+    """Everything a cell's result depends on, hashed; a change reruns exactly the affected cells."""
+    envelope = settings.envelope
+    params = {
+        "model": spec.__dict__, "backend": {k: settings.backend.get(k) for k in ("generate", "loglikelihood")},
+        "benchmark": settings.benchmarks[benchmark], "subset_seed": settings.subset_seed,
+        "fewshot_pool": settings.fewshot_pool, "config": config.as_dict(),
+        "values": {axis: envelope.axes[axis][getattr(config, axis)] for axis in ("template", "decoding", "shots", "scoring")},
+        "seeds": envelope.seeds_for(config), "decoding": envelope.decoding(config).__dict__,
+        "stop": envelope.stop_strings(config), "shot_format": envelope.shot_format,
+        "code": code_digest(BENCHMARKS[benchmark]),
+    }
+    return hashlib.sha256(json.dumps(params, sort_keys=True).encode()).hexdigest()

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Sequence
 
 import torch
+from transformers import LogitsProcessor, LogitsProcessorList, StoppingCriteria, StoppingCriteriaList
 
 from ..envelope import Decoding
 from .base import Backend, ModelLoadError, cut_at_stop
@@ -15,6 +16,41 @@ from .base import Backend, ModelLoadError, cut_at_stop
 log = logging.getLogger(__name__)
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "nf4": torch.bfloat16}
 MAX_LENGTH = 4096
+
+
+class _StopStrings(StoppingCriteria):
+    """Stops a row once its generated text contains a stop string. Only the last few tokens are
+    decoded per step (transformers' own stop_strings precomputes over the whole vocabulary on every
+    call, which costs seconds with a 262k-token vocabulary)."""
+
+    def __init__(self, tokenizer, stop: Sequence[str], prompt_length: int):
+        self.tokenizer, self.stop, self.start = tokenizer, list(stop), prompt_length
+        self.window = max(len(s) for s in stop) + 8
+
+    def __call__(self, input_ids: torch.Tensor, scores, **kwargs) -> torch.Tensor:
+        tails = self.tokenizer.batch_decode(input_ids[:, max(self.start, input_ids.shape[1] - self.window):])
+        return torch.tensor([any(s in tail for s in self.stop) for tail in tails], device=input_ids.device)
+
+
+class _TemperatureTopP(LogitsProcessor):
+    """Temperature, then nucleus (top-p) filtering, as transformers does it, but looking first at
+    the 1,024 most likely tokens: a full sort of a 262k-token vocabulary on every step costs more
+    than the model's forward pass on CPU. Rows whose nucleus is larger fall back to the full sort."""
+
+    def __init__(self, temperature: float, top_p: float, head: int = 1024):
+        self.temperature, self.top_p, self.head = temperature, top_p, head
+
+    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+        scores = scores / self.temperature
+        if self.top_p >= 1.0:
+            return scores
+        probs = torch.softmax(scores.float(), dim=-1)
+        top, index = probs.topk(min(self.head, probs.shape[-1]), dim=-1)
+        if (top.sum(-1) < self.top_p).any():
+            top, index = probs.sort(dim=-1, descending=True)
+        higher = top.cumsum(-1) - top  # mass of the strictly more likely tokens
+        keep = torch.zeros_like(probs, dtype=torch.bool).scatter_(-1, index, higher < self.top_p)
+        return scores.masked_fill(~keep, -float("inf"))
 
 
 class HFBackend(Backend):
@@ -73,15 +109,17 @@ class HFBackend(Backend):
         outputs: list[str] = [""] * len(prompts)
         sampling = {"do_sample": False, "temperature": None, "top_p": None, "top_k": None}
         if not decoding.greedy:
-            sampling = {"do_sample": True, "temperature": decoding.temperature, "top_p": decoding.top_p, "top_k": 0}
+            sampling = {"do_sample": True, "temperature": 1.0, "top_p": 1.0, "top_k": 0, "logits_processor":
+                        LogitsProcessorList([_TemperatureTopP(decoding.temperature, decoding.top_p)])}
         torch.manual_seed(seed)
         started, done, new_tokens = time.perf_counter(), 0, 0
         for batch in self._batches(encoded):
             self.tokenizer.padding_side = "left"
             padded = self.tokenizer.pad({"input_ids": [encoded[i] for i in batch]}, return_tensors="pt").to(self.device)
+            criteria = StoppingCriteriaList([_StopStrings(self.tokenizer, stop, padded["input_ids"].shape[1])] if stop else [])
             generated = self.model.generate(
                 **padded, max_new_tokens=decoding.max_new_tokens, pad_token_id=self.tokenizer.pad_token_id,
-                stop_strings=list(stop) or None, tokenizer=self.tokenizer, **sampling)
+                stopping_criteria=criteria, **sampling)
             fresh = generated[:, padded["input_ids"].shape[1]:]
             for row, index in enumerate(batch):
                 tokens = fresh[row][fresh[row] != self.tokenizer.pad_token_id]

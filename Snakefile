@@ -1,0 +1,28 @@
+# SafetyRepro: models x benchmarks x configs -> tidy Parquet tables -> rho_flip.
+# Run from the repository root: `snakemake --cores 1 --resources gpu=1` (see README).
+from snakemake.utils import min_version, validate
+
+min_version("9.0")
+
+configfile: "config/config.yaml"
+
+validate(config, "workflow/schemas/config.schema.yaml")
+
+include: "workflow/rules/common.smk"
+include: "workflow/rules/inference.smk"
+include: "workflow/rules/aggregate.smk"
+
+
+onsuccess:
+    stop_servers(SETTINGS)
+
+onerror:
+    stop_servers(SETTINGS)
+
+
+rule all:
+    input:
+        f"{RESULTS}/cells.parquet",
+        f"{RESULTS}/items.parquet",
+        f"{RESULTS}/rho_flip.parquet",
+        f"{RESULTS}/rho_flip.md",

@@ -1,0 +1,33 @@
+"""Gathering the per-cell outputs into the tidy tables every analysis reads."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Iterable
+
+import pandas as pd
+
+CELL_KEYS = ["model", "benchmark", "config_id"]
+AXIS_COLUMNS = ["template", "decoding", "shots", "scoring", "tier"]
+CELL_COLUMNS = [*CELL_KEYS, *AXIS_COLUMNS, "score", "parse_rate", "n_items", "n_seeds", "seed_scores", "prompt_format"]
+
+
+def cells_table(summaries: Iterable[Path]) -> pd.DataFrame:
+    """One row per cell from the cells' JSON summaries, in the order given.
+
+    Benchmark-specific extra metrics (e.g. BBQ bias scores) become extra columns, empty elsewhere.
+    """
+    rows = []
+    for path in summaries:
+        summary = json.loads(Path(path).read_text())
+        summary["seed_scores"] = json.dumps(summary["seed_scores"], sort_keys=True)
+        rows.append(summary)
+    frame = pd.DataFrame(rows)
+    extras = sorted(set(frame.columns) - set(CELL_COLUMNS))
+    return frame[CELL_COLUMNS + extras]
+
+
+def items_table(item_files: Iterable[Path]) -> pd.DataFrame:
+    """All item rows of all cells (prompt text stays in the per-cell files; a prompt_id links them)."""
+    return pd.concat([pd.read_parquet(path).drop(columns=["prompt"]) for path in item_files], ignore_index=True)

@@ -1,0 +1,205 @@
+"""One model load serves many cells: a per-model server on a local socket, started on demand.
+
+The first cell of a model that finds no server starts one (a detached process, guarded by a file
+lock), and every later cell on the same machine talks to it. The server loads the model once,
+answers `generate` / `loglikelihood` calls one connection at a time, records the load in
+`logs/model_loads.tsv` under the results folder, and exits after `idle_seconds` without a call.
+Under Slurm each job that serves a model's cells starts its own server on its node.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import logging
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any, Sequence
+
+from .backends import Backend, ModelLoadError, load_backend
+from .config import ModelSpec, Settings
+from .envelope import Decoding
+
+log = logging.getLogger(__name__)
+START_TIMEOUT = 1800  # a 9B model at NF4 from a cold disk can take minutes
+
+
+def backend_kinds(settings: Settings) -> dict[str, str]:
+    """Backend name per operation ("generate", "loglikelihood")."""
+    return {op: settings.backend.get(op, "hf") for op in ("generate", "loglikelihood")}
+
+
+def backend_options(settings: Settings) -> dict[str, Any]:
+    """Keyword options every backend takes (batch size, device, threads)."""
+    return {key: settings.backend[key] for key in ("batch_size", "device", "threads") if key in settings.backend}
+
+
+def load_backends(settings: Settings, spec: ModelSpec) -> dict[str, Backend]:
+    """Backends per operation; one load when both operations use the same backend."""
+    loaded: dict[str, Backend] = {}
+    kinds = backend_kinds(settings)
+    for kind in dict.fromkeys(kinds.values()):
+        loaded[kind] = load_backend(kind, spec, **backend_options(settings))
+    return {op: loaded[kind] for op, kind in kinds.items()}
+
+
+def server_address(settings: Settings, spec: ModelSpec) -> Path:
+    """Socket path for a model: one per model spec, backend settings and results folder."""
+    key = json.dumps([spec.__dict__, backend_kinds(settings), backend_options(settings),
+                      str(settings.results_dir.resolve())], sort_keys=True)
+    folder = Path(tempfile.gettempdir()) / f"safetyrepro-{os.getuid()}"
+    folder.mkdir(mode=0o700, exist_ok=True)
+    folder.chmod(0o700)  # only this user may connect: the socket is the access control
+    return folder / f"{spec.name[:40]}-{hashlib.sha256(key.encode()).hexdigest()[:12]}.sock"
+
+
+def record_load(settings: Settings, spec: ModelSpec, seconds: float) -> None:
+    """Append one line per model load to <results>/logs/model_loads.tsv."""
+    path = settings.results_dir / "logs" / "model_loads.tsv"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    line = "\t".join([time.strftime("%Y-%m-%dT%H:%M:%S"), spec.name, spec.precision, f"{seconds:.1f}",
+                      socket.gethostname(), str(os.getpid()), os.environ.get("SLURM_JOB_ID", "")])
+    with open(path, "a", encoding="utf-8") as handle:
+        handle.write(line + "\n")
+
+
+def serve(settings: Settings, spec: ModelSpec, address: Path, idle_seconds: float) -> None:
+    """Load the model once and answer calls until idle for `idle_seconds`."""
+    started = time.perf_counter()
+    backends = load_backends(settings, spec)
+    record_load(settings, spec, time.perf_counter() - started)
+    address.unlink(missing_ok=True)
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as listener:
+        listener.bind(str(address))
+        listener.listen()
+        listener.settimeout(idle_seconds)
+        log.info("serving %s on %s", spec.name, address)
+        while True:
+            try:
+                client, _ = listener.accept()
+            except TimeoutError:
+                log.info("no call for %.0f s: server for %s exits", idle_seconds, spec.name)
+                break
+            client.setblocking(True)
+            with Connection(client.detach()) as connection:
+                if _answer(connection, backends) == "shutdown":
+                    log.info("asked to shut down: server for %s exits", spec.name)
+                    break
+    address.unlink(missing_ok=True)
+
+
+def _answer(connection: Connection, backends: dict[str, Backend]) -> str | None:
+    while True:
+        try:
+            operation, args = connection.recv()
+        except EOFError:
+            return None
+        if operation == "shutdown":
+            connection.send(("ok", None))
+            return operation
+        try:
+            if operation == "info":
+                result = {op: backend.prompt_format for op, backend in backends.items()}
+            elif operation == "generate":
+                result = backends["generate"].generate(*args)
+            elif operation == "loglikelihood":
+                result = backends["loglikelihood"].loglikelihood(*args)
+            else:
+                raise ValueError(f"unknown operation {operation!r}")
+            connection.send(("ok", result))
+        except Exception as exc:  # the cell that asked gets the error; the server keeps serving
+            log.exception("call %s failed", operation)
+            connection.send(("error", f"{type(exc).__name__}: {exc}"))
+
+
+class RemoteBackend(Backend):
+    """A Backend whose calls go to the model server (one connection per cell)."""
+
+    def __init__(self, connection: Connection, operation: str, prompt_format: str):
+        self.connection, self.operation, self.prompt_format = connection, operation, prompt_format
+
+    def _call(self, operation: str, *args):
+        self.connection.send((operation, args))
+        status, result = self.connection.recv()
+        if status != "ok":
+            raise RuntimeError(f"model server: {result}")
+        return result
+
+    def generate(self, prompts: Sequence[str], decoding: Decoding, seed: int, stop: Sequence[str] = ()) -> list[str]:
+        return self._call("generate", list(prompts), decoding, seed, list(stop))
+
+    def loglikelihood(self, requests: Sequence[tuple[str, str]]) -> list[float]:
+        return self._call("loglikelihood", list(requests))
+
+
+def connect(settings: Settings, spec: ModelSpec, configfile: Path, idle_seconds: float) -> dict[str, Backend]:
+    """Backends per operation served by the model's server, starting the server if none runs."""
+    address = server_address(settings, spec)
+    for attempt in range(2):  # a server that was just timing out drops the call: start another
+        connection = _try_connect(address)
+        if connection is None:
+            with open(address.with_suffix(".lock"), "w") as lock:
+                fcntl.flock(lock, fcntl.LOCK_EX)
+                connection = _try_connect(address) or _start(settings, spec, configfile, address, idle_seconds)
+        try:
+            formats = RemoteBackend(connection, "info", "")._call("info")
+        except (EOFError, OSError):
+            connection.close()
+            address.unlink(missing_ok=True)
+            continue
+        return {op: RemoteBackend(connection, op, fmt) for op, fmt in formats.items()}
+    raise ModelLoadError(f"model server for '{spec.name}' closed the connection twice")
+
+
+def _try_connect(address: Path) -> Connection | None:
+    if not address.exists():
+        return None
+    client = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        client.connect(str(address))
+    except OSError:
+        client.close()
+        return None
+    return Connection(client.detach())
+
+
+def _start(settings: Settings, spec: ModelSpec, configfile: Path, address: Path, idle_seconds: float) -> Connection:
+    log_path = settings.results_dir / "logs" / "servers" / f"{spec.name}.log"
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    command = [sys.executable, "-m", "safetyrepro.cli", "-v", "serve", "--configfile", str(configfile),
+               "--model", spec.name, "--address", str(address), "--idle-seconds", str(idle_seconds)]
+    with open(log_path, "a", encoding="utf-8") as out:
+        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                   start_new_session=True)
+    log.info("started model server for %s (pid %d, log %s)", spec.name, process.pid, log_path)
+    deadline = time.monotonic() + START_TIMEOUT
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            tail = log_path.read_text(encoding="utf-8", errors="replace").strip().splitlines()[-5:]
+            raise ModelLoadError(f"model server for '{spec.name}' exited with status {process.returncode}; "
+                                 f"last lines of {log_path}:\n" + "\n".join(tail))
+        connection = _try_connect(address)
+        if connection is not None:
+            return connection
+        time.sleep(0.2)
+    process.kill()
+    raise ModelLoadError(f"model server for '{spec.name}' did not start within {START_TIMEOUT} s (see {log_path})")
+
+
+def stop_servers(settings: Settings) -> int:
+    """Ask every running server of this run's models to exit; returns how many were stopped."""
+    stopped = 0
+    for spec in settings.models:
+        connection = _try_connect(server_address(settings, spec))
+        if connection is not None:
+            with connection:
+                RemoteBackend(connection, "shutdown", "")._call("shutdown")
+            stopped += 1
+    return stopped

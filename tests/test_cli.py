@@ -1,0 +1,43 @@
+"""The `parse` command labels JSON lines for every benchmark; bad input is one clear error."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from safetyrepro.benchmarks import BENCHMARKS
+
+CASES = {
+    "truthfulqa": ("Answer: C", "C"),
+    "bbq": (" B. The grandson", "B"),
+    "crows_pairs": ("A", "A"),
+    "toxigen": ("No, it is not.", "No"),
+    "xstest": ("I'm sorry, but I can't help with that.", "full_refusal"),
+}
+
+
+def parse(benchmark: str, text: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "safetyrepro.cli", "parse", benchmark], input=text,
+                          capture_output=True, text=True)
+
+
+@pytest.mark.parametrize("benchmark", sorted(BENCHMARKS))
+def test_parse_adds_a_label_and_keeps_the_fields(benchmark):
+    response, label = CASES[benchmark]
+    lines = [{"prompt": "p1", "response": response, "extra": 1}, {"prompt": "p2", "response": ""},
+             {"prompt": "p3", "response": "ünïcödé 🙂 " * 50}]
+    result = parse(benchmark, "\n".join(json.dumps(line) for line in lines) + "\n\n")
+    assert result.returncode == 0, result.stderr
+    out = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [o["label"] for o in out[:2]] == [label, "unparsed"]
+    assert out[0]["extra"] == 1 and out[2]["prompt"] == "p3"
+    assert isinstance(out[2]["label"], str)
+
+
+def test_parse_rejects_a_line_without_a_response():
+    result = parse("bbq", '{"response": "A"}\n{"prompt": "x"}\n')
+    assert result.returncode == 2
+    assert result.stderr.strip() == "safetyrepro: error: stdin line 2: expected a JSON object with a 'response' field"

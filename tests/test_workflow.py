@@ -1,0 +1,176 @@
+"""The Snakemake workflow end to end on tiny random models, and dry runs of the full envelope."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from safetyrepro.config import load_settings
+from tiny_model import build_tiny_model
+
+REPO = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+CELL_COLUMNS = ["model", "benchmark", "config_id", "template", "decoding", "shots", "scoring", "tier", "score",
+                "parse_rate", "n_items", "n_seeds"]
+ITEM_COLUMNS = ["model", "benchmark", "config_id", "item_id", "seed", "prompt_id", "response", "logliks", "label",
+                "correct"]
+RHO_COLUMNS = ["benchmark", "model_a", "model_b", "n_plus", "n_minus", "n_ties", "n_configs", "rho_flip", "ceiling"]
+SELECTED = ["T1-greedy-0shot-freeform", "T2-t0.3-3shot-freeform", "T4-greedy-0shot-freeform",
+            "T1-greedy-0shot-logprob", "T3-greedy-5shot-logprob"]
+
+
+def snakemake(workdir: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
+    return subprocess.run([str(BIN / "snakemake"), "--snakefile", str(REPO / "Snakefile"), "--directory", str(workdir),
+                           "--configfile", str(workdir / "config.yaml"), *args],
+                          capture_output=True, text=True, env=env, timeout=1200)
+
+
+def write_config(workdir: Path, data_dir: Path, models: list[dict], benchmarks: dict, **extra) -> Path:
+    config = {"data_dir": str(data_dir), "results_dir": "results", "resources_dir": "resources", "models": models,
+              "benchmarks": benchmarks, "envelope": str(REPO / "config" / "envelope.yaml"),
+              "subset": {"seed": 3, "fewshot_pool": 5},
+              "backend": {"batch_size": 4, "device": "cpu", "threads": 1, "server_idle_seconds": 120}, **extra}
+    workdir.mkdir(parents=True, exist_ok=True)
+    (workdir / "config.yaml").write_text(yaml.safe_dump(config))
+    return workdir / "config.yaml"
+
+
+def planned_cells(result: subprocess.CompletedProcess) -> int:
+    """Number of `cell` jobs in a dry run's job table (0 when nothing is to be done)."""
+    counts = [line.split() for line in result.stdout.splitlines() if line.startswith("cell ")]
+    return int(counts[0][1]) if counts else 0
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory, data_dir):
+    root = tmp_path_factory.mktemp("workflow")
+    models = [{"name": f"tiny-{i}", "path": str(build_tiny_model(root / f"tiny-{i}", seed=i)), "precision": "fp32"}
+              for i in range(3)]
+    write_config(root / "run", data_dir, models, {"toxigen": {"n_items": 4}, "bbq": {"n_items": 4}},
+                 select_configs=SELECTED, max_new_tokens_cap=6)
+    first = snakemake(root / "run", "--cores", "2", "--resources", "gpu=1")
+    assert first.returncode == 0, first.stderr[-3000:]
+    return root / "run", first
+
+
+def test_every_cell_is_present_with_the_public_schema(tiny_run):
+    workdir, _ = tiny_run
+    settings = load_settings(workdir / "config.yaml")
+    cells = pd.read_parquet(workdir / "results" / "cells.parquet")
+    assert set(CELL_COLUMNS) <= set(cells.columns)
+    expected = {(m.name, b, c.config_id) for m, b, c in settings.cells()}
+    assert set(zip(cells.model, cells.benchmark, cells.config_id)) == expected and len(cells) == len(expected) == 30
+    assert cells.score.between(0, 1).all() and cells.parse_rate.between(0, 1).all()
+    assert (cells.n_items == 4).all()
+    assert cells.set_index("config_id").n_seeds.to_dict() == {"T2-t0.3-3shot-freeform": 5, **{
+        c: 1 for c in SELECTED if c != "T2-t0.3-3shot-freeform"}}
+    assert cells.set_index("config_id").tier.to_dict()["T4-greedy-0shot-freeform"] == "stress"
+    assert set(cells.query("benchmark == 'bbq'").columns) >= {"bias_ambig", "bias_disambig"}
+
+    items = pd.read_parquet(workdir / "results" / "items.parquet")
+    assert set(ITEM_COLUMNS) <= set(items.columns)
+    per_cell = items.groupby(["model", "benchmark", "config_id"]).size()
+    assert per_cell.xs("T2-t0.3-3shot-freeform", level="config_id").eq(4 * 5).all()
+    # the cell score is the seed mean of item accuracy, recomputed from the item rows
+    recomputed = items.groupby(["model", "benchmark", "config_id", "seed"]).correct.mean().groupby(
+        level=[0, 1, 2]).mean()
+    merged = cells.set_index(["model", "benchmark", "config_id"]).score
+    assert (recomputed.reindex(merged.index) - merged).abs().max() < 1e-12
+    logprob = items[items.config_id.str.endswith("logprob")]
+    assert logprob.response.isna().all() and logprob.logliks.notna().all()
+
+
+def test_rho_flip_matches_the_definition(tiny_run):
+    workdir, _ = tiny_run
+    cells = pd.read_parquet(workdir / "results" / "cells.parquet")
+    rho = pd.read_parquet(workdir / "results" / "rho_flip.parquet")
+    assert list(rho.columns) == RHO_COLUMNS
+    assert len(rho) == 2 * 3
+    for row in rho.itertuples():
+        scores = cells[cells.benchmark == row.benchmark].pivot(index="config_id", columns="model", values="score")
+        a, b = scores[row.model_a], scores[row.model_b]
+        n_plus, n_minus = int((a > b + 1e-9).sum()), int((a < b - 1e-9).sum())
+        assert (row.n_plus, row.n_minus, row.n_ties) == (n_plus, n_minus, len(scores) - n_plus - n_minus)
+        assert row.rho_flip == min(n_plus, n_minus) / len(scores)
+        assert row.ceiling == (len(scores) // 2) / len(scores)
+    markdown = (workdir / "results" / "rho_flip.md").read_text()
+    assert "## toxigen" in markdown and "strict orderings of the models reached" in markdown
+
+
+def test_each_model_is_loaded_once(tiny_run):
+    workdir, _ = tiny_run
+    loads = pd.read_csv(workdir / "results" / "logs" / "model_loads.tsv", sep="\t", header=None)
+    assert sorted(loads[1]) == ["tiny-0", "tiny-1", "tiny-2"]
+
+
+def test_a_second_run_executes_no_job(tiny_run):
+    workdir, _ = tiny_run
+    again = snakemake(workdir, "--cores", "2")
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert "Nothing to be done" in again.stdout + again.stderr
+
+
+def test_changing_one_benchmark_reruns_only_its_cells(tiny_run):
+    workdir, _ = tiny_run
+    config = yaml.safe_load((workdir / "config.yaml").read_text())
+    config["benchmarks"]["toxigen"]["n_items"] = 5
+    changed = workdir.parent / "changed"
+    changed.mkdir(exist_ok=True)
+    (changed / "config.yaml").write_text(yaml.safe_dump(config))
+    # dry-run from the finished run's folder with the edited config: only toxigen's 15 cells are due
+    result = subprocess.run([str(BIN / "snakemake"), "-n", "--snakefile", str(REPO / "Snakefile"), "--directory",
+                             str(workdir), "--configfile", str(changed / "config.yaml")], capture_output=True, text=True,
+                            env={**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"})
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert planned_cells(result) == 15
+    due = [line for line in result.stdout.splitlines() if "wildcards: model=" in line]
+    assert due and all("benchmark=toxigen" in line for line in due)
+
+
+def test_full_envelope_of_one_benchmark_is_enumerated(tmp_path, data_dir):
+    models = [{"name": n, "path": "org/" + n} for n in ("a", "b", "c")]
+    write_config(tmp_path, data_dir, models, {"bbq": {"n_items": 5}})
+    result = snakemake(tmp_path, "-n", "--cores", "1")
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert planned_cells(result) == 3 * 48
+    config_ids = {line.split("config_id=")[1].strip() for line in result.stdout.splitlines() if "config_id=" in line}
+    expected = {f"{t}-{d}-{s}shot-freeform" for t, d, s in itertools.product(
+        ["T1", "T2", "T3", "T4"], ["greedy", "t0.3", "t0.7"], ["0", "3", "5"])}
+    expected |= {f"{t}-greedy-{s}shot-logprob" for t in ["T1", "T2", "T3", "T4"] for s in ["0", "3", "5"]}
+    assert config_ids == expected
+
+
+def test_paper_config_plans_612_cells(tmp_path, data_dir):
+    config = yaml.safe_load((REPO / "config" / "paper.yaml").read_text())
+    config.update(data_dir=str(data_dir), envelope=str(REPO / "config" / "envelope.yaml"))
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
+    result = snakemake(tmp_path, "-n", "--cores", "1")
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert planned_cells(result) == 612
+
+
+def test_invalid_config_stops_before_any_job(tmp_path, data_dir):
+    write_config(tmp_path, data_dir, [{"name": "only", "path": "x"}], {"bbq": {"n_items": 5}})
+    result = snakemake(tmp_path, "--cores", "1")
+    assert result.returncode != 0
+    assert "is too short" in result.stderr
+    assert not (tmp_path / "results").exists()
+
+
+@pytest.mark.parametrize("profile", ["slurm", "local"])
+def test_profiles_plan_the_grid(tmp_path, data_dir, profile):
+    models = [{"name": n, "path": "org/" + n} for n in ("a", "b")]
+    write_config(tmp_path, data_dir, models, {"xstest": {"n_items": 5}, "crows_pairs": {"n_items": 5}})
+    result = snakemake(tmp_path, "-n", "--profile", str(REPO / "profiles" / profile))
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert planned_cells(result) == 2 * (48 + 12)
+    if profile == "slurm":
+        assert "slurm_partition=gpu" in result.stdout

@@ -1,0 +1,31 @@
+# Aggregation: the tidy tables and the rho_flip verdicts.
+
+
+rule aggregate:
+    input:
+        summaries=cell_paths("summary"),
+        rows=cell_paths("items"),
+    output:
+        cells=f"{RESULTS}/cells.parquet",
+        rows=f"{RESULTS}/items.parquet",
+    conda:
+        "../../envs/safetyrepro.yaml"
+    log:
+        f"{RESULTS}/logs/aggregate.log",
+    shell:
+        "safetyrepro aggregate --summaries {input.summaries:q} --items {input.rows:q}"
+        " --cells-out {output.cells:q} --items-out {output.rows:q} > {log:q} 2>&1"
+
+
+rule rho_flip:
+    input:
+        cells=f"{RESULTS}/cells.parquet",
+    output:
+        table=f"{RESULTS}/rho_flip.parquet",
+        markdown=f"{RESULTS}/rho_flip.md",
+    conda:
+        "../../envs/safetyrepro.yaml"
+    log:
+        f"{RESULTS}/logs/rho_flip.log",
+    shell:
+        "safetyrepro rho-flip --cells {input.cells:q} --out {output.table:q} --markdown {output.markdown:q} > {log:q} 2>&1"

@@ -1,0 +1,73 @@
+# Inference: one job per grid cell. Cells are thin clients of a per-model server that loads the
+# model once (see safetyrepro.server). A model's cells all depend on its describe_model job and
+# share its group, so on a cluster they form one job per model: one load per model there too.
+
+
+rule fetch_data:
+    output:
+        SETTINGS.data_dir / "{benchmark}" / "{path}",
+    params:
+        base_url=config.get("data_base_url", ""),
+        data_dir=SETTINGS.data_dir,
+    conda:
+        "../../envs/safetyrepro.yaml"
+    log:
+        f"{RESULTS}/logs/fetch/{{benchmark}}/{{path}}.log",
+    shell:
+        "safetyrepro fetch-data --data-dir {params.data_dir:q} --benchmark {wildcards.benchmark}"
+        " --base-url {params.base_url:q} > {log:q} 2>&1"
+
+
+rule build_embedded_model:
+    output:
+        directory(f"{SETTINGS.resources_dir}/models/{{name}}"),
+    conda:
+        "../../envs/safetyrepro.yaml"
+    log:
+        f"{RESULTS}/logs/build_model/{{name}}.log",
+    shell:
+        "safetyrepro -v build-model --out {output:q} > {log:q} 2>&1"
+
+
+rule describe_model:
+    input:
+        model_input,
+    output:
+        f"{RESULTS}/models/{{model}}.json",
+    params:
+        spec=lambda w: MODELS[w.model].__dict__,
+        configfile=RUN_CONFIG,
+    conda:
+        "../../envs/safetyrepro.yaml"
+    log:
+        f"{RESULTS}/logs/models/{{model}}.log",
+    group:
+        lambda w: f"model-{w.model}"
+    shell:
+        "safetyrepro describe-model --configfile {params.configfile:q} --model {wildcards.model:q}"
+        " --out {output:q} > {log:q} 2>&1"
+
+
+rule cell:
+    input:
+        data=lambda w: data_files(w.benchmark),
+        model=f"{RESULTS}/models/{{model}}.json",
+    output:
+        rows=f"{RESULTS}/cells/{{model}}/{{benchmark}}/{{config_id}}.parquet",
+        summary=f"{RESULTS}/cells/{{model}}/{{benchmark}}/{{config_id}}.json",
+    params:
+        fingerprint=lambda w: cell_fingerprint(SETTINGS, MODELS[w.model], w.benchmark,
+                                               SETTINGS.config(w.benchmark, w.config_id)),
+        configfile=RUN_CONFIG,
+    conda:
+        "../../envs/safetyrepro.yaml"
+    log:
+        f"{RESULTS}/logs/cells/{{model}}/{{benchmark}}/{{config_id}}.log",
+    group:
+        lambda w: f"model-{w.model}"
+    resources:
+        gpu=uses_gpu,
+    shell:
+        "safetyrepro -v run-cell --configfile {params.configfile:q} --model {wildcards.model:q}"
+        " --benchmark {wildcards.benchmark} --config-id {wildcards.config_id:q}"
+        " --items {output.rows:q} --summary {output.summary:q} > {log:q} 2>&1"

@@ -11,6 +11,7 @@ validate(config, "workflow/schemas/config.schema.yaml")
 include: "workflow/rules/common.smk"
 include: "workflow/rules/inference.smk"
 include: "workflow/rules/aggregate.smk"
+include: "workflow/rules/analysis.smk"
 
 
 onsuccess:
@@ -26,3 +27,5 @@ rule all:
         f"{RESULTS}/items.parquet",
         f"{RESULTS}/rho_flip.parquet",
         f"{RESULTS}/rho_flip.md",
+        expand(f"{RESULTS}/analysis/{{name}}.md", name=ANALYSES),
+        f"{RESULTS}/summary.md",

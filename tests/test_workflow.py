@@ -174,3 +174,13 @@ def test_profiles_plan_the_grid(tmp_path, data_dir, profile):
     assert planned_cells(result) == 2 * (48 + 12)
     if profile == "slurm":
         assert "slurm_partition=gpu" in result.stdout
+
+
+def test_analyses_and_summary_are_written(tiny_run):
+    workdir, _ = tiny_run
+    names = {p.stem for p in (workdir / "results" / "analysis").glob("*.parquet")}
+    assert names == {"proposition1", "tiers", "scoring_paths", "parse_clean", "kendall_tau", "variance", "subsample",
+                     "bootstrap", "conservative_core", "shap", "precision"}
+    assert all((workdir / "results" / "analysis" / f"{n}.md").is_file() for n in names)
+    summary = (workdir / "results" / "summary.md").read_text()
+    assert "| toxigen |" in summary and "| bbq |" in summary

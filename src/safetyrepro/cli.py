@@ -134,7 +134,7 @@ def cmd_rho_flip(args: argparse.Namespace) -> int:
     """rho_flip per model pair and benchmark, as Parquet and Markdown."""
     import pandas as pd
 
-    from .analysis import rho_flip_table
+    from .analysis.flips import rho_flip_table
     from .report import rho_flip_markdown
     from .tables import write_parquet, write_text
 
@@ -142,6 +142,34 @@ def cmd_rho_flip(args: argparse.Namespace) -> int:
     rho = rho_flip_table(cells)
     write_parquet(rho, Path(args.out))
     write_text(rho_flip_markdown(rho, cells), Path(args.markdown))
+    return 0
+
+
+def cmd_analyse(args: argparse.Namespace) -> int:
+    """Run one analysis over cells.parquet (and items.parquet) and write Parquet + Markdown."""
+    import pandas as pd
+
+    from .analysis.suite import ANALYSES, Inputs
+    from .report import analysis_markdown
+    from .tables import write_parquet, write_text
+
+    description, run = ANALYSES[args.name]
+    table = run(Inputs(load_settings(args.configfile), pd.read_parquet(args.cells), args.items))
+    write_parquet(table, Path(args.out))
+    write_text(analysis_markdown(args.name, description, table), Path(args.markdown))
+    return 0
+
+
+def cmd_summary(args: argparse.Namespace) -> int:
+    """Gather the headline numbers into summary.md."""
+    import pandas as pd
+
+    from .report import summary_markdown
+    from .tables import write_text
+
+    folder = Path(args.analysis_dir)
+    tables = {path.stem: pd.read_parquet(path) for path in sorted(folder.glob("*.parquet"))}
+    write_text(summary_markdown(pd.read_parquet(args.rho), pd.read_parquet(args.cells), tables), Path(args.out))
     return 0
 
 
@@ -189,6 +217,11 @@ def build_parser() -> argparse.ArgumentParser:
     aggregate.add_argument("--summaries", nargs="+", required=True)
     aggregate.add_argument("--items", nargs="+", required=True)
     _command(commands, "rho-flip", cmd_rho_flip, "rho_flip table from cells.parquet", ("cells", "out", "markdown"))
+    analyse = _command(commands, "analyse", cmd_analyse, "run one analysis (see safetyrepro.analysis.suite)",
+                       ("configfile", "cells", "items", "out", "markdown"))
+    analyse.add_argument("name")
+    _command(commands, "summary", cmd_summary, "headline numbers as results/summary.md",
+             ("rho", "cells", "analysis-dir", "out"))
     return parser
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from .analysis import orderings_reached
+from .analysis.flips import orderings_reached
 
 
 def rho_flip_markdown(rho: pd.DataFrame, cells: pd.DataFrame) -> str:
@@ -24,3 +24,45 @@ def rho_flip_markdown(rho: pd.DataFrame, cells: pd.DataFrame) -> str:
                          f"{row.n_configs} | {row.rho_flip:.3f} | {row.ceiling:.3f} |")
         lines.append("")
     return "\n".join(lines)
+
+
+def analysis_markdown(name: str, description: str, table: pd.DataFrame) -> str:
+    """A short rendering of one analysis table: what it is, then the table."""
+    body = table.to_markdown(index=False, floatfmt=".3f") if len(table) else "(no rows: nothing to compare here)"
+    return f"# {name}\n\n{description}\n\n{body}\n"
+
+
+def summary_markdown(rho: pd.DataFrame, cells: pd.DataFrame, tables: dict[str, pd.DataFrame]) -> str:
+    """Headline numbers per benchmark, read like the paper's table 2: the largest rho_flip over
+    pairs with its N+/N-/N0 and |C|, orderings reached, and the robustness checks beside it."""
+    tiers = tables["tiers"].set_index(["variant", "benchmark"]) if "tiers" in tables else None
+    clean = tables["parse_clean"].set_index("benchmark") if "parse_clean" in tables else None
+    shares = tables["variance"].set_index("benchmark") if "variance" in tables else None
+    lines = ["# Summary", "",
+             "Per benchmark, the model pair with the largest rho_flip (N+ / N- / N0 of that pair), strict "
+             "orderings of the models reached, and the same maximum on the core tier and the parse-clean "
+             "subset; rho_var = implementation / model variance share (free-form ANOVA).", "",
+             "| benchmark | \\|C\\| | max rho_flip | pair | N+ / N- / N0 | ceiling | orderings | core rho_flip max |"
+             " parse-clean rho_flip max (\\|C\\|) | rho_var |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for benchmark, pairs in rho.groupby("benchmark", sort=False):
+        top = pairs.sort_values("rho_flip", ascending=False, kind="stable").iloc[0]
+        reached, possible = orderings_reached(cells, benchmark)
+        core = _lookup(tiers, ("core", benchmark), "rho_flip_max")
+        clean_rho = _lookup(clean, benchmark, "rho_flip_max")
+        clean_n = _lookup(clean, benchmark, "n_configs")
+        lines.append(f"| {benchmark} | {top.n_configs} | {top.rho_flip:.3f} | {top.model_a} vs {top.model_b} | "
+                     f"{top.n_plus} / {top.n_minus} / {top.n_ties} | {top.ceiling:.3f} | {reached} of {possible} | "
+                     f"{_fmt(core)} | {_fmt(clean_rho)} ({_fmt(clean_n, '.0f')}) | {_fmt(_lookup(shares, benchmark, 'rho'))} |")
+    return "\n".join(lines) + "\n"
+
+
+def _lookup(table: pd.DataFrame | None, key, column: str):
+    if table is None or key not in table.index or column not in table.columns:
+        return None
+    value = table.loc[key, column]
+    return value.iloc[0] if isinstance(value, pd.Series) else value
+
+
+def _fmt(value, spec: str = ".3f") -> str:
+    return "n/a" if value is None or pd.isna(value) else format(float(value), spec)

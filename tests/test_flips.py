@@ -7,7 +7,7 @@ import math
 import pandas as pd
 import pytest
 
-from safetyrepro.analysis import orderings_reached, rho_flip_table, sign_counts, strict_ordering
+from safetyrepro.analysis.flips import orderings_reached, rho_flip_table, sign_counts, strict_ordering
 
 
 def cells_from(scores: dict[str, list[float]], benchmark: str = "bbq") -> pd.DataFrame:

@@ -184,3 +184,19 @@ def test_analyses_and_summary_are_written(tiny_run):
     assert all((workdir / "results" / "analysis" / f"{n}.md").is_file() for n in names)
     summary = (workdir / "results" / "summary.md").read_text()
     assert "| toxigen |" in summary and "| bbq |" in summary
+
+
+def test_gpu_smoke_script_plans_every_backend_path_on_cpu(tmp_path, data_dir):
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
+    result = subprocess.run([sys.executable, str(REPO / "scripts" / "gpu_smoke.py"), "--dry-run", "--model", "a=org/a",
+                             "--model", "b=org/b", "--results", str(tmp_path / "smoke"), "--data-dir", str(data_dir)],
+                            cwd=REPO, capture_output=True, text=True, env=env)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert planned_cells(result) == 2 * (4 * 3 + 1)
+    config = yaml.safe_load((tmp_path / "smoke" / "smoke_config.yaml").read_text())
+    assert config["backend"]["generate"] == "vllm" and config["backend"]["loglikelihood"] == "hf"
+    assert {m["precision"] for m in config["models"]} == {"nf4"}
+    settings = load_settings(config)
+    ids = {c.config_id for c in settings.configs("bbq")}
+    assert {"T1-greedy-0shot-freeform", "T2-t0.7-0shot-freeform", "T1-greedy-0shot-logprob"} == ids
+    assert settings.envelope.seeds_for(settings.config("bbq", "T2-t0.7-0shot-freeform")) == [0, 1, 2, 3, 4]

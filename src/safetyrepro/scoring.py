@@ -67,8 +67,8 @@ def run_cell(model: str, generator: Backend | None, scorer: Backend | None, data
     else:
         backend = generator
         decoding = envelope.decoding(config)
-        for seed in envelope.seeds_for(config):
-            responses = generator.generate(prompts, decoding, seed, envelope.stop_strings(config))
+        completions = generator.generate_seeds(prompts, decoding, envelope.seeds_for(config), envelope.stop_strings(config))
+        for seed, responses in completions.items():
             for prompt, item, response in zip(prompts, items, responses):
                 rows.append((item, seed, prompt, response, None, benchmark.extract(response, item)))
     frame = pd.DataFrame(

@@ -36,9 +36,12 @@ def backend_kinds(settings: Settings) -> dict[str, str]:
     return {op: settings.backend.get(op, "hf") for op in ("generate", "loglikelihood")}
 
 
-def backend_options(settings: Settings) -> dict[str, Any]:
-    """Keyword options every backend takes (batch size, device, threads)."""
-    return {key: settings.backend[key] for key in ("batch_size", "device", "threads") if key in settings.backend}
+OPTION_KEYS = {"hf": ("batch_size", "device", "threads"), "vllm": ("gpu_memory_utilization",)}
+
+
+def backend_options(settings: Settings, kind: str) -> dict[str, Any]:
+    """The `backend` settings that backend `kind` takes."""
+    return {key: settings.backend[key] for key in OPTION_KEYS.get(kind, ()) if key in settings.backend}
 
 
 def load_backends(settings: Settings, spec: ModelSpec) -> dict[str, Backend]:
@@ -46,13 +49,13 @@ def load_backends(settings: Settings, spec: ModelSpec) -> dict[str, Backend]:
     loaded: dict[str, Backend] = {}
     kinds = backend_kinds(settings)
     for kind in dict.fromkeys(kinds.values()):
-        loaded[kind] = load_backend(kind, spec, **backend_options(settings))
+        loaded[kind] = load_backend(kind, spec, **backend_options(settings, kind))
     return {op: loaded[kind] for op, kind in kinds.items()}
 
 
 def server_address(settings: Settings, spec: ModelSpec) -> Path:
     """Socket path for a model: one per model spec, backend settings and results folder."""
-    key = json.dumps([spec.__dict__, backend_kinds(settings), backend_options(settings),
+    key = json.dumps([spec.__dict__, backend_kinds(settings), settings.backend,
                       str(settings.results_dir.resolve())], sort_keys=True)
     folder = Path(tempfile.gettempdir()) / f"safetyrepro-{os.getuid()}"
     folder.mkdir(mode=0o700, exist_ok=True)
@@ -109,6 +112,8 @@ def _answer(connection: Connection, backends: dict[str, Backend]) -> str | None:
                 result = {op: backend.prompt_format for op, backend in backends.items()}
             elif operation == "generate":
                 result = backends["generate"].generate(*args)
+            elif operation == "generate_seeds":
+                result = backends["generate"].generate_seeds(*args)
             elif operation == "loglikelihood":
                 result = backends["loglikelihood"].loglikelihood(*args)
             else:
@@ -134,6 +139,10 @@ class RemoteBackend(Backend):
 
     def generate(self, prompts: Sequence[str], decoding: Decoding, seed: int, stop: Sequence[str] = ()) -> list[str]:
         return self._call("generate", list(prompts), decoding, seed, list(stop))
+
+    def generate_seeds(self, prompts: Sequence[str], decoding: Decoding, seeds: Sequence[int],
+                       stop: Sequence[str] = ()) -> dict[int, list[str]]:
+        return self._call("generate_seeds", list(prompts), decoding, list(seeds), list(stop))
 
     def loglikelihood(self, requests: Sequence[tuple[str, str]]) -> list[float]:
         return self._call("loglikelihood", list(requests))

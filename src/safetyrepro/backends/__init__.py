@@ -6,7 +6,7 @@ from importlib import import_module
 
 from .base import Backend, ModelLoadError
 
-BACKENDS = {"hf": "safetyrepro.backends.hf:HFBackend"}
+BACKENDS = {"hf": "safetyrepro.backends.hf:HFBackend", "vllm": "safetyrepro.backends.vllm:VLLMBackend"}
 
 
 def load_backend(kind: str, spec, **options) -> Backend:

@@ -26,6 +26,11 @@ class Backend(ABC):
                  stop: Sequence[str] = ()) -> list[str]:
         """One completion per prompt; the text is cut at the first stop string."""
 
+    def generate_seeds(self, prompts: Sequence[str], decoding: Decoding, seeds: Sequence[int],
+                       stop: Sequence[str] = ()) -> dict[int, list[str]]:
+        """Completions for every seed of a cell; backends that batch seeds together override this."""
+        return {seed: self.generate(prompts, decoding, seed, stop) for seed in seeds}
+
     @abstractmethod
     def loglikelihood(self, requests: Sequence[tuple[str, str]]) -> list[float]:
         """Summed log-probability of each continuation given its context."""

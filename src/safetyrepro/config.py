@@ -29,11 +29,6 @@ def schema(name: str) -> dict[str, Any]:
     return yaml.safe_load(files("safetyrepro").joinpath(f"schemas/{name}.schema.yaml").read_text())
 
 
-def schema_path(name: str) -> Path:
-    """File path of a packaged schema (for snakemake.utils.validate)."""
-    return Path(str(files("safetyrepro").joinpath(f"schemas/{name}.schema.yaml")))
-
-
 def read_yaml(path: str | os.PathLike) -> Any:
     """Safe-load a YAML file, turning syntax errors into a ConfigError with the position."""
     try:

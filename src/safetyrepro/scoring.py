@@ -7,6 +7,7 @@ import inspect
 import json
 import sys
 from dataclasses import dataclass
+from functools import cache
 from typing import Sequence
 
 import pandas as pd
@@ -91,10 +92,12 @@ def summarise(frame: pd.DataFrame, benchmark: Benchmark, items: Sequence[Item]) 
             **benchmark.metrics(frame, {item.item_id: item for item in items})}
 
 
-def code_digest(benchmark: Benchmark) -> str:
+@cache
+def code_digest(name: str) -> str:
     """SHA-256 over the source of a benchmark's module and the package modules it uses, so that
-    editing one benchmark's parser changes only that benchmark's digest."""
-    module = sys.modules[type(benchmark).__module__]
+    editing one benchmark's parser changes only that benchmark's digest (computed once per
+    benchmark, not once per cell)."""
+    module = sys.modules[type(BENCHMARKS[name]).__module__]
     used = {module} | {sys.modules[value.__module__] for value in vars(module).values()
                        if getattr(value, "__module__", "").startswith("safetyrepro.")}
     digest = hashlib.sha256()
@@ -113,6 +116,6 @@ def cell_fingerprint(settings: Settings, spec: ModelSpec, benchmark: str, config
         "values": {axis: envelope.axes[axis][getattr(config, axis)] for axis in ("template", "decoding", "shots", "scoring")},
         "seeds": envelope.seeds_for(config), "decoding": envelope.decoding(config).__dict__,
         "stop": envelope.stop_strings(config), "shot_format": envelope.shot_format,
-        "code": code_digest(BENCHMARKS[benchmark]),
+        "code": code_digest(benchmark),
     }
     return hashlib.sha256(json.dumps(params, sort_keys=True).encode()).hexdigest()

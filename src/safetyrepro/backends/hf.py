@@ -82,6 +82,7 @@ class HFBackend(Backend):
         self.load_seconds = time.perf_counter() - started
         if self.tokenizer.pad_token_id is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
+        self.tokenizer.padding_side = "left"  # generation batches; log-likelihoods pad by hand
         has_template = bool(getattr(self.tokenizer, "chat_template", None))
         if spec.chat_template == "on" and not has_template:
             raise ModelLoadError(f"model '{spec.name}': chat_template is 'on' but the tokenizer has none")
@@ -114,7 +115,6 @@ class HFBackend(Backend):
         torch.manual_seed(seed)
         started, done, new_tokens = time.perf_counter(), 0, 0
         for batch in self._batches(encoded):
-            self.tokenizer.padding_side = "left"
             padded = self.tokenizer.pad({"input_ids": [encoded[i] for i in batch]}, return_tensors="pt").to(self.device)
             criteria = StoppingCriteriaList([_StopStrings(self.tokenizer, stop, padded["input_ids"].shape[1])] if stop else [])
             generated = self.model.generate(

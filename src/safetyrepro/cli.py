@@ -173,6 +173,52 @@ def cmd_summary(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_provenance(args: argparse.Namespace) -> int:
+    """Write the run record (results/provenance.json): seal, packages, models, data, items, seeds, hardware."""
+    import pandas as pd
+
+    from .provenance import run_record
+    from .tables import write_json
+
+    models = [json.loads(Path(path).read_text()) for path in args.models]
+    items = pd.read_parquet(args.items, columns=["benchmark", "item_id"])
+    write_json(run_record(load_settings(args.configfile), models, items), Path(args.out))
+    return 0
+
+
+def cmd_provenance_diff(args: argparse.Namespace) -> int:
+    """Name what differs between two run records (or GRID cards); exit status 1 when anything does."""
+    from .provenance import compare_records
+
+    changes = compare_records(json.loads(Path(args.old).read_text()), json.loads(Path(args.new).read_text()))
+    print("\n".join(changes) if changes else "no difference (times ignored)")
+    return 1 if changes else 0
+
+
+def cmd_grid_card(args: argparse.Namespace) -> int:
+    """Write the GRID card (JSON and Markdown) from the run record and the result tables."""
+    import pandas as pd
+
+    from .grid_card import grid_card, grid_card_markdown
+    from .tables import write_json, write_text
+
+    card = grid_card(load_settings(args.configfile), json.loads(Path(args.provenance).read_text()),
+                     pd.read_parquet(args.cells), pd.read_parquet(args.rho))
+    write_json(card, Path(args.json_out))
+    write_text(grid_card_markdown(card), Path(args.markdown_out))
+    return 0
+
+
+def cmd_figure(args: argparse.Namespace) -> int:
+    """Draw one report figure from its table as PNG."""
+    import pandas as pd
+
+    from .figures import draw, save
+
+    save(draw(args.name, pd.read_parquet(args.table), args.benchmark), Path(args.out))
+    return 0
+
+
 def _command(commands, name: str, func, help: str, required: tuple[str, ...] = ()) -> argparse.ArgumentParser:
     """A subcommand with its required `--option` arguments."""
     parser = commands.add_parser(name, help=help)
@@ -222,6 +268,17 @@ def build_parser() -> argparse.ArgumentParser:
     analyse.add_argument("name")
     _command(commands, "summary", cmd_summary, "headline numbers as results/summary.md",
              ("rho", "cells", "analysis-dir", "out"))
+    _command(commands, "provenance", cmd_provenance, "write the run record (results/provenance.json)",
+             ("configfile", "items", "out")).add_argument("--models", nargs="+", required=True)
+    diff = _command(commands, "provenance-diff", cmd_provenance_diff,
+                    "what differs between two run records or GRID cards (exit 1 if anything)")
+    diff.add_argument("old")
+    diff.add_argument("new")
+    _command(commands, "grid-card", cmd_grid_card, "write the GRID card (JSON + Markdown)",
+             ("configfile", "provenance", "cells", "rho", "json-out", "markdown-out"))
+    figure = _command(commands, "figure", cmd_figure, "draw one report figure (PNG)", ("table", "out"))
+    figure.add_argument("name", choices=["anova", "orderings", "parse_rate", "rho_heatmap", "scores", "shap"])
+    figure.add_argument("--benchmark", help="the benchmark of a per-benchmark figure")
     return parser
 
 

@@ -1,0 +1,254 @@
+"""Figures of the report (matplotlib, Agg backend), one function per figure, each returning a Figure.
+
+Figures are sized by what they show (models, configs, benchmarks) and laid out with constrained
+layout; long tick labels are rotated or wrapped, so no text overlaps.
+"""
+
+from __future__ import annotations
+
+import math
+import textwrap
+from collections import Counter
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+
+from .analysis.flips import score_matrix, strict_ordering  # noqa: E402
+from .tables import _atomic  # noqa: E402
+
+SHARE_PARTS = [("model_share", "model"), ("implementation_share", "implementation (template, decoding, shots)"),
+               ("interaction_share", "interactions"), ("residual_share", "residual")]
+TIER_SHADE = {"core": "#ffffff", "stress": "#f3e6e6"}
+
+
+def _figure(width: float, height: float, **kwargs) -> tuple[Figure, object]:
+    return plt.subplots(figsize=(width, height), layout="constrained", **kwargs)
+
+
+def _wrap(label: str, width: int = 14) -> str:
+    return "\n".join(textwrap.wrap(str(label), width, break_on_hyphens=False)) or str(label)
+
+
+def _empty(title: str, message: str) -> Figure:
+    """A small figure that says why there is nothing to plot."""
+    fig, ax = _figure(6, 2)
+    ax.axis("off")
+    ax.set_title(title)
+    ax.text(0.5, 0.5, textwrap.fill(message, 70), ha="center", va="center", transform=ax.transAxes)
+    return fig
+
+
+def rho_heatmap(rho: pd.DataFrame, benchmark: str) -> Figure:
+    """Model x model heat map of rho_flip on one benchmark; each cell also shows N+/N-/N0 of the
+    row model against the column model."""
+    table = rho[rho["benchmark"] == benchmark]
+    models = list(dict.fromkeys([*table["model_a"], *table["model_b"]]))
+    n = len(models)
+    values = np.full((n, n), np.nan)
+    counts = {}
+    for row in table.itertuples():
+        i, j = models.index(row.model_a), models.index(row.model_b)
+        values[i, j] = values[j, i] = row.rho_flip
+        counts[i, j] = (row.n_plus, row.n_minus, row.n_ties)
+        counts[j, i] = (row.n_minus, row.n_plus, row.n_ties)
+    n_configs = int(table["n_configs"].max()) if len(table) else 0
+    ceiling = float(table["ceiling"].max()) if len(table) else 0.5
+    fig, ax = _figure(2.2 + 1.6 * n, 1.6 + 1.3 * n)
+    image = ax.imshow(np.ma.masked_invalid(values), cmap="OrRd", vmin=0, vmax=max(ceiling, 1e-9))
+    image.cmap.set_bad("#dddddd")
+    for (i, j), (plus, minus, ties) in counts.items():
+        dark = values[i, j] > 0.6 * ceiling
+        ax.text(j, i, f"{values[i, j]:.3f}\n{plus} / {minus} / {ties}", ha="center", va="center", fontsize=9,
+                color="white" if dark else "black")
+    labels = [_wrap(m) for m in models]
+    ax.set_xticks(range(n), labels, rotation=30, ha="right", rotation_mode="anchor")
+    ax.set_yticks(range(n), labels)
+    ax.set_title(f"{benchmark}: rho_flip per model pair (|C| = {n_configs})")
+    ax.set_xlabel("model B   (cell text: rho_flip, then N+ / N- / N0 of row A vs column B)", fontsize=8)
+    ax.set_ylabel("model A")
+    fig.colorbar(image, ax=ax, shrink=0.8, label=f"rho_flip (ceiling {ceiling:.3f})")
+    return fig
+
+
+def config_order(cells: pd.DataFrame, benchmark: str) -> list[str]:
+    """The benchmark's configs, core tier first, each tier sorted by mean score over models (high first)."""
+    frame = cells[cells["benchmark"] == benchmark]
+    summary = frame.groupby("config_id").agg(tier=("tier", "first"), mean=("score", "mean")).reset_index()
+    summary["tier_rank"] = (summary["tier"] != "core").astype(int)
+    return list(summary.sort_values(["tier_rank", "mean", "config_id"], ascending=[True, False, True])["config_id"])
+
+
+def flipped_configs(cells: pd.DataFrame, benchmark: str) -> set[str]:
+    """Configs whose strict model ordering differs from the most common one (ties count as different)."""
+    matrix = score_matrix(cells, benchmark).dropna()
+    orderings = {config: strict_ordering(row) for config, row in matrix.iterrows()}
+    strict = Counter(o for o in orderings.values() if o is not None)
+    if not strict:
+        return set()
+    modal = strict.most_common(1)[0][0]
+    return {config for config, ordering in orderings.items() if ordering != modal}
+
+
+def scores_across_configs(cells: pd.DataFrame, benchmark: str) -> Figure:
+    """Each model's score on every config of one benchmark: configs sorted (core tier first), tiers
+    shaded, and configs whose model ordering differs from the most common one labelled in red."""
+    order = config_order(cells, benchmark)
+    matrix = score_matrix(cells, benchmark).reindex(order)
+    tiers = cells[cells["benchmark"] == benchmark].groupby("config_id")["tier"].first().reindex(order)
+    flipped = flipped_configs(cells, benchmark)
+    fig, ax = _figure(max(6.5, 2.5 + 0.32 * len(order)), 5.2)
+    x = np.arange(len(order))
+    for tier in dict.fromkeys(tiers):
+        positions = x[(tiers == tier).to_numpy()]
+        ax.axvspan(positions.min() - 0.5, positions.max() + 0.5, color=TIER_SHADE.get(tier, "#eeeeee"), zorder=0)
+        ax.text((positions.min() + positions.max()) / 2, 1.02, f"{tier} tier", ha="center", va="bottom",
+                transform=ax.get_xaxis_transform(), fontsize=9)
+    markers = "osD^vP*X"
+    for index, model in enumerate(matrix.columns):
+        ax.plot(x, matrix[model], marker=markers[index % len(markers)], linewidth=1, markersize=5, label=model)
+    ax.set_xticks(x, order, rotation=90, fontsize=8)
+    for label in ax.get_xticklabels():
+        if label.get_text() in flipped:
+            label.set_color("#c0392b")
+    ax.set_xlim(-0.5, len(order) - 0.5)
+    ax.set_ylabel("score (higher = better aligned)")
+    ax.set_title(f"{benchmark}: score of each model per config ({len(flipped)} of {len(order)} configs "
+                 f"order the models differently from the most common ordering, in red)", fontsize=10, pad=18)
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8, title="model")
+    return fig
+
+
+def orderings_per_tier(tiers: pd.DataFrame) -> Figure:
+    """Strict model orderings reached per benchmark on each envelope variant (full, core, without
+    each stress value), against the number possible."""
+    if tiers.empty:
+        return _empty("Orderings reached per tier", "The tier analysis has no rows.")
+    benchmarks = list(dict.fromkeys(tiers["benchmark"]))
+    variants = list(dict.fromkeys(tiers["variant"]))
+    pivot = tiers.pivot(index="benchmark", columns="variant", values="orderings_reached").reindex(
+        index=benchmarks, columns=variants)
+    possible = tiers.groupby("benchmark")["orderings_possible"].max().reindex(benchmarks)
+    configs = tiers.pivot(index="benchmark", columns="variant", values="n_configs").reindex(
+        index=benchmarks, columns=variants)
+    fig, ax = _figure(max(6.5, 3 + 0.45 * len(benchmarks) * len(variants)), 4.8)
+    width = 0.8 / len(variants)
+    x = np.arange(len(benchmarks))
+    for index, variant in enumerate(variants):
+        bars = ax.bar(x + (index - (len(variants) - 1) / 2) * width, pivot[variant].fillna(0), width,
+                      label=variant)
+        ax.bar_label(bars, labels=[f"|C|={c:.0f}" if not math.isnan(c) else "" for c in configs[variant]],
+                     fontsize=7, rotation=90, padding=2)
+    ax.scatter(x, possible, marker="_", s=900, color="black", zorder=3, label="possible (k!)")
+    ax.set_xticks(x, benchmarks)
+    ax.set_ylim(0, float(possible.max()) * 1.35 + 0.5)
+    ax.set_ylabel("strict model orderings reached")
+    ax.set_title("Orderings of the models reached per envelope variant")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8)
+    return fig
+
+
+def anova_shares(variance: pd.DataFrame) -> Figure:
+    """Stacked shares of score variance (free-form ANOVA) per benchmark: model, implementation,
+    interactions, residual, with rho = implementation / model."""
+    if variance.empty:
+        return _empty("Variance shares (ANOVA)", "No free-form cells: the ANOVA has no rows.")
+    fig, ax = _figure(9, 1.6 + 0.7 * len(variance))
+    y = np.arange(len(variance))
+    left = np.zeros(len(variance))
+    for column, label in SHARE_PARTS:
+        values = variance[column].fillna(0).clip(lower=0).to_numpy()
+        ax.barh(y, values, left=left, label=label)
+        left += values
+    labels = [f"{row.benchmark}\nrho = {row.rho:.2f}" if np.isfinite(row.rho) else f"{row.benchmark}\nrho = n/a"
+              for row in variance.itertuples()]
+    ax.set_yticks(y, labels)
+    ax.invert_yaxis()
+    ax.set_xlabel("share of the total sum of squares of free-form cell scores (Type II ANOVA)")
+    ax.set_title("Variance shares: model vs harness (interactions n/a = main effects only)")
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.25 if len(variance) > 2 else -0.45), ncols=2,
+              fontsize=8)
+    return fig
+
+
+def shap_per_axis(shap: pd.DataFrame) -> Figure:
+    """Heat map of each feature's share of mean |SHAP| per benchmark (LightGBM surrogate)."""
+    if shap.empty or "feature" not in shap.columns:
+        note = shap["note"].iloc[0] if "note" in shap.columns and len(shap) else "no benchmark had enough cells"
+        return _empty("SHAP per axis (surrogate)", str(note))
+    pivot = shap.pivot(index="benchmark", columns="feature", values="share")
+    pivot = pivot.reindex(index=list(dict.fromkeys(shap["benchmark"])), columns=list(dict.fromkeys(shap["feature"])))
+    fig, ax = _figure(2.5 + 1.3 * pivot.shape[1], 1.8 + 0.55 * pivot.shape[0])
+    image = ax.imshow(pivot.to_numpy(dtype=float), cmap="Blues", vmin=0, vmax=1, aspect="auto")
+    for (i, j), value in np.ndenumerate(pivot.to_numpy(dtype=float)):
+        if not np.isnan(value):
+            ax.text(j, i, f"{value:.2f}", ha="center", va="center", fontsize=9,
+                    color="white" if value > 0.6 else "black")
+    ax.set_xticks(range(pivot.shape[1]), pivot.columns)
+    ax.set_yticks(range(pivot.shape[0]), pivot.index)
+    ax.set_title("SHAP per axis: share of mean |SHAP| (surrogate, not the headline)", fontsize=10)
+    fig.colorbar(image, ax=ax, label="share")
+    return fig
+
+
+def parse_rate_per_template(cells: pd.DataFrame) -> Figure:
+    """Mean parse rate of free-form cells per template, one panel per benchmark, one bar per model."""
+    freeform = cells[cells["scoring"] == "freeform"]
+    if freeform.empty:
+        return _empty("Parse rate per template", "No free-form cells: every answer was scored by log-likelihood.")
+    benchmarks = list(dict.fromkeys(freeform["benchmark"]))
+    models = list(dict.fromkeys(freeform["model"]))
+    templates = sorted(freeform["template"].astype(str).unique())
+    columns = min(3, len(benchmarks))
+    rows = math.ceil(len(benchmarks) / columns)
+    panel_width = max(3.2, 0.35 * len(templates) * len(models) + 1)
+    fig, axes = _figure(panel_width * columns + 1.5, 3.2 * rows + 0.6, nrows=rows, ncols=columns,
+                        squeeze=False, sharey=True)
+    width = 0.8 / len(models)
+    x = np.arange(len(templates))
+    for ax, benchmark in zip(axes.flat, benchmarks):
+        frame = freeform[freeform["benchmark"] == benchmark]
+        means = frame.groupby([frame["template"].astype(str), "model"])["parse_rate"].mean().unstack("model")
+        means = means.reindex(index=templates, columns=models)
+        for index, model in enumerate(models):
+            ax.bar(x + (index - (len(models) - 1) / 2) * width, means[model].fillna(0), width, label=model)
+        ax.set_xticks(x, templates)
+        ax.set_ylim(0, 1.05)
+        ax.set_title(benchmark, fontsize=10)
+        ax.grid(axis="y", alpha=0.3)
+    for ax in axes.flat[len(benchmarks):]:
+        ax.axis("off")
+    for ax in axes[:, 0]:
+        ax.set_ylabel("parse rate")
+    handles, labels = axes.flat[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside lower center", ncols=min(len(models), 4), fontsize=8)
+    fig.suptitle("Parse rate of free-form answers per template (mean over configs)")
+    return fig
+
+
+def save(fig: Figure, path: Path, dpi: int = 110) -> None:
+    """Write a figure as PNG atomically and close it."""
+    try:
+        _atomic(Path(path), lambda tmp: fig.savefig(tmp, format="png", dpi=dpi))
+    finally:
+        plt.close(fig)
+
+
+# name -> (builder, whether it draws one benchmark); each builder reads one table.
+FIGURES = {"rho_heatmap": (rho_heatmap, True), "scores": (scores_across_configs, True),
+           "orderings": (orderings_per_tier, False), "anova": (anova_shares, False),
+           "shap": (shap_per_axis, False), "parse_rate": (parse_rate_per_template, False)}
+
+
+def draw(name: str, table: pd.DataFrame, benchmark: str | None = None) -> Figure:
+    """Build figure `name` from its table (per-benchmark figures need `benchmark`)."""
+    builder, per_benchmark = FIGURES[name]
+    if per_benchmark != (benchmark is not None):
+        raise ValueError(f"figure {name}: {'needs' if per_benchmark else 'takes no'} --benchmark")
+    return builder(table, benchmark) if per_benchmark else builder(table)

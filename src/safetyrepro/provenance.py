@@ -1,0 +1,154 @@
+"""The run record (results/provenance.json): everything a rerun must match to reproduce a run.
+
+It holds the envelope's hash (the seal), the version of every installed package, what each model
+pointed at (file hashes of a local directory, or hub id and revision), the SHA-256 of every data
+file read, the evaluated item ids, every random seed and the hardware. `compare_records` names what
+differs between two records, so a rerun with any of these changed is detectable.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import sys
+from datetime import datetime, timezone
+from importlib import metadata
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+import pandas as pd
+
+from .config import Settings
+from .fetch import MANIFEST, _sha256
+
+# Keys whose values are expected to differ between two runs of the same config.
+VOLATILE_KEYS = ("created",)
+
+
+def package_versions() -> dict[str, str]:
+    """Name -> version of every distribution installed in this environment (names normalised)."""
+    versions = {}
+    for dist in metadata.distributions():
+        name = dist.metadata["Name"]
+        if name:
+            versions[name.lower().replace("_", "-")] = dist.version
+    return dict(sorted(versions.items()))
+
+
+def environment_fingerprint() -> str:
+    """SHA-256 of the Python version and the package versions: a rerun trigger for the record."""
+    return hashlib.sha256(json.dumps([sys.version, package_versions()]).encode()).hexdigest()
+
+
+def hardware(device: str = "auto") -> dict[str, Any]:
+    """The machine writing the record: CPU, core count, memory, GPUs and the torch device used."""
+    import torch
+
+    info: dict[str, Any] = {"machine": platform.machine(), "system": platform.system(), "cpu": _cpu_model(),
+                            "cpu_count": os.cpu_count(), "memory_gb": _memory_gb(),
+                            "python": platform.python_version(), "torch": torch.__version__,
+                            "cuda": torch.version.cuda, "cuda_available": torch.cuda.is_available()}
+    info["gpus"] = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())] \
+        if info["cuda_available"] else []
+    info["torch_device"] = ("cuda" if info["cuda_available"] else "cpu") if device == "auto" else device
+    return info
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def _memory_gb() -> float | None:
+    try:
+        return round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1)
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def data_files(settings: Settings) -> dict[str, dict[str, Any]]:
+    """Every data file of the run's benchmarks: its SHA-256 and whether it matches the pinned one."""
+    out = {}
+    for entry in MANIFEST:
+        if entry.benchmark in settings.benchmarks:
+            path = settings.data_dir / entry.path
+            digest = _sha256(path) if path.is_file() else None
+            out[entry.path] = {"sha256": digest, "pinned": digest == entry.sha256,
+                               "source": f"{entry.repo}@{entry.commit}:{entry.upstream_path}"}
+    return out
+
+
+def item_subsets(items: pd.DataFrame) -> dict[str, dict[str, Any]]:
+    """Per benchmark: the evaluated item ids (sorted), their count and a SHA-256 of the id list."""
+    out = {}
+    for benchmark, ids in items.groupby("benchmark", sort=True)["item_id"]:
+        unique = sorted(map(str, ids.unique()))
+        out[benchmark] = {"n_items": len(unique), "ids": unique,
+                          "ids_sha256": hashlib.sha256("\n".join(unique).encode()).hexdigest()}
+    return out
+
+
+def seeds(settings: Settings) -> dict[str, Any]:
+    """Every random seed the run uses: generation, item subset, and the analyses'."""
+    options = settings.raw.get("analysis", {})
+    return {"generation": list(settings.envelope.seeds), "subset": settings.subset_seed,
+            "subsample": options.get("subsample", {}).get("seed", 0),
+            "bootstrap": options.get("bootstrap", {}).get("seed", 0), "shap": 0}
+
+
+def run_record(settings: Settings, models: Iterable[Mapping[str, Any]], items: pd.DataFrame) -> dict[str, Any]:
+    """The run record: seal, run settings, packages, models, data, item subsets, seeds, hardware."""
+    return {
+        "seal": settings.envelope.digest(),
+        "run": {"select_configs": settings.select_configs, "max_new_tokens_cap": settings.envelope.token_cap,
+                "n_items": {b: spec["n_items"] for b, spec in settings.benchmarks.items()},
+                "fewshot_pool": settings.fewshot_pool, "backend": settings.backend},
+        "packages": package_versions(),
+        "models": {model["name"]: dict(model) for model in models},
+        "data": data_files(settings),
+        "items": item_subsets(items),
+        "seeds": seeds(settings),
+        "hardware": hardware(settings.backend.get("device", "auto")),
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    }
+
+
+def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
+    """Dotted key -> leaf value; lists are leaves (compared whole)."""
+    if isinstance(value, Mapping) and value:
+        out = {}
+        for key, item in value.items():
+            out.update(_flatten(item, f"{prefix}.{key}" if prefix else str(key)))
+        return out
+    return {prefix: value}
+
+
+def compare_records(old: Mapping[str, Any], new: Mapping[str, Any],
+                    ignore: Iterable[str] = VOLATILE_KEYS) -> list[str]:
+    """One line per difference between two records (dotted key: old -> new), times ignored.
+    An empty list means a rerun matches the recorded run in every recorded respect."""
+    skip = tuple(ignore)
+    before, after = _flatten(old), _flatten(new)
+    lines = []
+    for key in sorted(before.keys() | after.keys()):
+        if key.split(".")[0] in skip or key in skip:
+            continue
+        if key not in after:
+            lines.append(f"{key}: removed (was {_short(before[key])})")
+        elif key not in before:
+            lines.append(f"{key}: added ({_short(after[key])})")
+        elif before[key] != after[key]:
+            lines.append(f"{key}: {_short(before[key])} -> {_short(after[key])}")
+    return lines
+
+
+def _short(value: Any, width: int = 80) -> str:
+    text = json.dumps(value, sort_keys=True, default=str)
+    return text if len(text) <= width else text[: width - 3] + "..."

@@ -1,0 +1,139 @@
+# Report and disclosure: the run record, the GRID card and the figures of `snakemake --report`.
+from safetyrepro.provenance import environment_fingerprint
+
+report: "../report/workflow.rst"
+
+REPORT_BENCHMARK_FIGURES = ["rho_heatmap", "scores"]
+REPORT_OUTPUTS = [
+    f"{RESULTS}/provenance.json",
+    f"{RESULTS}/grid_card.json",
+    f"{RESULTS}/grid_card.md",
+    *expand(f"{RESULTS}/figures/{{figure}}_{{benchmark}}.png", figure=REPORT_BENCHMARK_FIGURES,
+            benchmark=SETTINGS.benchmarks),
+    *expand(f"{RESULTS}/figures/{{figure}}.png", figure=["orderings", "anova", "shap", "parse_rate"]),
+]
+
+
+rule provenance:
+    input:
+        models=expand(f"{RESULTS}/models/{{model}}.json", model=MODELS),
+        rows=f"{RESULTS}/items.parquet",
+        data=[path for benchmark in SETTINGS.benchmarks for path in data_files(benchmark)],
+    output:
+        f"{RESULTS}/provenance.json",
+    params:
+        # reruns the record when an installed package or the Python version changes
+        environment=environment_fingerprint(),
+        settings=SETTINGS.raw,
+        configfile=RUN_CONFIG,
+    conda:
+        "../../envs/safetyrepro.yaml"
+    log:
+        f"{RESULTS}/logs/provenance.log",
+    shell:
+        "safetyrepro provenance --configfile {params.configfile:q} --models {input.models:q}"
+        " --items {input.rows:q} --out {output:q} > {log:q} 2>&1"
+
+
+rule grid_card:
+    input:
+        provenance=f"{RESULTS}/provenance.json",
+        cells=f"{RESULTS}/cells.parquet",
+        rho=f"{RESULTS}/rho_flip.parquet",
+    output:
+        json=f"{RESULTS}/grid_card.json",
+        markdown=report(f"{RESULTS}/grid_card.md", caption="../report/grid_card.rst", category="7. GRID card"),
+    params:
+        configfile=RUN_CONFIG,
+    conda:
+        "../../envs/safetyrepro.yaml"
+    log:
+        f"{RESULTS}/logs/grid_card.log",
+    shell:
+        "safetyrepro grid-card --configfile {params.configfile:q} --provenance {input.provenance:q}"
+        " --cells {input.cells:q} --rho {input.rho:q} --json-out {output.json:q}"
+        " --markdown-out {output.markdown:q} > {log:q} 2>&1"
+
+
+rule figure_rho_heatmap:
+    input:
+        f"{RESULTS}/rho_flip.parquet",
+    output:
+        report(f"{RESULTS}/figures/rho_heatmap_{{benchmark}}.png", caption="../report/rho_heatmap.rst",
+               category="1. rho_flip per model pair", subcategory="{benchmark}",
+               labels={"benchmark": "{benchmark}", "figure": "rho_flip heat map"}),
+    log:
+        f"{RESULTS}/logs/figures/rho_heatmap_{{benchmark}}.log",
+    conda:
+        "../../envs/safetyrepro.yaml"
+    shell:
+        "safetyrepro figure rho_heatmap --benchmark {wildcards.benchmark} --table {input:q} --out {output:q} > {log:q} 2>&1"
+
+
+rule figure_scores:
+    input:
+        f"{RESULTS}/cells.parquet",
+    output:
+        report(f"{RESULTS}/figures/scores_{{benchmark}}.png", caption="../report/scores.rst",
+               category="2. Scores across configs", subcategory="{benchmark}",
+               labels={"benchmark": "{benchmark}", "figure": "scores per config"}),
+    log:
+        f"{RESULTS}/logs/figures/scores_{{benchmark}}.log",
+    conda:
+        "../../envs/safetyrepro.yaml"
+    shell:
+        "safetyrepro figure scores --benchmark {wildcards.benchmark} --table {input:q} --out {output:q} > {log:q} 2>&1"
+
+
+rule figure_orderings:
+    input:
+        f"{RESULTS}/analysis/tiers.parquet",
+    output:
+        report(f"{RESULTS}/figures/orderings.png", caption="../report/orderings.rst",
+               category="3. Orderings per tier"),
+    log:
+        f"{RESULTS}/logs/figures/orderings.log",
+    conda:
+        "../../envs/safetyrepro.yaml"
+    shell:
+        "safetyrepro figure orderings --table {input:q} --out {output:q} > {log:q} 2>&1"
+
+
+rule figure_anova:
+    input:
+        f"{RESULTS}/analysis/variance.parquet",
+    output:
+        report(f"{RESULTS}/figures/anova.png", caption="../report/anova.rst", category="4. ANOVA shares"),
+    log:
+        f"{RESULTS}/logs/figures/anova.log",
+    conda:
+        "../../envs/safetyrepro.yaml"
+    shell:
+        "safetyrepro figure anova --table {input:q} --out {output:q} > {log:q} 2>&1"
+
+
+rule figure_shap:
+    input:
+        f"{RESULTS}/analysis/shap.parquet",
+    output:
+        report(f"{RESULTS}/figures/shap.png", caption="../report/shap.rst", category="5. SHAP per axis"),
+    log:
+        f"{RESULTS}/logs/figures/shap.log",
+    conda:
+        "../../envs/safetyrepro.yaml"
+    shell:
+        "safetyrepro figure shap --table {input:q} --out {output:q} > {log:q} 2>&1"
+
+
+rule figure_parse_rate:
+    input:
+        f"{RESULTS}/cells.parquet",
+    output:
+        report(f"{RESULTS}/figures/parse_rate.png", caption="../report/parse_rate.rst",
+               category="6. Parse rate per template"),
+    log:
+        f"{RESULTS}/logs/figures/parse_rate.log",
+    conda:
+        "../../envs/safetyrepro.yaml"
+    shell:
+        "safetyrepro figure parse_rate --table {input:q} --out {output:q} > {log:q} 2>&1"

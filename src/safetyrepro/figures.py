@@ -31,6 +31,12 @@ def _figure(width: float, height: float, **kwargs) -> tuple[Figure, object]:
     return plt.subplots(figsize=(width, height), layout="constrained", **kwargs)
 
 
+def _title(ax, text: str, fontsize: float = 10, **kwargs) -> None:
+    """An axes title wrapped to the figure's width, so a long title never runs off a narrow figure."""
+    chars = max(30, int(ax.figure.get_figwidth() * 120 / fontsize))
+    ax.set_title(textwrap.fill(text, chars), fontsize=fontsize, **kwargs)
+
+
 def _wrap(label: str, width: int = 14) -> str:
     return "\n".join(textwrap.wrap(str(label), width, break_on_hyphens=False)) or str(label)
 
@@ -69,7 +75,7 @@ def rho_heatmap(rho: pd.DataFrame, benchmark: str) -> Figure:
     labels = [_wrap(m) for m in models]
     ax.set_xticks(range(n), labels, rotation=30, ha="right", rotation_mode="anchor")
     ax.set_yticks(range(n), labels)
-    ax.set_title(f"{benchmark}: rho_flip per model pair (|C| = {n_configs})")
+    _title(ax, f"{benchmark}: rho_flip per model pair (|C| = {n_configs})", fontsize=11)
     ax.set_xlabel("model B   (cell text: rho_flip, then N+ / N- / N0 of row A vs column B)", fontsize=8)
     ax.set_ylabel("model A")
     fig.colorbar(image, ax=ax, shrink=0.8, label=f"rho_flip (ceiling {ceiling:.3f})")
@@ -118,8 +124,8 @@ def scores_across_configs(cells: pd.DataFrame, benchmark: str) -> Figure:
             label.set_color("#c0392b")
     ax.set_xlim(-0.5, len(order) - 0.5)
     ax.set_ylabel("score (higher = better aligned)")
-    ax.set_title(f"{benchmark}: score of each model per config ({len(flipped)} of {len(order)} configs "
-                 f"order the models differently from the most common ordering, in red)", fontsize=10, pad=18)
+    _title(ax, f"{benchmark}: score of each model per config ({len(flipped)} of {len(order)} configs "
+           f"order the models differently from the most common ordering, in red)", pad=18)
     ax.grid(axis="y", alpha=0.3)
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8, title="model")
     return fig
@@ -149,7 +155,7 @@ def orderings_per_tier(tiers: pd.DataFrame) -> Figure:
     ax.set_xticks(x, benchmarks)
     ax.set_ylim(0, float(possible.max()) * 1.35 + 0.5)
     ax.set_ylabel("strict model orderings reached")
-    ax.set_title("Orderings of the models reached per envelope variant")
+    _title(ax, "Orderings of the models reached per envelope variant", fontsize=11)
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8)
     return fig
 
@@ -171,7 +177,7 @@ def anova_shares(variance: pd.DataFrame) -> Figure:
     ax.set_yticks(y, labels)
     ax.invert_yaxis()
     ax.set_xlabel("share of the total sum of squares of free-form cell scores (Type II ANOVA)")
-    ax.set_title("Variance shares: model vs harness (interactions n/a = main effects only)")
+    _title(ax, "Variance shares: model vs harness (interactions n/a = main effects only)", fontsize=11)
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.25 if len(variance) > 2 else -0.45), ncols=2,
               fontsize=8)
     return fig
@@ -192,7 +198,7 @@ def shap_per_axis(shap: pd.DataFrame) -> Figure:
                     color="white" if value > 0.6 else "black")
     ax.set_xticks(range(pivot.shape[1]), pivot.columns)
     ax.set_yticks(range(pivot.shape[0]), pivot.index)
-    ax.set_title("SHAP per axis: share of mean |SHAP| (surrogate, not the headline)", fontsize=10)
+    _title(ax, "SHAP per axis: share of mean |SHAP| (surrogate, not the headline)")
     fig.colorbar(image, ax=ax, label="share")
     return fig
 

@@ -1,0 +1,317 @@
+"""The report and disclosure: run record, GRID card, figures, `snakemake --report` in headless Chromium.
+
+The module runs the tiny 3-model workflow twice in two folders with the same config (the first as
+`make run` does, with the report made after the run) and checks the outputs of both.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from importlib import metadata
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from safetyrepro.config import load_settings
+from safetyrepro.figures import FIGURES, draw, flipped_configs, save
+from safetyrepro.models import describe_model
+from safetyrepro.provenance import compare_records, data_files, run_record
+from synthetic_cells import synthetic_cells
+from test_workflow import SELECTED, snakemake, write_config
+from tiny_model import build_tiny_model
+
+REPO = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+BENCHMARKS = {"toxigen": {"n_items": 4}, "bbq": {"n_items": 4}}
+FIGURE_FILES = {f"{name}_{b}.png" for name in ("rho_heatmap", "scores") for b in BENCHMARKS} | {
+    "orderings.png", "anova.png", "shap.png", "parse_rate.png"}
+CHROMIUM, CHROMEDRIVER = shutil.which("chromium"), shutil.which("chromedriver")
+# Where the browser test also copies its screenshot (besides the run's results/), when set.
+ARTEFACTS_ENV = "SAFETYREPRO_TEST_ARTEFACTS"
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory, data_dir):
+    """Two runs of one config in two folders; the first also writes results/report.html."""
+    root = tmp_path_factory.mktemp("report")
+    models = [{"name": f"tiny-{i}", "path": str(build_tiny_model(root / f"tiny-{i}", seed=i)), "precision": "fp32"}
+              for i in range(3)]
+    config = write_config(root / "first", data_dir, models, BENCHMARKS, select_configs=SELECTED, max_new_tokens_cap=6)
+    (root / "second").mkdir()
+    shutil.copy(config, root / "second" / "config.yaml")
+    first = snakemake(root / "first", "--cores", "2", "--resources", "gpu=1", "--report", "results/report.html",
+                      "--report-after-run")
+    assert first.returncode == 0, first.stderr[-3000:]
+    second = snakemake(root / "second", "--cores", "2", "--resources", "gpu=1")
+    assert second.returncode == 0, second.stderr[-3000:]
+    return root / "first", root / "second"
+
+
+def _json(path: Path) -> dict:
+    return json.loads(path.read_text())
+
+
+def test_the_run_writes_every_figure_and_the_report(runs):
+    first, second = runs
+    for run in runs:
+        assert {p.name for p in (run / "results" / "figures").glob("*.png")} == FIGURE_FILES
+        for png in (run / "results" / "figures").glob("*.png"):
+            assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    html = (first / "results" / "report.html").read_text()
+    for name in FIGURE_FILES:
+        assert f'"filename": "{name}"' in html
+    assert "grid_card.md" in html and "SafetyRepro measures" in html
+
+
+def test_provenance_records_what_the_run_used(runs):
+    first, _ = runs
+    settings = load_settings(first / "config.yaml")
+    record = _json(first / "results" / "provenance.json")
+    assert record["seal"] == settings.envelope.digest()
+    for package in ("safetyrepro", "torch", "transformers", "snakemake", "numpy"):
+        assert record["packages"][package] == metadata.version(package)
+    for spec in settings.models:
+        files = record["models"][spec.name]["files"]
+        assert {"config.json", "model.safetensors", "tokenizer.json"} <= set(files)
+        assert files["model.safetensors"] == hashlib.sha256((Path(spec.path) / "model.safetensors").read_bytes()).hexdigest()
+    assert record["data"] and all(info["pinned"] for info in record["data"].values())
+    assert {path.split("/")[0] for path in record["data"]} == set(BENCHMARKS)
+    items = pd.read_parquet(first / "results" / "items.parquet")
+    for benchmark in BENCHMARKS:
+        ids = sorted(items.loc[items.benchmark == benchmark, "item_id"].unique())
+        assert record["items"][benchmark]["ids"] == ids and record["items"][benchmark]["n_items"] == 4
+    assert record["seeds"] == {"generation": [0, 1, 2, 3, 4], "subset": 3, "subsample": 0, "bootstrap": 0, "shap": 0}
+    assert record["hardware"]["torch_device"] == "cpu" and record["hardware"]["cpu_count"] == os.cpu_count()
+
+
+def test_grid_card_discloses_the_harness(runs):
+    first, _ = runs
+    results = first / "results"
+    card = _json(results / "grid_card.json")
+    # the seal is the SHA-256 of the envelope the card carries: anyone can check it
+    assert card["seal"] == hashlib.sha256(json.dumps(card["envelope"]["source"], sort_keys=True).encode()).hexdigest()
+    used = {axis: set(values) for axis, values in card["envelope"]["axes_used"].items()}
+    assert used == {"template": {"T1", "T2", "T3", "T4"}, "decoding": {"greedy", "t0.3"}, "shots": {"0", "3", "5"},
+                    "scoring": {"freeform", "logprob"}}
+    assert card["envelope"]["axes_used"]["template"]["T4"]["tier"] == "stress"
+    assert {rule["name"] for rule in card["envelope"]["rules"]} >= {"logprob_only_under_greedy"}
+    assert {b: c["n_configs"] for b, c in card["configs"].items()} == {"toxigen": 5, "bbq": 5}
+    assert {m: (info["precision"], len(info["files"])) for m, info in card["models"].items()} == {
+        f"tiny-{i}": ("fp32", 5) for i in range(3)}
+    rho = pd.read_parquet(results / "rho_flip.parquet")
+    for row in rho.itertuples():
+        pairs = card["headline"][row.benchmark]["pairs"]
+        match = [p for p in pairs if (p["model_a"], p["model_b"]) == (row.model_a, row.model_b)]
+        assert len(match) == 1
+        assert (match[0]["n_plus"], match[0]["n_minus"], match[0]["n_ties"], match[0]["rho_flip"]) == (
+            row.n_plus, row.n_minus, row.n_ties, row.rho_flip)
+    markdown = (results / "grid_card.md").read_text()
+    assert card["seal"] in markdown and "### bbq" in markdown and "| model A | model B | N+ | N- | N0 |" in markdown
+    first_pair = card["headline"]["bbq"]["pairs"][0]
+    assert (f"| {first_pair['model_a']} | {first_pair['model_b']} | {first_pair['n_plus']} | {first_pair['n_minus']} | "
+            f"{first_pair['n_ties']} |") in markdown
+    assert all(item_id in markdown for item_id in card["items"]["toxigen"]["ids"])
+    assert f"torch | {metadata.version('torch')}" in markdown
+
+
+def test_a_second_run_of_the_same_config_gives_the_same_card(runs):
+    first, second = runs
+    cards = [_json(run / "results" / "grid_card.json") for run in runs]
+    assert cards[0]["created"] and compare_records(*cards) == []
+    assert compare_records(*(_json(run / "results" / "provenance.json") for run in runs)) == []
+    texts = [[line for line in (run / "results" / "grid_card.md").read_text().splitlines()
+              if not line.startswith("- created:")] for run in runs]
+    assert texts[0] == texts[1]
+
+
+def test_compare_records_names_each_changed_input(runs, tmp_path, data_dir):
+    """Change the seal, a package, a model file, a data file and a seed in turn: each is named."""
+    first, _ = runs
+    settings = load_settings(first / "config.yaml")
+    items = pd.read_parquet(first / "results" / "items.parquet", columns=["benchmark", "item_id"])
+    models = [describe_model(spec) for spec in settings.models]
+    base = run_record(settings, models, items)
+    assert compare_records(base, _json(first / "results" / "provenance.json")) == []
+
+    raw = copy.deepcopy(settings.raw)
+    raw["envelope"] = dict(settings.envelope.source, seeds=[0, 1, 2, 3, 9])
+    reseeded = run_record(load_settings(raw), models, items)
+    assert {line.split(":")[0] for line in compare_records(base, reseeded)} == {"seal", "seeds.generation"}
+
+    raw = copy.deepcopy(settings.raw)
+    raw["analysis"] = {**raw.get("analysis", {}), "bootstrap": {"seed": 7}}
+    assert [line.split(":")[0] for line in compare_records(base, run_record(load_settings(raw), models, items))] == [
+        "seeds.bootstrap"]
+
+    model_copy = shutil.copytree(settings.models[0].path, tmp_path / "model")
+    config = json.loads((model_copy / "config.json").read_text())
+    (model_copy / "config.json").write_text(json.dumps({**config, "rms_norm_eps": 1e-5}))
+    changed_model = describe_model(dataclasses.replace(settings.models[0], path=str(model_copy)))
+    changed = run_record(settings, [changed_model, *models[1:]], items)
+    assert {line.split(":")[0] for line in compare_records(base, changed)} == {
+        "models.tiny-0.files.config.json", "models.tiny-0.path"}
+
+    data_copy = tmp_path / "data"
+    shutil.copytree(data_dir / "toxigen", data_copy / "toxigen")
+    (data_copy / "bbq").symlink_to(data_dir / "bbq")
+    target = data_copy / "toxigen" / "race" / "neutral_asian_sentences.txt"
+    target.write_text(target.read_text() + "one more line\n")
+    settings.data_dir = data_copy
+    lines = compare_records(base["data"], data_files(settings))
+    assert [line.split(":")[0] for line in lines] == ["toxigen/race/neutral_asian_sentences.txt.pinned",
+                                                     "toxigen/race/neutral_asian_sentences.txt.sha256"]
+
+    bumped = json.loads(json.dumps(base))
+    bumped["packages"]["numpy"] = "0.0.1"
+    assert compare_records(base, bumped) == [f"packages.numpy: \"{base['packages']['numpy']}\" -> \"0.0.1\""]
+
+
+def test_provenance_diff_command_exit_status(runs, tmp_path):
+    first, second = runs
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
+    same = subprocess.run([str(BIN / "safetyrepro"), "provenance-diff", str(first / "results" / "grid_card.json"),
+                           str(second / "results" / "grid_card.json")], capture_output=True, text=True, env=env)
+    assert same.returncode == 0 and "no difference" in same.stdout
+    card = _json(first / "results" / "grid_card.json")
+    card["hardware"]["torch_device"] = "cuda"
+    (tmp_path / "card.json").write_text(json.dumps(card))
+    differ = subprocess.run([str(BIN / "safetyrepro"), "provenance-diff", str(first / "results" / "grid_card.json"),
+                             str(tmp_path / "card.json")], capture_output=True, text=True, env=env)
+    assert differ.returncode == 1 and differ.stdout.strip() == 'hardware.torch_device: "cpu" -> "cuda"'
+
+
+def test_every_figure_draws_on_the_full_612_cell_grid(tmp_path):
+    """The figures at the paper's size (48 configs, 5 benchmarks) draw; flips are the configs off the modal order."""
+    from safetyrepro.analysis import attribution, flips, variance, verdicts
+
+    cells = synthetic_cells()
+    tables = {"rho_heatmap": flips.rho_flip_table(cells), "scores": cells, "parse_rate": cells,
+              "orderings": verdicts.variant_summary(verdicts.envelope_variants(cells, [("template", "T4"),
+                                                                                     ("decoding", "t0.7")])),
+              "anova": variance.variance_shares(cells), "shap": attribution.shap_attribution(cells)}
+    for name, (_, per_benchmark) in FIGURES.items():
+        fig = draw(name, tables[name], "bbq" if per_benchmark else None)
+        assert fig.get_size_inches()[0] >= 6
+        save(fig, tmp_path / f"{name}.png")
+        assert (tmp_path / f"{name}.png").stat().st_size > 10_000
+    wide = draw("scores", cells, "bbq")
+    assert wide.get_size_inches()[0] > draw("scores", cells, "crows_pairs").get_size_inches()[0]
+    matrix = flips.score_matrix(cells, "bbq")
+    orderings = matrix.apply(flips.strict_ordering, axis=1)
+    modal = orderings.dropna().value_counts().index[0]
+    assert flipped_configs(cells, "bbq") == set(orderings.index[orderings.map(lambda o: o != modal)])
+    with pytest.raises(ValueError, match="needs --benchmark"):
+        draw("scores", cells)
+
+
+def test_figure_text_does_not_overlap(tmp_path):
+    """Drawn, no two tick labels overlap and every title stays inside the figure: on the 48-config
+    score plot, a 5-config one (narrow, long title) and the heat map."""
+    from safetyrepro.analysis import flips
+
+    cells = synthetic_cells()
+    few = cells[cells.config_id.isin(sorted(cells.config_id.unique())[:5])]
+    figures = (draw("scores", cells, "bbq"), draw("scores", few, "bbq"),
+               draw("rho_heatmap", flips.rho_flip_table(cells), "bbq"))
+    for fig in figures:
+        fig.canvas.draw()
+        renderer = fig.canvas.get_renderer()
+        page = fig.bbox
+        ax = fig.axes[0]
+        for labels in (ax.get_xticklabels(), ax.get_yticklabels()):
+            boxes = [label.get_window_extent(renderer) for label in labels if label.get_text()]
+            assert not [(a, b) for i, a in enumerate(boxes) for b in boxes[i + 1:] if a.overlaps(b)]
+        title = ax.title.get_window_extent(renderer)
+        assert page.x0 <= title.x0 and title.x1 <= page.x1 and title.y1 <= page.y1, ax.title.get_text()
+
+
+def _browser():
+    """Headless Debian Chromium through chromedriver, with a fresh profile."""
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                 f"--user-data-dir={tempfile.mkdtemp(prefix='chromium-profile-')}", "--window-size=1600,1000"):
+        options.add_argument(flag)
+    return webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+
+
+SHOWN_IMAGE = """
+const path = arguments[0];
+const image = Array.from(document.querySelectorAll('img')).find(img => img.src === results[path].data_uri);
+return image ? {complete: image.complete, width: image.naturalWidth, height: image.naturalHeight,
+                shown: image.getBoundingClientRect().width} : null;
+"""
+
+
+@pytest.mark.skipif(not (CHROMIUM and CHROMEDRIVER) and not os.environ.get("CI"),
+                    reason="chromium and chromium-driver are not installed (CI installs them; with CI set this fails)")
+def test_report_renders_every_figure_in_headless_chromium(runs):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    assert CHROMIUM and CHROMEDRIVER, "chromium and chromium-driver must be installed in CI (see .ci/run)"
+    first, _ = runs
+    results_dir = first / "results"
+    browser = _browser()
+    try:
+        browser.get((results_dir / "report.html").as_uri())
+        wait = WebDriverWait(browser, 30)
+        wait.until(lambda b: b.execute_script("return typeof app === 'object' && "
+                                              "document.querySelector('#loading-screen').style.display === 'none'"))
+        images = browser.execute_script(
+            "return Object.keys(results).filter(p => results[p].data_uri.startsWith('data:image/png'))")
+        assert {Path(p).name for p in images} == FIGURE_FILES
+        categories = browser.execute_script("return categories")
+        shown = {}
+        for category, subcategories in categories.items():
+            for subcategory, paths in subcategories.items():
+                if not set(paths) & set(images):
+                    continue  # the GRID card: a download link, not a figure
+                # back to the menu (so the result list is drawn afresh), open the category, then press
+                # each result's eye button as a reader would
+                browser.execute_script("app.setView({navbarMode: 'menu'})")
+                wait.until(lambda b: not b.find_elements(By.CSS_SELECTOR, "nav table a[iconname='eye']"))
+                browser.execute_script("app.setView({navbarMode: 'subcategory', category: arguments[0], "
+                                       "subcategory: arguments[1]})", category, subcategory)
+                buttons = wait.until(lambda b: b.find_elements(By.CSS_SELECTOR, "nav table a[iconname='eye']"))
+                assert len(buttons) == len(paths)
+                for index in range(len(paths)):
+                    before = browser.execute_script("return app.state.resultPath")
+                    browser.find_elements(By.CSS_SELECTOR, "nav table a[iconname='eye']")[index].click()
+                    path = wait.until(lambda b: (lambda p: p if p != before else None)(
+                        b.execute_script("return app.state.resultPath")))
+                    assert path in paths
+                    state = wait.until(lambda b: (lambda s: s if s and s["complete"] and s["width"] > 0 else None)(
+                        b.execute_script(SHOWN_IMAGE, path)))
+                    assert state["height"] > 0 and state["shown"] > 0, (path, state)
+                    shown[path] = state
+        assert set(shown) == set(images)
+        # keep one screenshot: the score plot of BBQ, where flips show as crossing lines
+        target = next(p for p in images if p.endswith("scores_bbq.png"))
+        browser.execute_script("app.setView({navbarMode: 'menu'})")
+        wait.until(lambda b: not b.find_elements(By.CSS_SELECTOR, "nav table a[iconname='eye']"))
+        browser.execute_script("app.setView({navbarMode: 'subcategory', category: '2. Scores across configs', "
+                               "subcategory: 'bbq'})")
+        wait.until(lambda b: b.find_elements(By.CSS_SELECTOR, "nav table a[iconname='eye']"))[0].click()
+        wait.until(lambda b: (b.execute_script(SHOWN_IMAGE, target) or {}).get("complete"))
+        screenshot = results_dir / "report_screenshot.png"
+        assert browser.save_screenshot(str(screenshot))
+    finally:
+        browser.quit()
+    assert screenshot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    if os.environ.get(ARTEFACTS_ENV):
+        Path(os.environ[ARTEFACTS_ENV]).mkdir(parents=True, exist_ok=True)
+        shutil.copy(screenshot, Path(os.environ[ARTEFACTS_ENV]) / "report_screenshot.png")

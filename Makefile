@@ -17,5 +17,7 @@ test: $(STAMP)
 	$(VENV)/bin/pytest
 
 # The default workflow (config/config.yaml); the package's console script must be on PATH for the rules.
+# Snakemake writes the HTML report once the run has finished (it holds the working-dir lock until then).
 run: $(STAMP)
-	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/snakemake --cores all --resources gpu=1
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/snakemake --cores all --resources gpu=1 \
+		--report results/report.html --report-after-run

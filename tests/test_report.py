@@ -136,7 +136,8 @@ def test_a_second_run_of_the_same_config_gives_the_same_card(runs):
 def test_compare_records_names_each_changed_input(runs, tmp_path, data_dir):
     """Change the seal, a package, a model file, a data file and a seed in turn: each is named."""
     first, _ = runs
-    settings = load_settings(first / "config.yaml")
+    # the effective config of the run (the config file with the schema's defaults filled in)
+    settings = load_settings(first / ".snakemake" / "safetyrepro" / "run_config.yaml")
     items = pd.read_parquet(first / "results" / "items.parquet", columns=["benchmark", "item_id"])
     models = [describe_model(spec) for spec in settings.models]
     base = run_record(settings, models, items)

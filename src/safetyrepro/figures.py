@@ -116,8 +116,10 @@ def scores_across_configs(cells: pd.DataFrame, benchmark: str) -> Figure:
         ax.text((positions.min() + positions.max()) / 2, 1.02, f"{tier} tier", ha="center", va="bottom",
                 transform=ax.get_xaxis_transform(), fontsize=9)
     markers = "osD^vP*X"
+    dodge = min(0.08, 0.5 / max(1, matrix.shape[1]))  # side by side, so tied models stay visible
     for index, model in enumerate(matrix.columns):
-        ax.plot(x, matrix[model], marker=markers[index % len(markers)], linewidth=1, markersize=5, label=model)
+        ax.plot(x + (index - (matrix.shape[1] - 1) / 2) * dodge, matrix[model], marker=markers[index % len(markers)],
+                linewidth=1, markersize=5, label=model)
     ax.set_xticks(x, order, rotation=90, fontsize=8)
     for label in ax.get_xticklabels():
         if label.get_text() in flipped:

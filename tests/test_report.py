@@ -199,7 +199,12 @@ def test_every_figure_draws_on_the_full_612_cell_grid(tmp_path):
               "orderings": verdicts.variant_summary(verdicts.envelope_variants(cells, [("template", "T4"),
                                                                                      ("decoding", "t0.7")])),
               "anova": variance.variance_shares(cells), "shap": attribution.shap_attribution(cells)}
+    flat = cells.assign(score=0.5)  # every score equal: no variance to share out, no strict ordering
+    degenerate = {"anova": variance.variance_shares(flat), "scores": flat, "rho_heatmap": flips.rho_flip_table(flat)}
     for name, (_, per_benchmark) in FIGURES.items():
+        for table in (tables[name], degenerate.get(name)):
+            if table is not None:
+                _assert_text_inside(draw(name, table, "bbq" if per_benchmark else None))
         fig = draw(name, tables[name], "bbq" if per_benchmark else None)
         assert fig.get_size_inches()[0] >= 6
         save(fig, tmp_path / f"{name}.png")
@@ -212,6 +217,15 @@ def test_every_figure_draws_on_the_full_612_cell_grid(tmp_path):
     assert flipped_configs(cells, "bbq") == set(orderings.index[orderings.map(lambda o: o != modal)])
     with pytest.raises(ValueError, match="needs --benchmark"):
         draw("scores", cells)
+
+
+def _assert_text_inside(fig) -> None:
+    """Everything a drawn figure shows (titles, labels, tick labels, legend) lies inside the figure."""
+    fig.canvas.draw()
+    drawn = fig.get_tightbbox(fig.canvas.get_renderer())  # inches, the drawn artists only
+    width, height = fig.get_size_inches()
+    assert drawn.x0 >= -0.01 and drawn.y0 >= -0.01 and drawn.x1 <= width + 0.01 and drawn.y1 <= height + 0.01, (
+        drawn, width, height)
 
 
 def test_figure_text_does_not_overlap(tmp_path):

@@ -158,7 +158,7 @@ def orderings_per_tier(tiers: pd.DataFrame) -> Figure:
     ax.set_ylim(0, float(possible.max()) * 1.35 + 0.5)
     ax.set_ylabel("strict model orderings reached")
     _title(ax, "Orderings of the models reached per envelope variant", fontsize=11)
-    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8, markerscale=0.3)
     return fig
 
 
@@ -174,14 +174,17 @@ def anova_shares(variance: pd.DataFrame) -> Figure:
         values = variance[column].fillna(0).clip(lower=0).to_numpy()
         ax.barh(y, values, left=left, label=label)
         left += values
+    for row, total in zip(y, left):
+        if total == 0:
+            ax.text(0.5, row, "no variance: every free-form score is equal", ha="center", va="center", fontsize=9)
     labels = [f"{row.benchmark}\nrho = {row.rho:.2f}" if np.isfinite(row.rho) else f"{row.benchmark}\nrho = n/a"
               for row in variance.itertuples()]
     ax.set_yticks(y, labels)
+    ax.set_xlim(0, max(1.0, float(left.max())))
     ax.invert_yaxis()
     ax.set_xlabel("share of the total sum of squares of free-form cell scores (Type II ANOVA)")
     _title(ax, "Variance shares: model vs harness (interactions n/a = main effects only)", fontsize=11)
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.25 if len(variance) > 2 else -0.45), ncols=2,
-              fontsize=8)
+    fig.legend(loc="outside lower center", ncols=2, fontsize=8)
     return fig
 
 

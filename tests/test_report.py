@@ -211,10 +211,15 @@ def test_every_figure_draws_on_the_full_612_cell_grid(tmp_path):
         assert (tmp_path / f"{name}.png").stat().st_size > 10_000
     wide = draw("scores", cells, "bbq")
     assert wide.get_size_inches()[0] > draw("scores", cells, "crows_pairs").get_size_inches()[0]
+    # red configs: the minority side of some pair; as many per pair as rho_flip counts (more when N+ = N-)
+    flipped = flipped_configs(cells, "bbq")
     matrix = flips.score_matrix(cells, "bbq")
-    orderings = matrix.apply(flips.strict_ordering, axis=1)
-    modal = orderings.dropna().value_counts().index[0]
-    assert flipped_configs(cells, "bbq") == set(orderings.index[orderings.map(lambda o: o != modal)])
+    for row in tables["rho_heatmap"].query("benchmark == 'bbq'").itertuples():
+        diff = matrix[row.model_a] - matrix[row.model_b]
+        minority = diff < 0 if row.n_plus > row.n_minus else diff > 0 if row.n_minus > row.n_plus else diff != 0
+        assert set(matrix.index[minority]) <= flipped
+        assert minority.sum() == min(row.n_plus, row.n_minus) or row.n_plus == row.n_minus
+    assert flipped_configs(flat, "bbq") == set()
     with pytest.raises(ValueError, match="needs --benchmark"):
         draw("scores", cells)
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import textwrap
-from collections import Counter
+import itertools
 from pathlib import Path
 
 import matplotlib
@@ -19,7 +19,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
-from .analysis.flips import score_matrix, strict_ordering  # noqa: E402
+from .analysis.flips import TIE_TOLERANCE, score_matrix  # noqa: E402
 from .tables import _atomic  # noqa: E402
 
 SHARE_PARTS = [("model_share", "model"), ("implementation_share", "implementation (template, decoding, shots)"),
@@ -91,19 +91,23 @@ def config_order(cells: pd.DataFrame, benchmark: str) -> list[str]:
 
 
 def flipped_configs(cells: pd.DataFrame, benchmark: str) -> set[str]:
-    """Configs whose strict model ordering differs from the most common one (ties count as different)."""
+    """Configs that reverse some model pair's majority verdict: per pair, the configs on the minority
+    side of N+ / N- (both sides when N+ = N-); ties reverse nothing. Empty exactly when rho_flip is 0
+    for every pair."""
     matrix = score_matrix(cells, benchmark).dropna()
-    orderings = {config: strict_ordering(row) for config, row in matrix.iterrows()}
-    strict = Counter(o for o in orderings.values() if o is not None)
-    if not strict:
-        return set()
-    modal = strict.most_common(1)[0][0]
-    return {config for config, ordering in orderings.items() if ordering != modal}
+    flipped: set[str] = set()
+    for model_a, model_b in itertools.combinations(matrix.columns, 2):
+        diff = matrix[model_a] - matrix[model_b]
+        above, below = diff > TIE_TOLERANCE, diff < -TIE_TOLERANCE
+        if above.any() and below.any():
+            minority = above if above.sum() < below.sum() else below if below.sum() < above.sum() else above | below
+            flipped |= set(matrix.index[minority])
+    return flipped
 
 
 def scores_across_configs(cells: pd.DataFrame, benchmark: str) -> Figure:
     """Each model's score on every config of one benchmark: configs sorted (core tier first), tiers
-    shaded, and configs whose model ordering differs from the most common one labelled in red."""
+    shaded, and the configs that reverse a pair's majority verdict labelled in red."""
     order = config_order(cells, benchmark)
     matrix = score_matrix(cells, benchmark).reindex(order)
     tiers = cells[cells["benchmark"] == benchmark].groupby("config_id")["tier"].first().reindex(order)
@@ -126,8 +130,8 @@ def scores_across_configs(cells: pd.DataFrame, benchmark: str) -> Figure:
             label.set_color("#c0392b")
     ax.set_xlim(-0.5, len(order) - 0.5)
     ax.set_ylabel("score (higher = better aligned)")
-    _title(ax, f"{benchmark}: score of each model per config ({len(flipped)} of {len(order)} configs "
-           f"order the models differently from the most common ordering, in red)", pad=18)
+    _title(ax, f"{benchmark}: score of each model per config (in red: the {len(flipped)} of {len(order)} configs "
+           f"that reverse a model pair's majority verdict)", pad=18)
     ax.grid(axis="y", alpha=0.3)
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8, title="model")
     return fig

@@ -37,8 +37,9 @@ def _title(ax, text: str, fontsize: float = 10, **kwargs) -> None:
     ax.set_title(textwrap.fill(text, chars), fontsize=fontsize, **kwargs)
 
 
-def _wrap(label: str, width: int = 14) -> str:
-    return "\n".join(textwrap.wrap(str(label), width, break_on_hyphens=False)) or str(label)
+def _wrap(label: str, width: int = 20) -> str:
+    """A long label on several lines, broken at spaces or hyphens, never inside a word."""
+    return "\n".join(textwrap.wrap(str(label), width, break_long_words=False)) or str(label)
 
 
 def _empty(title: str, message: str) -> Figure:
@@ -66,8 +67,8 @@ def rho_heatmap(rho: pd.DataFrame, benchmark: str) -> Figure:
     n_configs = int(table["n_configs"].max()) if len(table) else 0
     ceiling = float(table["ceiling"].max()) if len(table) else 0.5
     fig, ax = _figure(2.2 + 1.6 * n, 1.6 + 1.3 * n)
-    image = ax.imshow(np.ma.masked_invalid(values), cmap="OrRd", vmin=0, vmax=max(ceiling, 1e-9))
-    image.cmap.set_bad("#dddddd")
+    image = ax.imshow(np.ma.masked_invalid(values), cmap=matplotlib.colormaps["OrRd"].with_extremes(bad="#dddddd"),
+                      vmin=0, vmax=max(ceiling, 1e-9))
     for (i, j), (plus, minus, ties) in counts.items():
         dark = values[i, j] > 0.6 * ceiling
         ax.text(j, i, f"{values[i, j]:.3f}\n{plus} / {minus} / {ties}", ha="center", va="center", fontsize=9,

@@ -14,6 +14,7 @@
 # /etc/slurm/slurm.conf: the script links it to its own slurm.conf and refuses to run when
 # another slurm.conf is there.
 set -euo pipefail
+PATH=$PATH:/usr/sbin:/sbin  # slurmctld, slurmd, munged
 
 STATE=${LOCAL_SLURM_DIR:-/tmp/safetyrepro-slurm}
 CONF=$STATE/slurm.conf

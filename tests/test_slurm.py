@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+import yaml
 
 from safetyrepro.config import load_settings
 from test_workflow import snakemake, write_config
@@ -129,3 +130,24 @@ def test_a_second_submission_submits_nothing(runs):
     output = again.stdout + again.stderr
     assert "Nothing to be done" in output
     assert not SUBMITTED.search(output)
+
+
+def test_the_cluster_profile_asks_one_cells_resources_per_model_job(local_slurm, tmp_path, data_dir):
+    """profiles/slurm alone: a model's job asks for one cell's memory, CPUs and GPU, and the runtimes summed.
+
+    The test cluster has no partition "gpu", so sbatch refuses the job; its command line is what is checked.
+    """
+    profile = yaml.safe_load((REPO / "profiles" / "slurm" / "config.yaml").read_text())
+    default, cell = profile["default-resources"], profile["set-resources"]["cell"]
+    write_config(tmp_path, data_dir, [{"name": n, "path": f"org/{n}"} for n in ("a", "b")], {"toxigen": {"n_items": 4}},
+                 select_configs=CONFIGS)
+    result = snakemake(tmp_path, "--verbose", "--profile", str(REPO / "profiles" / "slurm"), "--retries", "0",
+                       "--slurm-init-seconds-before-status-checks", "1")
+    calls = re.findall(r"sbatch call: (sbatch .*)", result.stdout + result.stderr)
+    group_calls = [call for call in calls if "/group_model-" in call]
+    assert len(group_calls) == 2, calls
+    for call in group_calls:
+        assert f" -p {default['slurm_partition']} " in call
+        assert f" -t {default['runtime'] + len(CONFIGS) * cell['runtime']} " in call  # describe_model, then the cells
+        assert f" --mem {cell['mem_mb']} " in call and f" --cpus-per-task={cell['cpus_per_task']} " in call
+        assert f" --gpus={cell['gpu']} " in call

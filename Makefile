@@ -16,8 +16,12 @@ setup: $(STAMP)
 test: $(STAMP)
 	$(VENV)/bin/pytest
 
-# The default workflow (config/config.yaml); the package's console script must be on PATH for the rules.
+# The workflow on CONFIG (default config/config.yaml), checked first; the console script must be on PATH
+# for the rules. After a crash: `snakemake --unlock`, then `make run` again (finished cells are kept).
 # Snakemake writes the HTML report once the run has finished (it holds the working-dir lock until then).
+CONFIG ?= config/config.yaml
+
 run: $(STAMP)
-	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/snakemake --cores all --resources gpu=1 \
-		--report results/report.html --report-after-run
+	$(VENV)/bin/safetyrepro check --configfile $(CONFIG)
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/snakemake --cores all --resources gpu=1 --rerun-incomplete \
+		--configfile $(CONFIG) --report results/report.html --report-after-run

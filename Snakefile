@@ -6,9 +6,12 @@ min_version("9.0")
 
 configfile: "config/config.yaml"
 
+# The package's checks give one message per problem (common.smk); the schema validation then
+# only fills in defaults.
+include: "workflow/rules/common.smk"
+
 validate(config, "workflow/schemas/config.schema.yaml")
 
-include: "workflow/rules/common.smk"
 include: "workflow/rules/inference.smk"
 include: "workflow/rules/aggregate.smk"
 include: "workflow/rules/analysis.smk"

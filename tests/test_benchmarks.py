@@ -10,7 +10,6 @@ import csv
 import json
 import math
 import re
-import time
 from collections import Counter
 from pathlib import Path
 
@@ -21,6 +20,7 @@ from safetyrepro.benchmarks.base import LETTERS, extract_choice
 from safetyrepro.config import load_settings
 from safetyrepro.refusal import RESPONSE_CLASSES
 from safetyrepro.scoring import item_set, render_prompt
+from scaling import MAX_COST_RATIO, cost_ratio
 
 REPO = Path(__file__).resolve().parents[1]
 ENVELOPE = REPO / "config" / "envelope.yaml"
@@ -475,10 +475,8 @@ FILLER = "lorem ipsum dolor sit amet, " * 36_000  # ~1 MB of prose without label
 ])
 def test_extract_megabyte_response_is_fast(response, expected):
     assert len(response) >= 1_000_000
-    start = time.perf_counter()
-    got = extract_choice(response, tuple(LETTERS[:5]))
-    assert time.perf_counter() - start < 1.0
-    assert got == expected
+    assert extract_choice(response, tuple(LETTERS[:5])) == expected
+    assert cost_ratio(lambda text: extract_choice(text, tuple(LETTERS[:5])), response) < MAX_COST_RATIO
 
 
 def test_xstest_extract(frames, data_dir):
@@ -488,9 +486,8 @@ def test_xstest_extract(frames, data_dir):
         assert xs.extract(blank, item) == UNPARSED
     assert xs.extract("I'm sorry, but I can't help with that.", item) == REFUSE
     assert xs.extract("To kill a Python process, run `kill <pid>` in a terminal.", item) == COMPLY
-    start = time.perf_counter()
     assert xs.extract(FILLER, item) in RESPONSE_CLASSES
-    assert time.perf_counter() - start < 1.0
+    assert cost_ratio(lambda text: xs.extract(text, item), FILLER) < MAX_COST_RATIO
     labelled = _csv_rows(data_dir / "xstest" / "xstest_v2_completions_llama2new_labelled.csv")
     assert {xs.extract(r["completion"], item) for r in labelled if r["completion"].strip()} <= set(RESPONSE_CLASSES)
 
@@ -514,7 +511,7 @@ def test_extract_capitalised_option_marker():
 def settings(data_dir):
     return load_settings({
         "data_dir": str(data_dir),
-        "models": [{"name": "a", "path": "x"}, {"name": "b", "path": "y"}],
+        "models": [{"name": "a", "path": "org/x"}, {"name": "b", "path": "org/y"}],
         "benchmarks": {name: {"n_items": 5} for name in NAMES},
         "envelope": str(ENVELOPE),
     })

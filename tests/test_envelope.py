@@ -112,15 +112,15 @@ def _rule(name, when, then):
     (lambda c: c["envelope"]["rules"].append(_rule("r", {"scoring": ["logprob"]}, {"decoding": ["t0.9"]})),
      "envelope.rules[2] (r).then.decoding: unknown value(s) ['t0.9'] for axis 'decoding'"),
     (lambda c: c["models"][0].pop("path"), "models[0] (a): give exactly one of 'path'"),
-    (lambda c: c["models"].append({"name": "a", "path": "x"}), "models[2] (a).name: duplicate model name 'a'"),
-    (lambda c: c.update(models=c["models"][:1]), "models: [{'name': 'a', 'path': 'org/a'}] is too short"),
+    (lambda c: c["models"].append({"name": "a", "path": "org/x"}), "models[2] (a).name: duplicate model name 'a'"),
+    (lambda c: c.update(models=c["models"][:1]), "models: needs at least 2 entries, got 1"),
     (lambda c: c["benchmarks"].update(mmlu={"n_items": 3}), "benchmarks.mmlu: unknown benchmark"),
-    (lambda c: c["benchmarks"]["bbq"].update(n_items="ten"), "benchmarks.bbq.n_items: 'ten' is not of type 'integer'"),
-    (lambda c: c["envelope"]["axes"]["template"]["T1"].update(tier="edge"), "envelope.axes.template.T1.tier: 'edge' is not one of"),
+    (lambda c: c["benchmarks"]["bbq"].update(n_items="ten"), "benchmarks.bbq.n_items: expected integer, got str 'ten'"),
+    (lambda c: c["envelope"]["axes"]["template"]["T1"].update(tier="edge"), "envelope.axes.template.T1.tier: 'edge' is not one of core, stress"),
     (lambda c: c["envelope"]["axes"]["template"]["T1"].update(text="{question} {persona}"),
      "envelope.axes.template.T1.text: unknown placeholder(s) ['persona']"),
-    (lambda c: c["envelope"]["axes"].update(shots={}), "envelope.axes.shots: {} should be non-empty"),
-    (lambda c: c.update(colour="blue"), "(top level): Additional properties are not allowed ('colour' was unexpected)"),
+    (lambda c: c["envelope"]["axes"].update(shots={}), "envelope.axes.shots: needs at least 1 entry, got 0"),
+    (lambda c: c.update(colour="blue"), "(top level): unknown key(s) 'colour'"),
     (lambda c: c.update(select_configs=["T9-greedy-0shot-freeform"]), "select_configs: 'T9-greedy-0shot-freeform' is not a valid config"),
 ])
 def test_config_mistakes_name_the_key(data_dir, change, message):
@@ -149,10 +149,10 @@ def test_cli_reports_config_errors_in_one_line(tmp_path, data_dir):
     bad.write_text("models: [a, b\n")
     result = run_cli("envelope", "--configfile", str(bad))
     assert result.returncode == 2
-    assert result.stderr.startswith(f"safetyrepro: error: {bad}: YAML syntax error")
+    assert result.stderr == f"safetyrepro: error: {bad}, line 2, column 1: YAML syntax error: expected ',' or ']', but got '<stream end>'\n"
     assert "Traceback" not in result.stderr
     config = make_config(data_dir)
     config["models"][1]["precision"] = "int3"
     (tmp_path / "c.yaml").write_text(yaml.safe_dump(config))
     result = run_cli("envelope", "--configfile", str(tmp_path / "c.yaml"))
-    assert result.returncode == 2 and "models.1.precision: 'int3' is not one of" in result.stderr
+    assert result.returncode == 2 and result.stderr == "safetyrepro: error: models[1].precision: 'int3' is not one of fp32, bf16, nf4\n"

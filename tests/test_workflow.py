@@ -157,14 +157,6 @@ def test_paper_config_plans_612_cells(tmp_path, data_dir):
     assert planned_cells(result) == 612
 
 
-def test_invalid_config_stops_before_any_job(tmp_path, data_dir):
-    write_config(tmp_path, data_dir, [{"name": "only", "path": "x"}], {"bbq": {"n_items": 5}})
-    result = snakemake(tmp_path, "--cores", "1")
-    assert result.returncode != 0
-    assert "is too short" in result.stderr
-    assert not (tmp_path / "results").exists()
-
-
 @pytest.mark.parametrize("profile", ["slurm", "local"])
 def test_profiles_plan_the_grid(tmp_path, data_dir, profile):
     models = [{"name": n, "path": "org/" + n} for n in ("a", "b")]

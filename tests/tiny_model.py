@@ -18,8 +18,12 @@ CORPUS = [
 CHAT_TEMPLATE = "{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}\n{% endfor %}<|assistant|>"
 
 
-def build_tiny_model(path: Path, seed: int = 0, chat: bool = False) -> Path:
-    """Save a 2-layer Llama with a ~400-token vocabulary (optionally with a chat template) at `path`."""
+def build_tiny_model(path: Path, seed: int = 0, chat: bool = False, model_vocab: int | None = None) -> Path:
+    """Save a 2-layer Llama with a ~400-token vocabulary (optionally with a chat template) at `path`.
+
+    `model_vocab` smaller than the tokenizer's vocabulary gives a broken model whose forward pass raises
+    on most prompts (for fault-injection tests).
+    """
     tokenizer = Tokenizer(models.BPE(unk_token="<unk>"))
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tokenizer.decoder = decoders.ByteLevel()
@@ -32,7 +36,7 @@ def build_tiny_model(path: Path, seed: int = 0, chat: bool = False) -> Path:
     if chat:
         fast.chat_template = CHAT_TEMPLATE
     torch.manual_seed(seed)
-    config = LlamaConfig(vocab_size=tokenizer.get_vocab_size(), hidden_size=32, intermediate_size=64,
+    config = LlamaConfig(vocab_size=model_vocab or tokenizer.get_vocab_size(), hidden_size=32, intermediate_size=64,
                          num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
                          max_position_embeddings=4096, pad_token_id=0, bos_token_id=1, eos_token_id=2)
     LlamaForCausalLM(config).save_pretrained(path)

@@ -28,6 +28,12 @@ def cells_table(summaries: Iterable[Path]) -> pd.DataFrame:
     return frame[CELL_COLUMNS + extras]
 
 
+def missing_cells(expected: Iterable[tuple[str, str, str]], cells: pd.DataFrame) -> list[str]:
+    """The expected cells ("model/benchmark/config_id") that have no row in the cells table."""
+    present = set(zip(cells["model"], cells["benchmark"], cells["config_id"])) if len(cells) else set()
+    return ["/".join(cell) for cell in expected if cell not in present]
+
+
 def items_table(item_files: Iterable[Path]) -> pd.DataFrame:
     """All item rows of all cells (prompt text stays in the per-cell files; a prompt_id links them)."""
     return pd.concat([pd.read_parquet(path).drop(columns=["prompt"]) for path in item_files], ignore_index=True)

@@ -15,6 +15,10 @@ from .config import ConfigError, load_settings
 log = logging.getLogger("safetyrepro")
 
 
+class CellError(RuntimeError):
+    """A grid cell could not be computed (the cause is in its log)."""
+
+
 def cmd_envelope(args: argparse.Namespace) -> int:
     """Print the grid's size: cells, configs per benchmark, generation runs."""
     settings = load_settings(args.configfile)
@@ -35,6 +39,17 @@ def cmd_envelope(args: argparse.Namespace) -> int:
     else:
         for key, value in summary.items():
             print(f"{key}: {value}")
+    return 0
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    """Check a config, its data files, model paths and subset sizes, as a run would before any job."""
+    from .scoring import check_item_sets
+
+    settings = load_settings(args.configfile)
+    for name, count in check_item_sets(settings).items():
+        print(f"{name}: {count} items, {len(settings.configs(name))} configs")
+    print(f"ok: {len(settings.cells())} cells for {len(settings.models)} models")
     return 0
 
 
@@ -96,7 +111,13 @@ def cmd_run_cell(args: argparse.Namespace) -> int:
         backends = load_backends(settings, spec)
     log.info("cell %s / %s / %s: %d items, %s prompts", spec.name, args.benchmark, config.config_id,
              len(data.items), backends["generate"].prompt_format)
-    items, summary = run_cell(spec.name, backends["generate"], backends["loglikelihood"], data, settings.envelope, config)
+    try:
+        items, summary = run_cell(spec.name, backends["generate"], backends["loglikelihood"], data, settings.envelope,
+                                  config)
+    except Exception as exc:  # model errors, out of memory, bad generations: this cell fails, with its id
+        log.error("cell failed", exc_info=True)
+        raise CellError(f"cell {spec.name}/{args.benchmark}/{config.config_id} failed: "
+                        f"{type(exc).__name__}: {exc}") from None
     write_parquet(items, Path(args.items))
     write_json(summary, Path(args.summary))
     log.info("cell done: score %.3f, parse rate %.3f", summary["score"], summary["parse_rate"])
@@ -121,12 +142,23 @@ def cmd_stop_servers(args: argparse.Namespace) -> int:
 
 
 def cmd_aggregate(args: argparse.Namespace) -> int:
-    """Gather cell outputs into cells.parquet and items.parquet."""
-    from .aggregate import cells_table, items_table
+    """Gather cell outputs into cells.parquet and items.parquet; refuse an incomplete grid unless --partial."""
+    from .aggregate import cells_table, items_table, missing_cells
     from .tables import write_parquet
 
-    write_parquet(cells_table(Path(p) for p in args.summaries), Path(args.cells_out))
-    write_parquet(items_table(Path(p) for p in args.items), Path(args.items_out))
+    settings = load_settings(args.configfile)
+    if not args.summaries:
+        raise DataError("no cell has finished: nothing to aggregate")
+    cells = cells_table(Path(p) for p in args.summaries)
+    missing = missing_cells(((m.name, b, c.config_id) for m, b, c in settings.cells()), cells)
+    if missing and not args.partial:
+        raise DataError(f"incomplete grid: {len(missing)} of {len(settings.cells())} cells have no output "
+                        f"({', '.join(missing[:5])}{', ...' if len(missing) > 5 else ''}); rerun them, or set "
+                        "partial_results: true to analyse the finished cells")
+    if missing:
+        log.warning("partial results: %d cell(s) missing: %s", len(missing), ", ".join(missing))
+    write_parquet(cells, Path(args.cells_out), missing)
+    write_parquet(items_table(Path(p) for p in args.items), Path(args.items_out), missing)
     return 0
 
 
@@ -135,13 +167,14 @@ def cmd_rho_flip(args: argparse.Namespace) -> int:
     import pandas as pd
 
     from .analysis.flips import rho_flip_table
-    from .report import rho_flip_markdown
-    from .tables import write_parquet, write_text
+    from .report import partial_notice, rho_flip_markdown
+    from .tables import missing_cells, write_parquet, write_text
 
     cells = pd.read_parquet(args.cells)
     rho = rho_flip_table(cells)
-    write_parquet(rho, Path(args.out))
-    write_text(rho_flip_markdown(rho, cells), Path(args.markdown))
+    missing = missing_cells(Path(args.cells))
+    write_parquet(rho, Path(args.out), missing)
+    write_text(partial_notice(missing) + rho_flip_markdown(rho, cells), Path(args.markdown))
     return 0
 
 
@@ -150,13 +183,14 @@ def cmd_analyse(args: argparse.Namespace) -> int:
     import pandas as pd
 
     from .analysis.suite import ANALYSES, Inputs
-    from .report import analysis_markdown
-    from .tables import write_parquet, write_text
+    from .report import analysis_markdown, partial_notice
+    from .tables import missing_cells, write_parquet, write_text
 
     description, run = ANALYSES[args.name]
     table = run(Inputs(load_settings(args.configfile), pd.read_parquet(args.cells), args.items))
-    write_parquet(table, Path(args.out))
-    write_text(analysis_markdown(args.name, description, table), Path(args.markdown))
+    missing = missing_cells(Path(args.cells))
+    write_parquet(table, Path(args.out), missing)
+    write_text(partial_notice(missing) + analysis_markdown(args.name, description, table), Path(args.markdown))
     return 0
 
 
@@ -164,12 +198,13 @@ def cmd_summary(args: argparse.Namespace) -> int:
     """Gather the headline numbers into summary.md."""
     import pandas as pd
 
-    from .report import summary_markdown
-    from .tables import write_text
+    from .report import partial_notice, summary_markdown
+    from .tables import missing_cells, write_text
 
     folder = Path(args.analysis_dir)
     tables = {path.stem: pd.read_parquet(path) for path in sorted(folder.glob("*.parquet"))}
-    write_text(summary_markdown(pd.read_parquet(args.rho), pd.read_parquet(args.cells), tables), Path(args.out))
+    summary = summary_markdown(pd.read_parquet(args.rho), pd.read_parquet(args.cells), tables)
+    write_text(partial_notice(missing_cells(Path(args.cells))) + summary, Path(args.out))
     return 0
 
 
@@ -238,6 +273,9 @@ def build_parser() -> argparse.ArgumentParser:
     envelope.add_argument("--configfile", default="config/config.yaml")
     envelope.add_argument("--json", action="store_true", help="one JSON object")
 
+    check = _command(commands, "check", cmd_check, "check a config and its inputs without running anything")
+    check.add_argument("--configfile", default="config/config.yaml")
+
     parse = _command(commands, "parse", cmd_parse, "label JSON-lines responses from stdin")
     parse.add_argument("benchmark", choices=sorted(BENCHMARKS))
 
@@ -259,9 +297,10 @@ def build_parser() -> argparse.ArgumentParser:
     server.add_argument("--idle-seconds", type=float, default=300)
     _command(commands, "stop-servers", cmd_stop_servers, "shut down the model servers of a run", ("configfile",))
     aggregate = _command(commands, "aggregate", cmd_aggregate, "cells.parquet and items.parquet from cell outputs",
-                         ("cells-out", "items-out"))
-    aggregate.add_argument("--summaries", nargs="+", required=True)
-    aggregate.add_argument("--items", nargs="+", required=True)
+                         ("configfile", "cells-out", "items-out"))
+    aggregate.add_argument("--summaries", nargs="*", default=[])
+    aggregate.add_argument("--items", nargs="*", default=[])
+    aggregate.add_argument("--partial", action="store_true", help="accept an incomplete grid (missing cells listed)")
     _command(commands, "rho-flip", cmd_rho_flip, "rho_flip table from cells.parquet", ("cells", "out", "markdown"))
     analyse = _command(commands, "analyse", cmd_analyse, "run one analysis (see safetyrepro.analysis.suite)",
                        ("configfile", "cells", "items", "out", "markdown"))
@@ -289,7 +328,7 @@ def main(argv: list[str] | None = None) -> int:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         return args.func(args)
-    except (ConfigError, DataError, ModelLoadError) as exc:
+    except (ConfigError, DataError, ModelLoadError, CellError) as exc:
         print(f"safetyrepro: error: {exc}", file=sys.stderr)
         return 2
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from functools import cache
 from importlib.resources import files
@@ -37,7 +38,33 @@ def read_yaml(path: str | os.PathLike) -> Any:
     except FileNotFoundError:
         raise ConfigError(f"config file not found: {path}") from None
     except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: YAML syntax error: {exc}") from None
+        mark = getattr(exc, "problem_mark", None)
+        where = f", line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise ConfigError(f"{path}{where}: YAML syntax error: {problem}") from None
+
+
+def _schema_message(error: jsonschema.ValidationError) -> str:
+    """One line for a schema violation: what is wrong, without echoing whole sub-documents."""
+    value, rule = error.instance, error.validator_value
+    if error.validator == "additionalProperties":
+        extra = sorted(set(value) - set(error.schema.get("properties", {})))
+        return f"unknown key(s) {', '.join(map(repr, extra))}"
+    if error.validator in ("minItems", "minProperties"):
+        return f"needs at least {rule} entr{'y' if rule == 1 else 'ies'}, got {len(value)}"
+    if error.validator == "type":
+        return f"expected {rule}, got {type(value).__name__} {value!r}"
+    if error.validator == "required":
+        missing = [key for key in rule if key not in value]
+        return f"missing required key(s) {', '.join(map(repr, missing))}"
+    if error.validator == "enum":
+        return f"{value!r} is not one of {', '.join(map(str, rule))}"
+    if error.validator == "pattern":
+        allowed = "letters, digits and ." + (" _ + -" if "_" in rule else "")
+        return f"{value!r} may use only {allowed}, starting with a letter or digit (it names files and jobs)"
+    if error.validator == "uniqueItems":
+        return "entries must be unique"
+    return error.message
 
 
 def _check_schema(data: Any, name: str, prefix: str = "") -> None:
@@ -45,8 +72,21 @@ def _check_schema(data: Any, name: str, prefix: str = "") -> None:
     errors = sorted(validator.iter_errors(data), key=lambda e: list(e.absolute_path))
     if errors:
         error = errors[0]
-        key = prefix + ".".join(str(p) for p in error.absolute_path)
-        raise ConfigError(f"{key or '(top level)'}: {error.message}")
+        key = prefix + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path).lstrip(".")
+        raise ConfigError(f"{key or '(top level)'}: {_schema_message(error)}")
+
+
+HUB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*")
+
+
+def _check_model_path(where: str, path: str) -> None:
+    """A local model must be a folder with config.json; anything shaped like `org/name` may be a hub id."""
+    local = Path(path).expanduser()
+    if local.exists():
+        if not (local / "config.json").is_file():
+            raise ConfigError(f"{where}.path: {path} is not a model folder (no config.json in it)")
+    elif not HUB_ID.fullmatch(path):
+        raise ConfigError(f"{where}.path: {path} does not exist (and is not a hub id of the form org/name)")
 
 
 @dataclass(frozen=True)
@@ -132,17 +172,23 @@ def load_settings(source: str | os.PathLike | Mapping[str, Any]) -> Settings:
         seen.add(entry["name"])
         if ("path" in entry) == ("embedded" in entry):
             raise ConfigError(f"{where}: give exactly one of 'path' (HF id or local directory) or 'embedded'")
+        if "path" in entry:
+            _check_model_path(where, entry["path"])
         path = entry.get("path") or str(resources_dir / "models" / EMBEDDED_MODELS[entry["embedded"]])
         models.append(ModelSpec(entry["name"], path, entry.get("precision", "bf16"),
                                 entry.get("chat_template", "auto"), entry.get("trust_remote_code", False),
                                 entry.get("revision"), entry.get("embedded")))
 
     data_dir = Path(os.environ.get(DATA_DIR_ENV) or raw["data_dir"])
+    fetch_hint = f"`safetyrepro fetch-data --data-dir {data_dir}` downloads the pinned files"
+    if not data_dir.is_dir():
+        raise ConfigError(f"data_dir: {data_dir} does not exist (set data_dir or {DATA_DIR_ENV}; {fetch_hint})")
+    if not any(data_dir.iterdir()):
+        raise ConfigError(f"data_dir: {data_dir} is empty ({fetch_hint})")
     for name in raw["benchmarks"]:
         folder = data_dir / BENCHMARKS[name].folder
         if not folder.is_dir() or not any(folder.iterdir()):
-            raise ConfigError(f"benchmarks.{name}: no data in {folder} (data_dir={data_dir}; "
-                              f"run `safetyrepro fetch-data` or set {DATA_DIR_ENV})")
+            raise ConfigError(f"benchmarks.{name}: no data in {folder} ({fetch_hint})")
 
     select = raw.get("select_configs")
     if select is not None:

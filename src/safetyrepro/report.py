@@ -7,6 +7,15 @@ import pandas as pd
 from .analysis.flips import orderings_reached
 
 
+def partial_notice(missing: list[str]) -> str:
+    """A warning block naming the missing cells of a partial run (empty for a complete grid)."""
+    if not missing:
+        return ""
+    listed = "\n".join(f"> - {cell}" for cell in missing)
+    return (f"> **Partial results**: computed without {len(missing)} missing cell(s) of the grid:\n"
+            f"{listed}\n\n")
+
+
 def rho_flip_markdown(rho: pd.DataFrame, cells: pd.DataFrame) -> str:
     """Per benchmark: every pair's rho_flip with N+/N-/N0, the max over pairs and orderings reached."""
     lines = ["# rho_flip: how often the configuration alone reverses a pairwise verdict", "",

@@ -40,6 +40,11 @@ def item_set(settings: Settings, name: str) -> ItemSet:
     return ItemSet(benchmark, make(evaluated), make(pool))
 
 
+def check_item_sets(settings: Settings) -> dict[str, int]:
+    """Load every benchmark's data and draw its subset, so bad files or sizes fail before any job runs."""
+    return {name: len(item_set(settings, name).items) for name in settings.benchmarks}
+
+
 def render_prompt(envelope: Envelope, config: Config, benchmark: Benchmark, item: Item, shots: Sequence[Item]) -> str:
     """The full prompt of one item under one config (few-shot examples included)."""
     def fields(it: Item) -> dict[str, str]:

@@ -92,9 +92,12 @@ def serve(settings: Settings, spec: ModelSpec, address: Path, idle_seconds: floa
                 break
             client.setblocking(True)
             with Connection(client.detach()) as connection:
-                if _answer(connection, backends) == "shutdown":
-                    log.info("asked to shut down: server for %s exits", spec.name)
-                    break
+                try:
+                    if _answer(connection, backends) == "shutdown":
+                        log.info("asked to shut down: server for %s exits", spec.name)
+                        break
+                except OSError as exc:  # the cell was killed mid-call: its rerun will ask again
+                    log.warning("a cell's connection broke (%s); serving on", exc)
     address.unlink(missing_ok=True)
 
 

@@ -1,4 +1,5 @@
-"""Writing result files atomically (temporary file in the same folder, then rename)."""
+"""Writing result files atomically (temporary file in the same folder, flushed, then renamed), and the
+list of missing cells that a partial run carries in every table."""
 
 from __future__ import annotations
 
@@ -6,9 +7,14 @@ import json
 import os
 import tempfile
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+# Parquet key-value metadata naming the grid cells a partial run lacks ("model/benchmark/config_id").
+MISSING_CELLS_KEY = b"safetyrepro.missing_cells"
 
 
 def _atomic(path: Path, write: Callable[[Path], None]) -> None:
@@ -18,15 +24,27 @@ def _atomic(path: Path, write: Callable[[Path], None]) -> None:
     os.close(handle)
     try:
         write(Path(temporary))
+        with open(temporary, "rb") as written:
+            os.fsync(written.fileno())
         os.replace(temporary, path)
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
         raise
 
 
-def write_parquet(frame: pd.DataFrame, path: Path) -> None:
-    """Write a table as zstd-compressed Parquet, atomically."""
-    _atomic(path, lambda tmp: frame.to_parquet(tmp, index=False, compression="zstd"))
+def write_parquet(frame: pd.DataFrame, path: Path, missing_cells: Sequence[str] = ()) -> None:
+    """Write a table as zstd-compressed Parquet, atomically; a partial run's missing cells go in its metadata."""
+    table = pa.Table.from_pandas(frame, preserve_index=False)
+    if missing_cells:
+        table = table.replace_schema_metadata({**(table.schema.metadata or {}),
+                                               MISSING_CELLS_KEY: json.dumps(list(missing_cells)).encode()})
+    _atomic(path, lambda tmp: pq.write_table(table, tmp, compression="zstd"))
+
+
+def missing_cells(path: Path) -> list[str]:
+    """The cells a table was computed without (empty for a complete grid)."""
+    metadata = pq.read_schema(path).metadata or {}
+    return json.loads(metadata[MISSING_CELLS_KEY]) if MISSING_CELLS_KEY in metadata else []
 
 
 def write_json(data: Any, path: Path) -> None:

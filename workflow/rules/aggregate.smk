@@ -1,19 +1,25 @@
 # Aggregation: the tidy tables and the rho_flip verdicts.
 
 
+# A partial run (partial_results: true) aggregates the cells finished so far and lists the missing
+# ones in every table; otherwise the grid must be complete.
 rule aggregate:
     input:
-        summaries=cell_paths("summary"),
-        rows=cell_paths("items"),
+        summaries=finished_cell_paths("summary"),
+        rows=finished_cell_paths("items"),
     output:
         cells=f"{RESULTS}/cells.parquet",
         rows=f"{RESULTS}/items.parquet",
+    params:
+        configfile=RUN_CONFIG,
+        partial="--partial" if PARTIAL else "",
     conda:
         "../../envs/safetyrepro.yaml"
     log:
         f"{RESULTS}/logs/aggregate.log",
     shell:
-        "safetyrepro aggregate --summaries {input.summaries:q} --items {input.rows:q}"
+        "safetyrepro aggregate --configfile {params.configfile:q} {params.partial}"
+        " --summaries {input.summaries:q} --items {input.rows:q}"
         " --cells-out {output.cells:q} --items-out {output.rows:q} > {log:q} 2>&1"
 
 

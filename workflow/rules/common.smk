@@ -2,17 +2,21 @@
 import sys
 from pathlib import Path
 
+from safetyrepro.benchmarks import DataError
 from safetyrepro.config import ConfigError, load_settings
 from safetyrepro.fetch import MANIFEST
-from safetyrepro.scoring import cell_fingerprint
+from safetyrepro.scoring import cell_fingerprint, check_item_sets
 from safetyrepro.server import stop_servers
 from safetyrepro.tables import write_text
 import yaml
 
+# Every input problem (config, data, model paths, subset sizes) stops the run here, before any job.
 try:
     SETTINGS = load_settings(config)
-except ConfigError as error:
-    sys.exit(f"safetyrepro: config error: {error}")
+    check_item_sets(SETTINGS)
+except (ConfigError, DataError) as error:
+    sys.exit(f"safetyrepro: error: {error}")
+PARTIAL = bool(config.get("partial_results", False))
 
 RESULTS = str(SETTINGS.results_dir)
 CELLS = [(m.name, b, c.config_id) for m, b, c in SETTINGS.cells()]
@@ -39,8 +43,17 @@ def cell_paths(kind):
 
 
 def data_files(benchmark):
-    """The benchmark's data files (fetched by `fetch_data` when missing)."""
+    """The benchmark's data files (never fetched during a run: `safetyrepro fetch-data` does that)."""
     return [str(SETTINGS.data_dir / entry.path) for entry in MANIFEST if entry.path.split("/")[0] == benchmark]
+
+
+def finished_cell_paths(kind):
+    """Output paths of the cells to aggregate: all of them, or in a partial run those already finished."""
+    if not PARTIAL:
+        return cell_paths(kind)
+    pairs = zip(cell_paths("items"), cell_paths("summary"))
+    done = [(rows, summary) for rows, summary in pairs if Path(rows).is_file() and Path(summary).is_file()]
+    return [rows if kind == "items" else summary for rows, summary in done]
 
 
 def model_input(wildcards):

@@ -3,21 +3,6 @@
 # share its group, so on a cluster they form one job per model: one load per model there too.
 
 
-rule fetch_data:
-    output:
-        SETTINGS.data_dir / "{benchmark}" / "{path}",
-    params:
-        base_url=config.get("data_base_url", ""),
-        data_dir=SETTINGS.data_dir,
-    conda:
-        "../../envs/safetyrepro.yaml"
-    log:
-        f"{RESULTS}/logs/fetch/{{benchmark}}/{{path}}.log",
-    shell:
-        "safetyrepro fetch-data --data-dir {params.data_dir:q} --benchmark {wildcards.benchmark}"
-        " --base-url {params.base_url:q} > {log:q} 2>&1"
-
-
 rule build_embedded_model:
     output:
         directory(f"{SETTINGS.resources_dir}/models/{{name}}"),

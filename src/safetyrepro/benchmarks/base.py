@@ -92,8 +92,8 @@ def read_csv(path: Path, columns: Sequence[str]) -> pd.DataFrame:
     try:
         frame = pd.read_csv(path, dtype=str, keep_default_na=False)
     except (pd.errors.ParserError, UnicodeDecodeError, ValueError) as exc:
-        raise DataError(f"{path}: cannot be read as CSV: {exc}") from None
-    _require(frame, columns, path)
+        raise DataError(f"{path}: cannot be read as CSV: {' '.join(str(exc).split())}") from None
+    _require(frame, columns, path, [f"data row {n} (after the header)" for n in range(1, len(frame) + 1)])
     return frame
 
 
@@ -101,33 +101,35 @@ def read_jsonl(path: Path, columns: Sequence[str]) -> pd.DataFrame:
     """Read a JSON-lines file, failing with the file and line number on a malformed row."""
     if not path.is_file():
         raise DataError(f"{path}: data file not found")
-    rows = []
+    rows, numbers = [], []
     with open(path, encoding="utf-8") as handle:
         for number, line in enumerate(handle, start=1):
             if not line.strip():
                 continue
             try:
-                row = json.loads(line)
+                row = json.loads(line.strip())
             except json.JSONDecodeError as exc:
-                raise DataError(f"{path}, line {number}: malformed JSON ({exc.msg})") from None
+                raise DataError(f"{path}, line {number}: malformed JSON: {exc.msg} (column {exc.colno})") from None
             if not isinstance(row, dict):
                 raise DataError(f"{path}, line {number}: expected a JSON object")
             rows.append(row)
+            numbers.append(f"line {number}")
     frame = pd.DataFrame(rows)
-    _require(frame, columns, path)
+    _require(frame, columns, path, numbers)
     return frame
 
 
-def _require(frame: pd.DataFrame, columns: Sequence[str], path: Path) -> None:
+def _require(frame: pd.DataFrame, columns: Sequence[str], path: Path, row_names: Sequence[str]) -> None:
+    """Every column present, at least one row, no empty value (the first one is named by its row)."""
     missing = [c for c in columns if c not in frame.columns]
     if missing:
-        raise DataError(f"{path}: missing column(s) {missing}")
+        raise DataError(f"{path}: missing column(s) {', '.join(missing)}")
     empty = frame[list(columns)].isna() | (frame[list(columns)].astype(str).apply(lambda c: c.str.strip()) == "")
     if len(frame) == 0:
         raise DataError(f"{path}: no rows")
     if empty.any(axis=None):
         row, column = next((r, c) for r, c in zip(*empty.to_numpy().nonzero()))
-        raise DataError(f"{path}, row {row + 1}: empty value in column '{columns[column]}'")
+        raise DataError(f"{path}, {row_names[row]}: empty value in column '{columns[column]}'")
 
 
 def draw_subset(frame: pd.DataFrame, n_items: int, pool_size: int, seed: int, where: str

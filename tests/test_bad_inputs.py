@@ -1,0 +1,185 @@
+"""Every bad input of the README's table: the workflow stops with exactly that one message, before any job,
+and writes nothing to results/."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from test_workflow import snakemake, write_config
+from tiny_model import build_tiny_model
+
+REPO = Path(__file__).resolve().parents[1]
+SAFETYREPRO = Path(sys.executable).parent / "safetyrepro"
+
+
+@pytest.fixture(scope="module")
+def tiny_models(tmp_path_factory) -> list[dict]:
+    root = tmp_path_factory.mktemp("bad-input-models")
+    return [{"name": f"tiny-{i}", "path": str(build_tiny_model(root / f"tiny-{i}", seed=i)), "precision": "fp32"}
+            for i in range(2)]
+
+
+def copy_benchmark(data_dir: Path, target: Path, benchmark: str) -> Path:
+    """A private copy of one benchmark's files (to break them without touching the shared data)."""
+    shutil.copytree(data_dir / benchmark, target / benchmark)
+    return target
+
+
+def _csv_without_column(root: Path, data_dir: Path) -> tuple[dict, str]:
+    data = copy_benchmark(data_dir, root / "data", "xstest")
+    path = data / "xstest" / "xstest_prompts.csv"
+    lines = path.read_text(encoding="utf-8").splitlines()
+    path.write_text("\n".join(line.replace(",type,", ",kind,", 1) for line in lines) + "\n", encoding="utf-8")
+    return {"data_dir": str(data)}, f"{path}: missing column(s) type"
+
+
+def _csv_with_empty_value(root: Path, data_dir: Path) -> tuple[dict, str]:
+    data = copy_benchmark(data_dir, root / "data", "xstest")
+    path = data / "xstest" / "xstest_prompts.csv"
+    lines = path.read_text(encoding="utf-8").splitlines()
+    lines[7] = lines[7].replace(",homonyms,", ",,", 1)  # data row 7
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return {"data_dir": str(data)}, f"{path}, data row 7 (after the header): empty value in column 'type'"
+
+
+def _jsonl_with_broken_line(root: Path, data_dir: Path) -> tuple[dict, str]:
+    data = copy_benchmark(data_dir, root / "data", "bbq")
+    shutil.copytree(data_dir / "xstest", data / "xstest")
+    path = data / "bbq" / "Age.jsonl"
+    lines = path.read_text(encoding="utf-8").splitlines()
+    lines[2] = lines[2][: len(lines[2]) // 2]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    column = lines[2].rindex('"') + 1  # the cut leaves a string open
+    return ({"data_dir": str(data), "benchmarks": {"bbq": {"n_items": 3}, "xstest": {"n_items": 3}}},
+            f"{path}, line 3: malformed JSON: Unterminated string starting at (column {column})")
+
+
+def _not_a_model(root: Path, data_dir: Path) -> tuple[dict, str]:
+    folder = root / "weights"
+    folder.mkdir()
+    (folder / "model.safetensors").write_bytes(b"not a model")
+    return ({"models": [{"name": "a", "path": str(folder)}, {"name": "b", "path": str(folder)}]},
+            f"models[0] (a).path: {folder} is not a model folder (no config.json in it)")
+
+
+# (case, config changes -> (overrides, message)); messages are the README's table, word for word.
+CASES = {
+    "envelope file with a YAML syntax error": lambda root, data: (
+        {"envelope": str(_write(root / "envelope.yaml", "axes: [T1,\n"))},
+        f"{root / 'envelope.yaml'}, line 2, column 1: YAML syntax error: expected the node content, but found '<stream end>'"),
+    "value of the wrong type": lambda root, data: (
+        {"benchmarks": {"xstest": {"n_items": "ten"}}},
+        "benchmarks.xstest.n_items: expected integer, got str 'ten'"),
+    "unknown key": lambda root, data: ({"colour": "blue"}, "(top level): unknown key(s) 'colour'"),
+    "misspelt key inside a section": lambda root, data: (
+        {"backend": {"batchsize": 4}}, "backend: unknown key(s) 'batchsize'"),
+    "empty axis": lambda root, data: (
+        {"envelope": _without_shots()}, "envelope.axes.shots: needs at least 1 entry, got 0"),
+    "duplicate model names": lambda root, data: (
+        {"models": "duplicate"}, "models[1] (tiny-0).name: duplicate model name 'tiny-0'"),
+    "fewer than two models": lambda root, data: ({"models": "one"}, "models: needs at least 2 entries, got 1"),
+    "model name with shell metacharacters": lambda root, data: (
+        {"models": "metachar-name"},
+        "models[0].name: 'a b;$(rm -rf x)' may use only letters, digits and . _ + -, starting with a letter or digit "
+        "(it names files and jobs)"),
+    "data path missing": lambda root, data: (
+        {"data_dir": str(root / "nowhere")},
+        f"data_dir: {root / 'nowhere'} does not exist (set data_dir or SAFETYREPRO_DATA_DIR; "
+        f"`safetyrepro fetch-data --data-dir {root / 'nowhere'}` downloads the pinned files)"),
+    "data path empty": lambda root, data: (
+        {"data_dir": str(_mkdir(root / "empty"))},
+        f"data_dir: {root / 'empty'} is empty (`safetyrepro fetch-data --data-dir {root / 'empty'}` downloads the "
+        "pinned files)"),
+    "benchmark folder missing": lambda root, data: (
+        {"data_dir": str(copy_benchmark(data, root / "data", "bbq"))},
+        f"benchmarks.xstest: no data in {root / 'data' / 'xstest'} (`safetyrepro fetch-data --data-dir "
+        f"{root / 'data'}` downloads the pinned files)"),
+    "data file with a missing column": _csv_without_column,
+    "data file with an empty value": _csv_with_empty_value,
+    "data file with a malformed row": _jsonl_with_broken_line,
+    "model path that does not exist": lambda root, data: (
+        {"models": [{"name": "a", "path": str(root / "no-such-model")}, {"name": "b", "path": "org/b"}]},
+        f"models[0] (a).path: {root / 'no-such-model'} does not exist (and is not a hub id of the form org/name)"),
+    "model path that is not a model": _not_a_model,
+    "item subset larger than the benchmark": lambda root, data: (
+        {"benchmarks": {"xstest": {"n_items": 5000}}},
+        "benchmarks.xstest.n_items: 5000 items + 5 few-shot pool requested, but the benchmark has only 450 items"),
+}
+
+
+def _write(path: Path, text: str) -> Path:
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def _mkdir(path: Path) -> Path:
+    path.mkdir()
+    return path
+
+
+def _without_shots() -> dict:
+    envelope = yaml.safe_load((REPO / "config" / "envelope.yaml").read_text())
+    envelope["axes"]["shots"] = {}
+    return envelope
+
+
+def _models(option, models: list[dict]) -> list[dict]:
+    if option == "duplicate":
+        return [models[0], models[0]]
+    if option == "one":
+        return models[:1]
+    if option == "metachar-name":
+        return [{**models[0], "name": "a b;$(rm -rf x)"}, models[1]]
+    return option
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_bad_input_gets_one_message_and_writes_nothing(case, tmp_path, data_dir, tiny_models):
+    overrides, message = CASES[case](tmp_path, data_dir)
+    overrides.setdefault("models", tiny_models)
+    overrides["models"] = _models(overrides["models"], tiny_models)
+    benchmarks = overrides.pop("benchmarks", {"xstest": {"n_items": 3}})
+    workdir = tmp_path / "run"
+    write_config(workdir, overrides.pop("data_dir", data_dir), overrides.pop("models"), benchmarks, **overrides)
+
+    result = snakemake(workdir, "--cores", "1")
+    assert result.returncode != 0
+    assert result.stderr.strip().splitlines()[-1] == f"safetyrepro: error: {message}", result.stderr[-2000:]
+    assert not (workdir / "results").exists()
+
+    checked = subprocess.run([str(SAFETYREPRO), "check", "--configfile", str(workdir / "config.yaml")],
+                             capture_output=True, text=True, cwd=workdir)
+    assert checked.returncode == 2 and checked.stderr.strip() == f"safetyrepro: error: {message}"
+
+
+def test_config_file_with_a_yaml_syntax_error(tmp_path):
+    """Snakemake reads --configfile itself and gives its own message; `safetyrepro check` (and `make run`,
+    which checks first) name the line and column."""
+    config = _write(tmp_path / "config.yaml", "data_dir: /data\nmodels: [a,\nbenchmarks: {}\n")
+    result = snakemake(tmp_path, "--cores", "1")
+    assert result.returncode != 0 and "Config file is not valid JSON or YAML" in result.stderr
+    assert not (tmp_path / "results").exists()
+    checked = subprocess.run([str(SAFETYREPRO), "check", "--configfile", str(config)], capture_output=True, text=True)
+    assert checked.returncode == 2
+    assert checked.stderr.strip() == (f"safetyrepro: error: {config}, line 4, column 1: YAML syntax error: "
+                                      "expected ',' or ']', but got '<stream end>'")
+
+
+def test_model_path_with_shell_metacharacters_reaches_no_shell(tmp_path, data_dir):
+    """A model folder whose name has spaces, quotes, `$( )` and `;` plans and passes the checks: the path is
+    never put on a command line (cells get the model's name), and nothing in it is executed."""
+    folder = build_tiny_model(tmp_path / "models" / "it's a \"model\" $(touch PWNED); `touch PWNED2`", seed=0)
+    models = [{"name": "a", "path": str(folder)}, {"name": "b", "path": str(folder)}]
+    workdir = tmp_path / "run"
+    write_config(workdir, data_dir, models, {"xstest": {"n_items": 3}}, select_configs=["T1-greedy-0shot-freeform"])
+    result = snakemake(workdir, "--cores", "1", "--until", "describe_model")
+    assert result.returncode == 0, result.stderr[-2000:]
+    described = [yaml.safe_load((workdir / "results" / "models" / f"{m}.json").read_text()) for m in "ab"]
+    assert all(d["path"] == str(folder) for d in described)
+    assert not list(tmp_path.rglob("PWNED*"))

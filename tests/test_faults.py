@@ -1,0 +1,144 @@
+"""Fault injection on the tiny workflow: SIGKILL in the middle of a cell, and a model that raises."""
+
+from __future__ import annotations
+
+import base64
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from safetyrepro.tables import missing_cells
+from test_workflow import snakemake, write_config
+from tiny_model import build_tiny_model
+
+REPO = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+SELECTED = ["T1-greedy-0shot-freeform", "T2-t0.3-3shot-freeform", "T1-greedy-0shot-logprob"]
+RUN = ("--cores", "2", "--resources", "gpu=1")
+
+
+def tables(results: Path) -> dict[str, pd.DataFrame]:
+    """Every Parquet table of a finished run except the per-cell files, by relative path."""
+    return {str(p.relative_to(results)): pd.read_parquet(p) for p in sorted(results.rglob("*.parquet"))
+            if "cells" not in p.relative_to(results).parts[:1]}
+
+
+def cell_outputs(results: Path) -> dict[str, float]:
+    """Cells with both outputs written, and the modification time of their item file."""
+    return {str(p.relative_to(results)): p.stat().st_mtime_ns for p in (results / "cells").rglob("*.parquet")
+            if p.with_suffix(".json").is_file()}
+
+
+def recorded_by_snakemake(workdir: Path, relative: str) -> bool:
+    """Whether Snakemake recorded the job of an output as finished (its metadata record is written when the job
+    ends; a job killed after writing its files but before that counts as incomplete and reruns)."""
+    key = base64.b64encode(f"results/{relative}".encode()).decode()
+    return (workdir / ".snakemake" / "metadata" / key).is_file()
+
+
+def start_killable(workdir: Path) -> subprocess.Popen:
+    """The workflow in its own process group, so the test can kill it and every job it started."""
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
+    return subprocess.Popen([str(BIN / "snakemake"), "--snakefile", str(REPO / "Snakefile"), "--directory",
+                             str(workdir), "--configfile", str(workdir / "config.yaml"), *RUN],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, start_new_session=True)
+
+
+def cells_in_progress(results: Path) -> list[Path]:
+    """Cells whose job has started (its log exists) but whose summary is not written yet."""
+    logs = results / "logs" / "cells"
+    return [log for log in logs.rglob("*.log")
+            if not (results / "cells" / log.relative_to(logs)).with_suffix(".json").is_file()] if logs.is_dir() else []
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory) -> list[dict]:
+    root = tmp_path_factory.mktemp("fault-models")
+    # Folder names with spaces, quotes and shell syntax: they must never reach a shell.
+    return [{"name": f"tiny-{i}", "path": str(build_tiny_model(root / f"tiny {i} 'q' $(touch PWNED);", seed=i)),
+             "precision": "fp32"} for i in range(2)]
+
+
+def test_sigkill_mid_cell_then_rerun_gives_identical_tables(tmp_path, data_dir, models):
+    benchmarks = {"bbq": {"n_items": 4}, "toxigen": {"n_items": 4}}
+    for name in ("uninterrupted", "killed"):
+        write_config(tmp_path / name, data_dir, models, benchmarks, select_configs=SELECTED, max_new_tokens_cap=6,
+                     analysis={"subsample": {"count": 5}, "bootstrap": {"resamples": 50}})
+    reference = snakemake(tmp_path / "uninterrupted", *RUN)
+    assert reference.returncode == 0, reference.stderr[-3000:]
+
+    results = tmp_path / "killed" / "results"
+    process = start_killable(tmp_path / "killed")
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline and process.poll() is None:
+        if len(cell_outputs(results)) >= 2 and cells_in_progress(results):
+            break
+        time.sleep(0.1)
+    assert process.poll() is None, "the workflow ended before a cell could be interrupted"
+    os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+    finished = {k: v for k, v in cell_outputs(results).items() if recorded_by_snakemake(tmp_path / "killed", k)}
+    interrupted = cells_in_progress(results)
+    assert finished and interrupted and not (results / "cells.parquet").exists()
+    for path in (results / "cells").rglob("*.parquet"):  # whatever was written is whole
+        pd.read_parquet(path)
+
+    assert snakemake(tmp_path / "killed", "--unlock").returncode == 0
+    rerun = snakemake(tmp_path / "killed", *RUN, "--rerun-incomplete")
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    after = cell_outputs(results)
+    assert {k: after[k] for k in finished} == finished  # finished cells were kept, not recomputed
+    assert len(after) == 2 * 2 * 3
+
+    expected = tables(tmp_path / "uninterrupted" / "results")
+    got = tables(results)
+    assert set(got) == set(expected) and {"cells.parquet", "items.parquet", "rho_flip.parquet"} <= set(got)
+    for name, frame in expected.items():
+        pd.testing.assert_frame_equal(got[name], frame, check_exact=True, obj=name)
+    assert not list(tmp_path.rglob("PWNED*"))
+
+
+def test_failing_cell_keep_going_then_partial_results(tmp_path, data_dir, models):
+    broken = {"name": "broken", "path": str(build_tiny_model(tmp_path / "broken", seed=7, model_vocab=8)),
+              "precision": "fp32"}
+    workdir = tmp_path / "run"
+    write_config(workdir, data_dir, [*models, broken], {"xstest": {"n_items": 3}},
+                 select_configs=["T1-greedy-0shot-freeform", "T1-greedy-0shot-logprob"], max_new_tokens_cap=4,
+                 analysis={"shap": False, "subsample": {"count": 5}, "bootstrap": {"resamples": 50}})
+    failed = snakemake(workdir, *RUN, "--keep-going")
+    assert failed.returncode != 0
+    results = workdir / "results"
+    assert len(cell_outputs(results)) == 4 and not (results / "cells.parquet").exists()
+    missing = ["broken/xstest/T1-greedy-0shot-freeform", "broken/xstest/T1-greedy-0shot-logprob"]
+    for cell in missing:
+        log = (results / "logs" / "cells" / cell).with_suffix(".log").read_text()
+        assert log.strip().splitlines()[-1] == (
+            f"safetyrepro: error: cell {cell} failed: RuntimeError: model server: IndexError: index out of range in self")
+
+    refused = subprocess.run([str(BIN / "safetyrepro"), "aggregate", "--configfile", str(workdir / "config.yaml"),
+                              "--summaries", *map(str, (results / "cells").rglob("*.json")),
+                              "--cells-out", str(tmp_path / "c.parquet"), "--items-out", str(tmp_path / "i.parquet")],
+                             capture_output=True, text=True, cwd=workdir)
+    assert refused.returncode == 2 and refused.stderr == (
+        f"safetyrepro: error: incomplete grid: 2 of 6 cells have no output ({', '.join(missing)}); rerun them, or "
+        "set partial_results: true to analyse the finished cells\n")
+    assert not (tmp_path / "c.parquet").exists()
+
+    partial = snakemake(workdir, *RUN, "--config", "partial_results=True")
+    assert partial.returncode == 0, partial.stderr[-3000:]
+    parquet = [p for p in results.rglob("*.parquet") if "cells" not in p.relative_to(results).parts[:1]]
+    assert len(parquet) == 3 + 11  # cells, items, rho_flip and the analyses
+    assert all(missing_cells(p) == missing for p in parquet)
+    markdown = [results / "rho_flip.md", results / "summary.md", *(results / "analysis").glob("*.md")]
+    assert len(markdown) == 13
+    for path in markdown:
+        text = path.read_text()
+        assert text.startswith("> **Partial results**: computed without 2 missing cell(s)")
+        assert all(f"> - {cell}\n" in text for cell in missing)
+    assert set(pd.read_parquet(results / "cells.parquet").model) == {"tiny-0", "tiny-1"}

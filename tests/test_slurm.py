@@ -1,0 +1,153 @@
+"""The tiny workflow on a one-node Slurm cluster (tests/cluster/local_slurm.sh) through profiles/slurm.
+
+The cluster is started for this module and stopped at its end (left running when it was already
+up). Without Slurm installed the module is skipped, except under CI (CI=true), where it fails.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from safetyrepro.config import load_settings
+from test_workflow import snakemake, write_config
+from tiny_model import build_tiny_model
+
+REPO = Path(__file__).resolve().parents[1]
+CLUSTER_SCRIPT = REPO / "tests" / "cluster" / "local_slurm.sh"
+SLURM_PROGRAMS = ("sbatch", "squeue", "srun", "slurmctld", "slurmd", "munged")
+SEARCH_PATH = os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/sbin"])
+PROFILE_ARGS = ("--profile", str(REPO / "profiles" / "slurm"), "--workflow-profile", str(REPO / "profiles" / "slurm-local"))
+CONFIGS = ["T1-greedy-0shot-freeform", "T2-t0.3-3shot-freeform", "T1-greedy-0shot-logprob"]
+SUBMITTED = re.compile(r"submitted with SLURM jobid (\d+) \(log: (\S+?)\)?\.?$", re.MULTILINE)
+# a cell executed inside the job (not just listed in the group's plan)
+CELL_RUN = re.compile(r"^localrule cell:\n(?:.*\n){0,8}?\s+wildcards: model=(\S+), benchmark=(\S+), config_id=(\S+)$",
+                      re.MULTILINE)
+TABLES = {"cells.parquet": ["model", "benchmark", "config_id"],
+          "items.parquet": ["model", "benchmark", "config_id", "item_id", "seed"],
+          "rho_flip.parquet": ["benchmark", "model_a", "model_b"]}
+
+
+def in_ci() -> bool:
+    return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
+
+
+@pytest.fixture(scope="module")
+def local_slurm():
+    """A running one-node Slurm cluster; started here and stopped afterwards unless it was already up."""
+    missing = [name for name in SLURM_PROGRAMS if shutil.which(name, path=SEARCH_PATH) is None]
+    if missing:
+        message = f"Slurm is not installed (missing {', '.join(missing)}; apt-get install slurm-wlm munge)"
+        if in_ci():
+            pytest.fail(message + " and CI is set: the Slurm test must run in CI")
+        pytest.skip(message)
+    env = {**os.environ, "PATH": SEARCH_PATH}
+    already_up = subprocess.run([str(CLUSTER_SCRIPT), "status"], env=env, capture_output=True).returncode == 0
+    started = subprocess.run([str(CLUSTER_SCRIPT), "start"], env=env, capture_output=True, text=True, timeout=180)
+    assert started.returncode == 0, started.stdout + started.stderr
+    yield
+    if not already_up:
+        stopped = subprocess.run([str(CLUSTER_SCRIPT), "stop"], env=env, capture_output=True, text=True, timeout=180)
+        assert stopped.returncode == 0, stopped.stdout + stopped.stderr
+
+
+@pytest.fixture(scope="module")
+def runs(local_slurm, tmp_path_factory, data_dir):
+    """The same two-model config run locally and through the Slurm profile (with its timing)."""
+    root = tmp_path_factory.mktemp("slurm")
+    models = [{"name": f"tiny-{i}", "path": str(build_tiny_model(root / f"tiny-{i}", seed=i)), "precision": "fp32"}
+              for i in range(2)]
+    for name in ("local", "slurm"):
+        write_config(root / name, data_dir, models, {"toxigen": {"n_items": 4}}, select_configs=CONFIGS,
+                     max_new_tokens_cap=6)
+    local = snakemake(root / "local", "--resources", "gpu=1", "--cores", "2", *(f"results/{name}" for name in TABLES))
+    assert local.returncode == 0, local.stderr[-3000:]
+    started = time.perf_counter()
+    on_slurm = snakemake(root / "slurm", *PROFILE_ARGS)
+    seconds = time.perf_counter() - started
+    assert on_slurm.returncode == 0, on_slurm.stderr[-5000:]
+    jobs = {int(job_id): Path(log) for job_id, log in SUBMITTED.findall(on_slurm.stdout + on_slurm.stderr)}
+    print(f"\nSlurm run of the tiny workflow: {seconds:.0f} s, {len(jobs)} Slurm jobs")
+    return root / "local", root / "slurm", jobs
+
+
+def cells_by_job(jobs: dict[int, Path]) -> dict[int, set[tuple[str, str, str]]]:
+    """The cells each Slurm job executed, read from its Slurm log."""
+    return {job_id: set(CELL_RUN.findall(log.read_text())) for job_id, log in jobs.items()}
+
+
+def test_results_equal_a_local_run(runs):
+    local, on_slurm, _ = runs
+    for name, key in TABLES.items():
+        expected = pd.read_parquet(local / "results" / name).sort_values(key).reset_index(drop=True)
+        actual = pd.read_parquet(on_slurm / "results" / name).sort_values(key).reset_index(drop=True)
+        assert len(actual) > 0
+        pd.testing.assert_frame_equal(actual, expected, obj=name)
+    assert (on_slurm / "results" / "summary.md").is_file()
+
+
+def test_every_cell_ran_in_its_models_slurm_job(runs):
+    _, on_slurm, jobs = runs
+    settings = load_settings(on_slurm / "config.yaml")
+    expected = {(m.name, b, c.config_id) for m, b, c in settings.cells()}
+    assert len(expected) == 2 * len(CONFIGS)
+    assert all(log.name == f"{job_id}.log" and log.is_file() for job_id, log in jobs.items())
+    executed = cells_by_job(jobs)
+    ran = [cell for cells in executed.values() for cell in cells]
+    assert sorted(ran) == sorted(expected)  # every cell once, each in a submitted Slurm job
+    # one Slurm job per model, holding all of that model's cells, in the model's group
+    with_cells = {job_id: cells for job_id, cells in executed.items() if cells}
+    assert len(with_cells) == 2
+    for job_id, cells in with_cells.items():
+        (model,) = {cell[0] for cell in cells}
+        assert cells == {cell for cell in expected if cell[0] == model}
+        assert jobs[job_id].parent.name.startswith(f"group_model-{model}_")
+
+
+def test_one_model_load_per_slurm_job(runs):
+    _, on_slurm, jobs = runs
+    loads = pd.read_csv(on_slurm / "results" / "logs" / "model_loads.tsv", sep="\t", header=None,
+                        names=["time", "model", "precision", "seconds", "host", "pid", "slurm_job"])
+    assert (loads.host == socket.gethostname()).all()
+    job_of_model = {next(iter(cells))[0]: job_id for job_id, cells in cells_by_job(jobs).items() if cells}
+    # each model loaded exactly once, by the Slurm job that ran its cells (3 cells per load)
+    assert sorted(zip(loads.model, loads.slurm_job)) == sorted(job_of_model.items())
+
+
+def test_a_second_submission_submits_nothing(runs):
+    _, on_slurm, _ = runs
+    again = snakemake(on_slurm, *PROFILE_ARGS)
+    assert again.returncode == 0, again.stderr[-3000:]
+    output = again.stdout + again.stderr
+    assert "Nothing to be done" in output
+    assert not SUBMITTED.search(output)
+
+
+def test_the_cluster_profile_asks_one_cells_resources_per_model_job(local_slurm, tmp_path, data_dir):
+    """profiles/slurm alone: a model's job asks for one cell's memory, CPUs and GPU, and the runtimes summed.
+
+    The test cluster has no partition "gpu", so sbatch refuses the job; its command line is what is checked.
+    """
+    profile = yaml.safe_load((REPO / "profiles" / "slurm" / "config.yaml").read_text())
+    default, cell = profile["default-resources"], profile["set-resources"]["cell"]
+    write_config(tmp_path, data_dir, [{"name": n, "path": f"org/{n}"} for n in ("a", "b")], {"toxigen": {"n_items": 4}},
+                 select_configs=CONFIGS)
+    result = snakemake(tmp_path, "--verbose", "--profile", str(REPO / "profiles" / "slurm"), "--retries", "0",
+                       "--slurm-init-seconds-before-status-checks", "1")
+    calls = re.findall(r"sbatch call: (sbatch .*)", result.stdout + result.stderr)
+    group_calls = [call for call in calls if "/group_model-" in call]
+    assert len(group_calls) == 2, calls
+    for call in group_calls:
+        assert f" -p {default['slurm_partition']} " in call
+        assert f" -t {default['runtime'] + len(CONFIGS) * cell['runtime']} " in call  # describe_model, then the cells
+        assert f" --mem {cell['mem_mb']} " in call and f" --cpus-per-task={cell['cpus_per_task']} " in call
+        assert f" --gpus={cell['gpu']} " in call

@@ -105,6 +105,7 @@ def test_grid_card_discloses_the_harness(runs):
     assert card["envelope"]["axes_used"]["template"]["T4"]["tier"] == "stress"
     assert {rule["name"] for rule in card["envelope"]["rules"]} >= {"logprob_only_under_greedy"}
     assert {b: c["n_configs"] for b, c in card["configs"].items()} == {"toxigen": 5, "bbq": 5}
+    assert card["missing_cells"] == [] and "- missing cells (partial run): none" in (results / "grid_card.md").read_text()
     assert {m: (info["precision"], len(info["files"])) for m, info in card["models"].items()} == {
         f"tiny-{i}": ("fp32", 5) for i in range(3)}
     rho = pd.read_parquet(results / "rho_flip.parquet")

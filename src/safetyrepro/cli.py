@@ -235,10 +235,10 @@ def cmd_grid_card(args: argparse.Namespace) -> int:
     import pandas as pd
 
     from .grid_card import grid_card, grid_card_markdown
-    from .tables import write_json, write_text
+    from .tables import missing_cells, write_json, write_text
 
     card = grid_card(load_settings(args.configfile), json.loads(Path(args.provenance).read_text()),
-                     pd.read_parquet(args.cells), pd.read_parquet(args.rho))
+                     pd.read_parquet(args.cells), pd.read_parquet(args.rho), missing_cells(Path(args.cells)))
     write_json(card, Path(args.json_out))
     write_text(grid_card_markdown(card), Path(args.markdown_out))
     return 0

@@ -10,7 +10,7 @@ Two runs of the same config give the same card apart from `created`.
 from __future__ import annotations
 
 import json
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
@@ -53,8 +53,10 @@ def _headline(rho: pd.DataFrame, cells: pd.DataFrame) -> dict[str, Any]:
     return out
 
 
-def grid_card(settings: Settings, record: Mapping[str, Any], cells: pd.DataFrame, rho: pd.DataFrame) -> dict:
-    """The card as a JSON-ready dict, from the settings, the run record, cells and rho_flip tables."""
+def grid_card(settings: Settings, record: Mapping[str, Any], cells: pd.DataFrame, rho: pd.DataFrame,
+              missing_cells: Sequence[str] = ()) -> dict:
+    """The card as a JSON-ready dict, from the settings, the run record, cells and rho_flip tables, and
+    the cells a partial run lacks (model/benchmark/config_id)."""
     prompt_formats = cells.groupby("model")["prompt_format"].first().to_dict() if "prompt_format" in cells else {}
     models = {name: {**info, "prompt_format": prompt_formats.get(name)} for name, info in record["models"].items()}
     envelope = settings.envelope
@@ -67,6 +69,7 @@ def grid_card(settings: Settings, record: Mapping[str, Any], cells: pd.DataFrame
                      "source": envelope.source},
         "run": record["run"],
         "configs": _configs(cells),
+        "missing_cells": list(missing_cells),
         "items": record["items"],
         "models": models,
         "data": record["data"],
@@ -96,7 +99,8 @@ def grid_card_markdown(card: Mapping[str, Any]) -> str:
              "(grid_card.json) holds the same and the full envelope whose SHA-256 is the seal.", "",
              f"- **seal** (SHA-256 of the envelope): `{card['seal']}`", f"- created: {card['created']}",
              f"- select_configs: {card['run']['select_configs'] or 'all valid configs'}",
-             f"- max_new_tokens_cap: {card['run']['max_new_tokens_cap']}", "",
+             f"- max_new_tokens_cap: {card['run']['max_new_tokens_cap']}",
+             f"- missing cells (partial run): {', '.join(card['missing_cells']) or 'none, the grid is complete'}", "",
              "## Axis values used", "", "| axis | value | tier | parameters |", "|---|---|---|---|"]
     for axis, values in card["envelope"]["axes_used"].items():
         lines += [f"| {axis} | {value} | {params['tier']} | {_cell(_params(params))} |"

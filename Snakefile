@@ -12,6 +12,7 @@ include: "workflow/rules/common.smk"
 include: "workflow/rules/inference.smk"
 include: "workflow/rules/aggregate.smk"
 include: "workflow/rules/analysis.smk"
+include: "workflow/rules/case_study.smk"
 
 
 onsuccess:
@@ -29,3 +30,4 @@ rule all:
         f"{RESULTS}/rho_flip.md",
         expand(f"{RESULTS}/analysis/{{name}}.md", name=ANALYSES),
         f"{RESULTS}/summary.md",
+        CASE_STUDY_OUTPUTS,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import string
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -108,16 +109,21 @@ def _pick_index(item: CaseItem, scores: Sequence[float]) -> Pick:
 
 # --- lm-evaluation-harness ---------------------------------------------------------------------
 
-def _jinja_literal(text: str) -> str:
-    return "{% raw %}" + text + "{% endraw %}" if text else ""
-
-
 def parity_doc_to_text(template: str) -> str:
-    """Our parity template as an lm-eval Jinja prompt: literal text around {{question}}."""
-    before, marker, after = template.partition("{question}")
-    if not marker or "{question}" in after:
-        raise ValueError("the parity template must contain {question} exactly once")
-    return _jinja_literal(before) + "{{question}}" + _jinja_literal(after)
+    """Our parity template (str.format syntax, one {question}) as an lm-eval Jinja prompt: its
+    literal text in raw blocks around {{question}}."""
+    parts = list(string.Formatter().parse(template))
+    fields = [name for _, name, _, _ in parts if name is not None]
+    if fields != ["question"]:
+        raise ValueError(f"the parity template must contain {{question}} exactly once and no other field: {fields}")
+    literals, seen = ["", ""], 0
+    for literal, name, _, _ in parts:  # an escaped brace splits the literal text into several parts
+        literals[seen] += literal
+        seen += name is not None
+    if any("{% endraw %}" in text for text in literals):
+        raise ValueError("the parity template cannot contain the text '{% endraw %}'")
+    raw = ["{% raw %}" + text + "{% endraw %}" if text else "" for text in literals]
+    return raw[0] + "{{question}}" + raw[1]
 
 
 def _write_jsonl(rows: Sequence[dict], path: Path) -> None:

@@ -18,10 +18,10 @@ from typing import Sequence
 import yaml
 
 from ..backends.hf import HFBackend
+from ..benchmarks import BENCHMARKS
 from ..config import ModelSpec
 from ..envelope import Envelope
 from ..scoring import ItemSet, run_cell
-from ..benchmarks import BENCHMARKS
 from .items import CaseItem
 
 OFFLINE = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
@@ -216,7 +216,7 @@ def lm_eval_picks(samples: Sequence[dict], items: Sequence[CaseItem], builtin: b
         scores = lm_eval_logliks(sample)
         best = max(range(len(scores)), key=scores.__getitem__)
         if builtin:
-            choice = sample["arguments"][best][1].strip() if "arguments" in sample else str(best)
+            choice = sample["arguments"][best][1].strip()
         else:
             choice = item.item.labels[best]
         picks.append(Pick(item.item.item_id, choice, bool(sample["acc"])))
@@ -248,8 +248,7 @@ def run_inspect(model_path: str, precision: str, batch_size: int, max_tokens: in
     seconds = time.perf_counter() - started
     if log.status != "success":
         raise RuntimeError(f"Inspect AI eval failed: {log.status}: {log.error}")
-    picks = []
-    for sample in sorted(log.samples, key=lambda s: [i.item.item_id for i in items].index(s.id)):
-        score = sample.scores["choice"]
-        picks.append(Pick(str(sample.id), score.answer or "", score.value == "C"))
+    scores = {sample.id: sample.scores["choice"] for sample in log.samples}
+    picks = [Pick(i.item.item_id, scores[i.item.item_id].answer or "", scores[i.item.item_id].value == "C")
+             for i in items]
     return PackageRun(picks, seconds)

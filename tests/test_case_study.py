@@ -22,8 +22,8 @@ PARITY_ITEMS = 6
 
 
 def _settings(data_dir, study=None, **benchmarks):
-    raw = {"data_dir": str(data_dir), "models": [{"name": "bf16", "path": "/nowhere/a", "precision": "bf16"},
-                                                 {"name": "nf4", "path": "/nowhere/b", "precision": "nf4"}],
+    raw = {"data_dir": str(data_dir), "models": [{"name": "bf16", "path": "org/a", "precision": "bf16"},
+                                                 {"name": "nf4", "path": "org/b", "precision": "nf4"}],
            "benchmarks": benchmarks or {"truthfulqa": {"n_items": 5}, "bbq": {"n_items": 5}},
            "envelope": str(REPO / "config" / "envelope.yaml"), "subset": {"seed": 7, "fewshot_pool": 4}}
     if study is not None:
@@ -50,7 +50,7 @@ def test_case_study_section_errors_name_the_key(data_dir, change, message):
 
 
 def test_enabled_section_must_say_what_to_run(data_dir):
-    with pytest.raises(ConfigError, match="case_study: 'parity' is a required property"):
+    with pytest.raises(ConfigError, match=r"case_study: .*'parity'"):
         _settings(data_dir, {"enabled": True, "model": "bf16", "n_items": 3, "anchor_config": "x"})
 
 

@@ -15,6 +15,7 @@ validate(config, "workflow/schemas/config.schema.yaml")
 include: "workflow/rules/inference.smk"
 include: "workflow/rules/aggregate.smk"
 include: "workflow/rules/analysis.smk"
+include: "workflow/rules/case_study.smk"
 
 
 onsuccess:
@@ -32,3 +33,4 @@ rule all:
         f"{RESULTS}/rho_flip.md",
         expand(f"{RESULTS}/analysis/{{name}}.md", name=ANALYSES),
         f"{RESULTS}/summary.md",
+        CASE_STUDY_OUTPUTS,

@@ -21,7 +21,7 @@ if CASE_STUDY:
             work_dir=f"{RESULTS}/case_study",
         threads: workflow.cores
         conda:
-            "../../envs/safetyrepro.yaml"
+            "../../envs/case_study.yaml"
         log:
             f"{RESULTS}/logs/case_study.log",
         shell:

@@ -16,6 +16,7 @@ include: "workflow/rules/inference.smk"
 include: "workflow/rules/aggregate.smk"
 include: "workflow/rules/analysis.smk"
 include: "workflow/rules/report.smk"
+include: "workflow/rules/case_study.smk"
 
 
 onsuccess:
@@ -34,3 +35,4 @@ rule all:
         expand(f"{RESULTS}/analysis/{{name}}.md", name=ANALYSES),
         f"{RESULTS}/summary.md",
         REPORT_OUTPUTS,
+        CASE_STUDY_OUTPUTS,

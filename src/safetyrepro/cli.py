@@ -251,6 +251,24 @@ def cmd_figure(args: argparse.Namespace) -> int:
     from .figures import draw, save
 
     save(draw(args.name, pd.read_parquet(args.table), args.benchmark), Path(args.out))
+def cmd_case_study(args: argparse.Namespace) -> int:
+    """Run the cross-package case study (config section `case_study`) and write its tables."""
+    from dataclasses import replace
+
+    from .case_study import case_study_settings, run_case_study
+    from .case_study.table import case_study_markdown
+    from .tables import write_parquet, write_text
+
+    settings = load_settings(args.configfile)
+    study = case_study_settings(settings)
+    if study is None:
+        raise ConfigError("case_study: the section is absent or has `enabled: false`")
+    if args.n_items:
+        study = replace(study, n_items=args.n_items)
+    table, picks = run_case_study(settings, study, Path(args.work_dir))
+    write_parquet(picks, Path(args.work_dir) / "items.parquet")
+    write_parquet(table, Path(args.out))
+    write_text(case_study_markdown(table, picks), Path(args.markdown))
     return 0
 
 
@@ -318,6 +336,10 @@ def build_parser() -> argparse.ArgumentParser:
     figure = _command(commands, "figure", cmd_figure, "draw one report figure (PNG)", ("table", "out"))
     figure.add_argument("name", choices=["anova", "orderings", "parse_rate", "rho_heatmap", "scores", "shap"])
     figure.add_argument("--benchmark", help="the benchmark of a per-benchmark figure")
+    study = _command(commands, "case-study", cmd_case_study,
+                     "our pipeline, lm-eval and Inspect AI on the same items (config section case_study)",
+                     ("configfile", "out", "markdown", "work-dir"))
+    study.add_argument("--n-items", type=int, help="override case_study.n_items")
     return parser
 
 

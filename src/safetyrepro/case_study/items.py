@@ -1,0 +1,52 @@
+"""The case study's items: one fixed subset per benchmark, seen by every package in the same form."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from ..benchmarks import BENCHMARKS, Item, draw_subset
+from ..config import Settings
+
+
+@dataclass(frozen=True)
+class CaseItem:
+    """One evaluated item as each package needs it.
+
+    `item` is our pipeline's item (letters over shuffled options). `question` is the bare question
+    (BBQ: context, blank line, question), `options` the option texts in the item's letter order, and
+    `record` the raw data row, written out for lm-eval's own task definitions.
+    """
+
+    item: Item
+    question: str
+    options: tuple[str, ...]
+    record: Mapping[str, Any]
+
+    @property
+    def gold_index(self) -> int:
+        """Position of the right option in `options`."""
+        return self.item.labels.index(self.item.gold)
+
+
+def _bare_question(benchmark: str, row: Mapping[str, Any]) -> str:
+    if benchmark == "truthfulqa":
+        return str(row["Question"]).strip()
+    if benchmark == "bbq":
+        return f"{row['context']}\n\n{row['question']}"
+    raise ValueError(f"case study: benchmark '{benchmark}' is not supported (truthfulqa, bbq)")
+
+
+def case_items(settings: Settings, benchmark: str, n_items: int) -> list[CaseItem]:
+    """The first `n_items` of the benchmark's stratified subset (same seed and few-shot pool as the
+    grid, so with equal counts the grid's items and these are the same)."""
+    bench = BENCHMARKS[benchmark]
+    frame = bench.load(settings.data_dir)
+    evaluated, _ = draw_subset(frame, n_items, settings.fewshot_pool, settings.subset_seed,
+                               where="case_study.n_items")
+    out = []
+    for row in evaluated.to_dict("records"):
+        item = bench.make_item(row, settings.subset_seed)
+        options = tuple(item.meta["options"][label] for label in item.labels)
+        out.append(CaseItem(item, _bare_question(benchmark, row), options, row))
+    return out

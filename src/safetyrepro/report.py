@@ -27,7 +27,7 @@ def rho_flip_markdown(rho: pd.DataFrame, cells: pd.DataFrame) -> str:
                   f"max rho_flip over pairs: {table['rho_flip'].max():.3f} (ceiling {table['ceiling'].iloc[0]:.3f} "
                   f"at |C| = {table['n_configs'].iloc[0]}); strict orderings of the models reached: "
                   f"{reached} of {possible}", "",
-                  "| model A | model B | N+ | N- | N0 | \|C\| | rho_flip | ceiling |", "|---|---|---|---|---|---|---|---|"]
+                  "| model A | model B | N+ | N- | N0 | \\|C\\| | rho_flip | ceiling |", "|---|---|---|---|---|---|---|---|"]
         for row in table.itertuples():
             lines.append(f"| {row.model_a} | {row.model_b} | {row.n_plus} | {row.n_minus} | {row.n_ties} | "
                          f"{row.n_configs} | {row.rho_flip:.3f} | {row.ceiling:.3f} |")

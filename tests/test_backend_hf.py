@@ -105,6 +105,31 @@ def test_unknown_backend_is_named():
         load_backend("nope", ModelSpec("m", "x"))
 
 
+def test_multi_token_continuations_of_one_context_share_it(backend):
+    """Several full-answer continuations of one context (more than a batch of 2: the shared cache is repeated
+    per chunk), of different lengths, each equal to its own unpadded forward pass."""
+    context = "Question: How can I kill a Python process?"
+    continuations = [" Sure, use the kill command.", " Sorry, I cannot help.", " Answer: A",
+                     " Think it through step by step.", " No"]
+    got = backend.loglikelihood([(context, c) for c in continuations])
+    for continuation, value in zip(continuations, got):
+        assert value == pytest.approx(_direct_loglikelihood(backend, context, continuation), abs=1e-4)
+
+
+@pytest.mark.slow
+def test_embedded_model_shares_a_long_context_across_full_answers(embedded_model_path):
+    """gemma-3 mixes sliding-window and global attention layers: a context longer than the 512-token window,
+    scored once and shared, gives each full answer the log-likelihood of its own forward pass."""
+    backend = load_backend("hf", ModelSpec("gemma", str(embedded_model_path), "fp32"), batch_size=2)
+    context = "Q: What is the capital of France?\nA: Paris.\n" * 60 + "Q: What is the largest planet?\nA:"
+    assert len(backend.tokenizer(context).input_ids) > 512
+    answers = [" Jupiter.", " Saturn, the ringed planet.", " The Sun.", " Earth is the largest planet."]
+    got = backend.loglikelihood([(context, a) for a in answers])
+    for answer, value in zip(answers, got):
+        assert value == pytest.approx(_direct_loglikelihood(backend, context, answer), abs=2e-3)
+    assert max(zip(got, answers))[1] == " Jupiter."
+
+
 @pytest.mark.slow
 def test_embedded_model_knows_the_capital_of_france(embedded_model_path):
     assert (embedded_model_path / "model.safetensors").is_file()  # a plain HF directory, not the GGUF

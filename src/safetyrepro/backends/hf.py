@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import copy
 import logging
+import math
 import time
 from pathlib import Path
 from typing import Sequence
@@ -132,8 +134,9 @@ class HFBackend(Backend):
 
     @torch.inference_mode()
     def loglikelihood(self, requests: Sequence[tuple[str, str]]) -> list[float]:
-        """Summed continuation log-probabilities, with one forward pass per distinct context for
-        all single-token continuations (e.g. option letters) and one per multi-token request."""
+        """Summed continuation log-probabilities. Each distinct context runs once: its last position
+        serves every single-token continuation (e.g. option letters), and its key/value cache is
+        shared by all its multi-token continuations (e.g. full answer texts)."""
         contexts: dict[str, list[int]] = {}
         targets = []
         for context, continuation in requests:
@@ -145,30 +148,54 @@ class HFBackend(Backend):
             if not target:
                 raise ValueError(f"empty continuation after tokenisation: {continuation!r}")
             targets.append(target)
-        # Sequence -> how many final positions we need: a bare context serves every single-token
-        # continuation from its last position; a multi-token one runs as context + continuation.
-        sequences: dict[tuple[int, ...], int] = {}
-        for (context, _), target in zip(requests, targets):
-            key = tuple(contexts[context] + (target if len(target) > 1 else []))
-            sequences[key] = max(sequences.get(key, 0), len(target) + 1 if len(target) > 1 else 1)
-        keys = list(sequences)
-        tails = {}
+        scores: list[float] = [math.nan] * len(requests)
+        multi: dict[str, list[int]] = {}
+        single = [i for i, target in enumerate(targets) if len(target) == 1]
+        for i, (context, _) in enumerate(requests):
+            if len(targets[i]) > 1:
+                multi.setdefault(context, []).append(i)
+        keys = list(dict.fromkeys(tuple(contexts[requests[i][0]]) for i in single))
+        lasts = {}
         for batch in self._batches([list(k) for k in keys]):
-            for index, logprobs in zip(batch, self._tail_logprobs([keys[i] for i in batch], [sequences[keys[i]] for i in batch])):
-                tails[keys[index]] = logprobs
-        scores = []
-        for (context, _), target in zip(requests, targets):
-            ids = contexts[context]
-            if len(target) == 1:
-                scores.append(tails[tuple(ids)][-1, target[0]].item())
-            else:
-                tail = tails[tuple(ids + target)][-len(target) - 1: -1]
-                scores.append(tail.gather(1, torch.tensor(target)[:, None]).sum().item())
+            for index, logprobs in zip(batch, self._last_logprobs([keys[i] for i in batch])):
+                lasts[keys[index]] = logprobs
+        for i in single:
+            scores[i] = lasts[tuple(contexts[requests[i][0]])][targets[i][0]].item()
+        for context, indices in multi.items():
+            for i, score in zip(indices, self._continuation_scores(contexts[context], [targets[i] for i in indices])):
+                scores[i] = score
         return scores
 
-    def _tail_logprobs(self, sequences: list[tuple[int, ...]], keep: list[int]) -> list[torch.Tensor]:
-        """Next-token log-probabilities at the last `keep[i]` positions of each sequence. Left
-        padding lines the ends up, so only those positions go through the output layer."""
+    @torch.inference_mode()
+    def _continuation_scores(self, context: list[int], targets: list[list[int]]) -> list[float]:
+        """Summed log-probabilities of multi-token continuations of one context: the context runs once,
+        then its cache is repeated for the continuations, which run together (right-padded)."""
+        out = self.model(input_ids=torch.tensor([context], device=self.device), use_cache=True, logits_to_keep=1)
+        first = torch.log_softmax(out.logits[0, -1].float(), dim=-1).cpu()
+        scores = []
+        for start in range(0, len(targets), self.batch_size):
+            chunk = targets[start: start + self.batch_size]
+            cache = copy.deepcopy(out.cache)
+            cache.batch_repeat_interleave(len(chunk))
+            width = max(len(t) for t in chunk) - 1  # each target's tokens but the last predict the next ones
+            ids = torch.full((len(chunk), width), self.tokenizer.pad_token_id)
+            mask = torch.zeros((len(chunk), len(context) + width), dtype=torch.long)
+            mask[:, : len(context)] = 1
+            for row, target in enumerate(chunk):
+                ids[row, : len(target) - 1] = torch.tensor(target[:-1])
+                mask[row, len(context): len(context) + len(target) - 1] = 1
+            positions = (len(context) + torch.arange(width)).expand(len(chunk), width)
+            logits = self.model(input_ids=ids.to(self.device), attention_mask=mask.to(self.device),
+                                position_ids=positions.to(self.device), cache=cache).logits
+            logprobs = torch.log_softmax(logits.float(), dim=-1).cpu()
+            for row, target in enumerate(chunk):
+                rest = logprobs[row, torch.arange(len(target) - 1), torch.tensor(target[1:])].sum()
+                scores.append((first[target[0]] + rest).item())
+        return scores
+
+    def _last_logprobs(self, sequences: list[tuple[int, ...]]) -> list[torch.Tensor]:
+        """Next-token log-probabilities after each sequence. Left padding lines the ends up, so only
+        the last position goes through the output layer."""
         width = max(len(s) for s in sequences)
         ids = torch.full((len(sequences), width), self.tokenizer.pad_token_id)
         mask = torch.zeros((len(sequences), width), dtype=torch.long)
@@ -177,5 +204,5 @@ class HFBackend(Backend):
             mask[row, width - len(seq):] = 1
         positions = (mask.cumsum(-1) - 1).clamp(min=0)
         logits = self.model(input_ids=ids.to(self.device), attention_mask=mask.to(self.device),
-                            position_ids=positions.to(self.device), logits_to_keep=max(keep)).logits
-        return [torch.log_softmax(logits[row, -k:].float(), dim=-1).cpu() for row, k in enumerate(keep)]
+                            position_ids=positions.to(self.device), logits_to_keep=1).logits
+        return [torch.log_softmax(logits[row, -1].float(), dim=-1).cpu() for row in range(len(sequences))]

@@ -131,7 +131,8 @@ def _select(benchmarks: Iterable[str] | None) -> list[DataFile]:
     return [entry for entry in MANIFEST if entry.benchmark in wanted]
 
 
-def _sha256(path: Path) -> str:
+def file_sha256(path: Path) -> str:
+    """SHA-256 of a file, read in 1 MiB blocks."""
     digest = hashlib.sha256()
     with path.open("rb") as f:
         for chunk in iter(lambda: f.read(1 << 20), b""):
@@ -172,7 +173,7 @@ def fetch_data(data_dir: str | os.PathLike, base_url: str | None = None,
     downloaded = []
     for entry in _select(benchmarks):
         target = Path(data_dir) / entry.path
-        if target.is_file() and _sha256(target) == entry.sha256:
+        if target.is_file() and file_sha256(target) == entry.sha256:
             continue
         _download(entry, target, url_for(entry, base_url))
         downloaded.append(target)
@@ -189,6 +190,6 @@ def verify_data(data_dir: str | os.PathLike, benchmarks: Iterable[str] | None = 
         path = Path(data_dir) / entry.path
         if not path.is_file():
             problems.append(f"missing: {path}")
-        elif (actual := _sha256(path)) != entry.sha256:
+        elif (actual := file_sha256(path)) != entry.sha256:
             problems.append(f"hash mismatch: {path}: expected {entry.sha256}, got {actual}")
     return problems

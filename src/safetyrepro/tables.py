@@ -17,7 +17,8 @@ import pyarrow.parquet as pq
 MISSING_CELLS_KEY = b"safetyrepro.missing_cells"
 
 
-def _atomic(path: Path, write: Callable[[Path], None]) -> None:
+def write_atomic(path: Path, write: Callable[[Path], None]) -> None:
+    """Call `write` on a temporary file beside `path`, flush it to disk, then rename it to `path`."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
@@ -38,7 +39,7 @@ def write_parquet(frame: pd.DataFrame, path: Path, missing_cells: Sequence[str] 
     if missing_cells:
         table = table.replace_schema_metadata({**(table.schema.metadata or {}),
                                                MISSING_CELLS_KEY: json.dumps(list(missing_cells)).encode()})
-    _atomic(path, lambda tmp: pq.write_table(table, tmp, compression="zstd"))
+    write_atomic(path, lambda tmp: pq.write_table(table, tmp, compression="zstd"))
 
 
 def missing_cells(path: Path) -> list[str]:
@@ -49,9 +50,9 @@ def missing_cells(path: Path) -> list[str]:
 
 def write_json(data: Any, path: Path) -> None:
     """Write JSON (sorted keys, indented), atomically."""
-    _atomic(path, lambda tmp: tmp.write_text(json.dumps(data, indent=2, sort_keys=True, default=str) + "\n"))
+    write_atomic(path, lambda tmp: tmp.write_text(json.dumps(data, indent=2, sort_keys=True, default=str) + "\n"))
 
 
 def write_text(text: str, path: Path) -> None:
     """Write a text file, atomically."""
-    _atomic(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
+    write_atomic(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))

@@ -48,6 +48,12 @@ def stress_values(settings: Settings) -> list[tuple[str, str]]:
             for value, params in values.items() if params["tier"] == "stress"]
 
 
+def analysis_seeds(options: dict) -> dict[str, int]:
+    """The random seeds the analyses use, from the config's `analysis` section (SHAP's is fixed)."""
+    return {"subsample": options.get("subsample", {}).get("seed", 0),
+            "bootstrap": options.get("bootstrap", {}).get("seed", 0), "shap": 0}
+
+
 def _tiers(inputs: Inputs) -> pd.DataFrame:
     variants = verdicts.envelope_variants(inputs.cells, stress_values(inputs.settings))
     return verdicts.variant_summary(variants)
@@ -57,14 +63,14 @@ def _subsample(inputs: Inputs) -> pd.DataFrame:
     options = inputs.options.get("subsample", {})
     per_cell, per_benchmark = stability.subsample_stability(
         inputs.items, inputs.cells, n_subsamples=options.get("count", 20), fraction=options.get("fraction", 0.8),
-        seed=options.get("seed", 0))
+        seed=analysis_seeds(inputs.options)["subsample"])
     return per_benchmark
 
 
 def _bootstrap(inputs: Inputs) -> pd.DataFrame:
     options = inputs.options.get("bootstrap", {})
-    return verdicts.bootstrap_rho(inputs.cells, n_boot=options.get("resamples", 1000), seed=options.get("seed", 0),
-                                  level=options.get("level", 0.95))
+    return verdicts.bootstrap_rho(inputs.cells, n_boot=options.get("resamples", 1000),
+                                  seed=analysis_seeds(inputs.options)["bootstrap"], level=options.get("level", 0.95))
 
 
 def _conservative_core(inputs: Inputs) -> pd.DataFrame:
@@ -76,7 +82,7 @@ def _conservative_core(inputs: Inputs) -> pd.DataFrame:
 def _shap(inputs: Inputs) -> pd.DataFrame:
     if not inputs.options.get("shap", True):
         return pd.DataFrame({"note": ["SHAP attribution switched off (analysis.shap: false)"]})
-    return attribution.shap_attribution(inputs.cells)
+    return attribution.shap_attribution(inputs.cells, seed=analysis_seeds(inputs.options)["shap"])
 
 
 def _precision(inputs: Inputs) -> pd.DataFrame:

@@ -149,10 +149,11 @@ class HFBackend(Backend):
                 raise ValueError(f"empty continuation after tokenisation: {continuation!r}")
             targets.append(target)
         scores: list[float] = [math.nan] * len(requests)
-        multi: dict[str, list[int]] = {}
-        single = [i for i, target in enumerate(targets) if len(target) == 1]
+        single, multi = [], {}  # request indices: one-token targets; multi-token ones per context
         for i, (context, _) in enumerate(requests):
-            if len(targets[i]) > 1:
+            if len(targets[i]) == 1:
+                single.append(i)
+            else:
                 multi.setdefault(context, []).append(i)
         keys = list(dict.fromkeys(tuple(contexts[requests[i][0]]) for i in single))
         lasts = {}

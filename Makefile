@@ -1,27 +1,49 @@
 PYTHON ?= python3
 VENV := .venv
-STAMP := $(VENV)/.installed
+RUN_STAMP := $(VENV)/.installed-run
+TEST_STAMP := $(VENV)/.installed-test
 
-.PHONY: setup test run
+.PHONY: setup test test-fast lint plan run
 
-# One virtual environment at .venv, installed from the pinned constraints.
-$(STAMP): pyproject.toml constraints.txt
+# One virtual environment at .venv from the pinned constraints: what running needs first, then the
+# test, case-study and browser-test packages for `make test`.
+$(RUN_STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install --quiet --upgrade pip
+	$(VENV)/bin/pip install --quiet -c constraints.txt -e .
+	touch $@
+
+$(TEST_STAMP): $(RUN_STAMP)
 	$(VENV)/bin/pip install --quiet -c constraints.txt -e ".[dev]"
-	touch $(STAMP)
+	touch $@
 
-setup: $(STAMP)
+setup: $(RUN_STAMP)
 
-test: $(STAMP)
+# ruff (lint and format) and `snakemake --lint`, then the whole suite (what CI runs).
+lint: $(TEST_STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/snakemake --lint
+
+test: lint
 	$(VENV)/bin/pytest
 
-# The workflow on CONFIG (default config/config.yaml), checked first; the console script must be on PATH
-# for the rules. After a crash: `snakemake --unlock`, then `make run` again (finished cells are kept).
-# Snakemake writes the HTML report once the run has finished (it holds the working-dir lock until then).
-CONFIG ?= config/config.yaml
+# The edit-test loop: everything but the end-to-end, Slurm, fault-injection and browser tests.
+test-fast: $(TEST_STAMP)
+	$(VENV)/bin/pytest -m "not e2e"
 
-run: $(STAMP)
-	$(VENV)/bin/safetyrepro check --configfile $(CONFIG)
-	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/snakemake --cores all --resources gpu=1 --rerun-incomplete \
-		--configfile $(CONFIG) --report results/report.html --report-after-run
+# The workflow on CONFIG, checked first (`safetyrepro check` prints the plan). Without CONFIG
+# Snakemake runs config/config.yaml; with it, that file alone (README "Configuration"). `make plan`
+# is the same with --dry-run. The console script must be on PATH for the rules. After a crash:
+# `snakemake --unlock`, then `make run` again (finished cells are kept). Snakemake writes the HTML
+# report once the run has finished (it holds the working-dir lock until then).
+CONFIG ?=
+SNAKEMAKE := PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/snakemake $(if $(CONFIG),--configfile $(CONFIG))
+
+plan: $(RUN_STAMP)
+	$(VENV)/bin/safetyrepro check $(if $(CONFIG),--configfile $(CONFIG))
+	$(SNAKEMAKE) --dry-run
+
+run: $(RUN_STAMP)
+	$(VENV)/bin/safetyrepro check $(if $(CONFIG),--configfile $(CONFIG))
+	$(SNAKEMAKE) --cores all --resources gpu=1 --rerun-incomplete --report results/report.html --report-after-run

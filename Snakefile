@@ -1,17 +1,15 @@
 # SafetyRepro: models x benchmarks x configs -> tidy Parquet tables -> rho_flip.
-# Run from the repository root: `snakemake --cores 1 --resources gpu=1` (see README).
-from snakemake.utils import min_version, validate
+# From the repository root: `snakemake --cores all --resources gpu=1` runs config/config.yaml;
+# `--configfile FILE` runs FILE alone (a complete config, or an overlay that names its base with
+# `extends:`), never merged with the default. See README "Configuration".
+from snakemake.utils import min_version
 
 min_version("9.0")
 
-configfile: "config/config.yaml"
 
-# The package's checks give one message per problem (common.smk); the schema validation then
-# only fills in defaults.
+# The effective config (safetyrepro.config.load_settings: layers, overrides, schema defaults, every
+# check) is built once here, before anything reads it; `config` then holds exactly that.
 include: "workflow/rules/common.smk"
-
-validate(config, "workflow/schemas/config.schema.yaml")
-
 include: "workflow/rules/inference.smk"
 include: "workflow/rules/aggregate.smk"
 include: "workflow/rules/analysis.smk"
@@ -21,6 +19,7 @@ include: "workflow/rules/case_study.smk"
 
 onsuccess:
     stop_servers(SETTINGS)
+
 
 onerror:
     stop_servers(SETTINGS)

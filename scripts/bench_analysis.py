@@ -17,9 +17,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 
+from synthetic_cells import MODELS, synthetic_cells, synthetic_items  # noqa: E402
+
 from safetyrepro.analysis.suite import ANALYSES, Inputs  # noqa: E402
 from safetyrepro.config import load_settings  # noqa: E402
-from synthetic_cells import MODELS, synthetic_cells, synthetic_items  # noqa: E402
 
 
 def main() -> None:
@@ -28,22 +29,32 @@ def main() -> None:
     parser.add_argument("--data-dir", default=str(REPO.parent / "shared" / "data"))
     args = parser.parse_args()
     cells = synthetic_cells(0)
-    settings = load_settings({
-        "data_dir": args.data_dir, "models": [{"name": m, "path": f"org/{m}"} for m in MODELS],
-        "benchmarks": {b: {"n_items": 300} for b in cells["benchmark"].unique()},
-        "envelope": str(REPO / "config" / "envelope.yaml"),
-        "analysis": {"conservative_core": ["T1-greedy-0shot-freeform", "T2-greedy-0shot-freeform",
-                                           "T1-greedy-0shot-logprob", "T2-greedy-0shot-logprob"]}})
+    settings = load_settings(
+        {
+            "data_dir": args.data_dir,
+            "models": [{"name": m, "path": f"org/{m}"} for m in MODELS],
+            "benchmarks": {b: {"n_items": 300} for b in cells["benchmark"].unique()},
+            "envelope": str(REPO / "config" / "envelope.yaml"),
+            "analysis": {
+                "conservative_core": [
+                    "T1-greedy-0shot-freeform",
+                    "T2-greedy-0shot-freeform",
+                    "T1-greedy-0shot-logprob",
+                    "T2-greedy-0shot-logprob",
+                ]
+            },
+        }
+    )
     with tempfile.TemporaryDirectory() as scratch:
         items_path = Path(scratch) / "items.parquet"
         synthetic_items(cells).to_parquet(items_path)
         inputs = Inputs(settings, cells, str(items_path))
         total = 0.0
-        for name, (_, run) in ANALYSES.items():
+        for name, analysis in ANALYSES.items():
             if name == "shap" and not args.with_shap:
                 continue
             started = time.perf_counter()
-            table = run(inputs)
+            table = analysis.run(inputs)
             seconds = time.perf_counter() - started
             total += seconds
             print(f"{name:18s} {seconds:7.2f} s  ({len(table)} rows)")

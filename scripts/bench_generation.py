@@ -14,9 +14,10 @@ import time
 from pathlib import Path
 
 from safetyrepro.backends import load_backend
+from safetyrepro.benchmarks import item_set
 from safetyrepro.config import ModelSpec, load_settings
 from safetyrepro.models import build_embedded_model
-from safetyrepro.scoring import item_set, render_prompt
+from safetyrepro.prompts import render_prompt
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -30,10 +31,14 @@ def main() -> None:
     parser.add_argument("--data-dir", default=str(REPO.parent / "shared" / "data"))
     args = parser.parse_args()
     model = build_embedded_model(REPO / "resources" / "models" / "gemma-3-270m")
-    settings = load_settings({"data_dir": args.data_dir, "models": [{"name": "a", "path": str(model)},
-                                                                    {"name": "b", "path": str(model)}],
-                              "benchmarks": {"truthfulqa": {"n_items": args.items}},
-                              "envelope": str(REPO / "config" / "envelope.yaml")})
+    settings = load_settings(
+        {
+            "data_dir": args.data_dir,
+            "models": [{"name": "a", "path": str(model)}, {"name": "b", "path": str(model)}],
+            "benchmarks": {"truthfulqa": {"n_items": args.items}},
+            "envelope": str(REPO / "config" / "envelope.yaml"),
+        }
+    )
     config = settings.config("truthfulqa", "T1-greedy-0shot-freeform")
     data = item_set(settings, "truthfulqa")
     prompts = [render_prompt(settings.envelope, config, data.benchmark, item, []) for item in data.items]
@@ -44,8 +49,10 @@ def main() -> None:
         backend = load_backend("hf", ModelSpec("gemma", str(model), args.precision), batch_size=batch_size)
         started = time.perf_counter()
         results[label] = (backend.generate(prompts, decoding, seed=0), time.perf_counter() - started)
-        print(f"{label:14s} {len(prompts) / results[label][1]:6.2f} items/s ({results[label][1]:.1f} s, "
-              f"batch size {batch_size})")
+        print(
+            f"{label:14s} {len(prompts) / results[label][1]:6.2f} items/s ({results[label][1]:.1f} s, "
+            f"batch size {batch_size})"
+        )
     (batched, t_batched), (single, t_single) = results["batched"], results["one at a time"]
     same = sum(a == b for a, b in zip(batched, single))
     print(f"ratio batched / one at a time: {t_single / t_batched:.2f}x; identical completions: {same}/{len(prompts)}")

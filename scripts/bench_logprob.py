@@ -20,20 +20,26 @@ from safetyrepro.benchmarks import BENCHMARKS
 from safetyrepro.case_study import case_items, drivers
 from safetyrepro.config import ModelSpec, load_settings, read_yaml
 from safetyrepro.models import build_embedded_model
-from safetyrepro.scoring import render_prompt
+from safetyrepro.prompts import render_prompt
 
 REPO = Path(__file__).resolve().parents[1]
 
 
-def requests_for(settings, items, scoring: str, study: dict) -> tuple[list[tuple[str, str]], list[int]]:
+def requests_for(settings, items, scoring: str) -> tuple[list[tuple[str, str]], list[int]]:
     """The (context, continuation) requests of the items and each item's number of candidates."""
     if scoring == "full":
-        template, delimiter = study["parity"]["template"], study["parity"].get("target_delimiter", " ")
+        study = settings.case_study
+        template, delimiter = study.parity_template, study.target_delimiter
         pairs = [[(drivers.render_parity_prompt(template, i), delimiter + o) for o in i.options] for i in items]
     else:
-        config = settings.config("truthfulqa", study["anchor_config"])
-        pairs = [[(render_prompt(settings.envelope, config, BENCHMARKS["truthfulqa"], i.item, []), text)
-                  for text in i.item.candidates.values()] for i in items]
+        config = settings.config("truthfulqa", settings.case_study.anchor_config)
+        pairs = [
+            [
+                (render_prompt(settings.envelope, config, BENCHMARKS["truthfulqa"], i.item, []), text)
+                for text in i.item.candidates.values()
+            ]
+            for i in items
+        ]
     return [p for group in pairs for p in group], [len(group) for group in pairs]
 
 
@@ -41,7 +47,7 @@ def argmaxes(scores: list[float], sizes: list[int]) -> list[int]:
     """Per item, the index of its best candidate."""
     out, start = [], 0
     for size in sizes:
-        chunk = scores[start: start + size]
+        chunk = scores[start : start + size]
         out.append(max(range(size), key=chunk.__getitem__))
         start += size
     return out
@@ -58,21 +64,28 @@ def main() -> None:
     args = parser.parse_args()
     drivers.go_offline()
     model = build_embedded_model(REPO / "resources" / "models" / "gemma-3-270m")
-    study = read_yaml(REPO / "config" / "case_study.yaml")["case_study"]
-    settings = load_settings({"data_dir": args.data_dir, "models": [{"name": "a", "path": str(model)},
-                                                                    {"name": "b", "path": str(model)}],
-                              "benchmarks": {"truthfulqa": {"n_items": args.items}},
-                              "envelope": str(REPO / "config" / "envelope.yaml")})
+    study = read_yaml(REPO / "config" / "case_study.yaml")["case_study"]  # its template and anchor config
+    settings = load_settings(
+        {
+            "data_dir": args.data_dir,
+            "models": [{"name": "a", "path": str(model)}, {"name": "b", "path": str(model)}],
+            "benchmarks": {"truthfulqa": {"n_items": args.items}},
+            "envelope": str(REPO / "config" / "envelope.yaml"),
+            "case_study": {**study, "model": "a", "benchmarks": ["truthfulqa"]},
+        }
+    )
     items = case_items(settings, "truthfulqa", args.items)
-    requests, sizes = requests_for(settings, items, args.scoring, study)
+    requests, sizes = requests_for(settings, items, args.scoring)
 
     from lm_eval.api.instance import Instance
 
     ours = drivers.load_ours(ModelSpec("ours", str(model), args.precision, "off"), args.batch_size)
     theirs = drivers.load_lm_eval_model(str(model), args.precision, args.batch_size)
     instances = [Instance("loglikelihood", {}, pair, index) for index, pair in enumerate(requests)]
-    backends = {"safetyrepro": lambda: ours.loglikelihood(requests),
-                "lm-eval HFLM": lambda: [ll for ll, _ in theirs.loglikelihood(instances, disable_tqdm=True)]}
+    backends = {
+        "safetyrepro": lambda: ours.loglikelihood(requests),
+        "lm-eval HFLM": lambda: [ll for ll, _ in theirs.loglikelihood(instances, disable_tqdm=True)],
+    }
     for run in backends.values():  # warm-up: first-call allocations, kernel selection
         run()
     seconds = dict.fromkeys(backends, 0.0)
@@ -83,8 +96,10 @@ def main() -> None:
             scores[name] = run()
             seconds[name] += time.perf_counter() - started
     total = args.items * args.rounds
-    print(f"{args.items} TruthfulQA items x {args.rounds} rounds, {len(requests)} requests per round, "
-          f"scoring={args.scoring}, {args.precision}, batch {args.batch_size}, CPU")
+    print(
+        f"{args.items} TruthfulQA items x {args.rounds} rounds, {len(requests)} requests per round, "
+        f"scoring={args.scoring}, {args.precision}, batch {args.batch_size}, CPU"
+    )
     for name in backends:
         print(f"{name:>14}: {total / seconds[name]:.2f} items/s ({seconds[name]:.1f} s)")
     print(f"ratio safetyrepro / lm-eval: {seconds['lm-eval HFLM'] / seconds['safetyrepro']:.2f}x")

@@ -23,8 +23,11 @@ from pathlib import Path
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
-PAPER_MODELS = {"qwen2.5-7b-instruct": "Qwen/Qwen2.5-7B-Instruct", "mistral-7b-instruct-v0.3":
-                "mistralai/Mistral-7B-Instruct-v0.3", "yi-1.5-9b-chat": "01-ai/Yi-1.5-9B-Chat"}
+PAPER_MODELS = {
+    "qwen2.5-7b-instruct": "Qwen/Qwen2.5-7B-Instruct",
+    "mistral-7b-instruct-v0.3": "mistralai/Mistral-7B-Instruct-v0.3",
+    "yi-1.5-9b-chat": "01-ai/Yi-1.5-9B-Chat",
+}
 CONFIGS = ["T1-greedy-0shot-freeform", "T2-t0.7-0shot-freeform", "T1-greedy-0shot-logprob"]
 THROUGHPUT = re.compile(r"generate \S+: (\d+) requests, ([\d.]+) tokens/s")
 
@@ -32,13 +35,21 @@ THROUGHPUT = re.compile(r"generate \S+: (\d+) requests, ([\d.]+) tokens/s")
 def smoke_config(models: dict[str, str], precision: str, results: Path, data_dir: str) -> dict:
     """The reduced paper config: given models, three configs, eight items per benchmark."""
     return {
-        "data_dir": data_dir, "results_dir": str(results), "resources_dir": "resources",
+        "data_dir": data_dir,
+        "results_dir": str(results),
+        "resources_dir": "resources",
         "models": [{"name": name, "path": path, "precision": precision} for name, path in models.items()],
-        "backend": {"generate": "vllm", "loglikelihood": "hf", "device": "cuda", "batch_size": 16,
-                    "gpu_memory_utilization": round(0.8 / len(models), 2)},
+        "backend": {
+            "generate": "vllm",
+            "loglikelihood": "hf",
+            "device": "cuda",
+            "batch_size": 16,
+            "gpu_memory_utilization": round(0.8 / len(models), 2),
+        },
         "subset": {"seed": 20240917, "fewshot_pool": 5},
         "benchmarks": {b: {"n_items": 8} for b in ("truthfulqa", "bbq", "crows_pairs", "toxigen", "xstest")},
-        "envelope": str(REPO / "config" / "envelope.yaml"), "select_configs": CONFIGS,
+        "envelope": str(REPO / "config" / "envelope.yaml"),
+        "select_configs": CONFIGS,
         "analysis": {"shap": False},
     }
 
@@ -56,8 +67,16 @@ def main() -> int:
     results.mkdir(parents=True, exist_ok=True)
     configfile = results / "smoke_config.yaml"
     configfile.write_text(yaml.safe_dump(smoke_config(models, args.precision, results, args.data_dir)))
-    command = [str(Path(sys.executable).parent / "snakemake"), "--configfile", str(configfile), "--cores", "8",
-               "--resources", "gpu=1", *(["-n"] if args.dry_run else [])]
+    command = [
+        str(Path(sys.executable).parent / "snakemake"),
+        "--configfile",
+        str(configfile),
+        "--cores",
+        "8",
+        "--resources",
+        "gpu=1",
+        *(["-n"] if args.dry_run else []),
+    ]
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
     started = time.perf_counter()
     status = subprocess.run(command, cwd=REPO, env=env).returncode
@@ -70,8 +89,10 @@ def main() -> int:
             requests, tokens_per_s = requests + int(count), max(tokens_per_s, float(rate))
     loads = (results / "logs" / "model_loads.tsv").read_text().splitlines()
     cells = len(list((results / "cells").glob("*/*/*.json")))
-    print(f"cells: {cells}; generation requests: {int(requests)}; prompts/s over the run: "
-          f"{requests / (time.perf_counter() - started):.1f}; peak generated tokens/s: {tokens_per_s:.0f}")
+    print(
+        f"cells: {cells}; generation requests: {int(requests)}; prompts/s over the run: "
+        f"{requests / (time.perf_counter() - started):.1f}; peak generated tokens/s: {tokens_per_s:.0f}"
+    )
     print(f"model loads: {len(loads)} for {len(models)} models (each server loads vLLM and HF once)")
     for line in loads:
         print("  " + line)

@@ -18,11 +18,13 @@ DESIGNED_ON = "llama2new"
 def load(data_dir: Path, model: str) -> pd.DataFrame:
     """Read one labelled file with labels stripped of their "1_" style prefix."""
     df = pd.read_csv(data_dir / "xstest" / f"xstest_v2_completions_{model}_labelled.csv")
-    return pd.DataFrame({
-        "human": df["final_label"].str.split("_", n=1).str[1],
-        "strmatch": df["strmatch_label"].str.split("_", n=1).str[1],
-        "ours": df["completion"].fillna("").map(classify_response),
-    })
+    return pd.DataFrame(
+        {
+            "human": df["final_label"].str.split("_", n=1).str[1],
+            "strmatch": df["strmatch_label"].str.split("_", n=1).str[1],
+            "ours": df["completion"].fillna("").map(classify_response),
+        }
+    )
 
 
 def report(name: str, df: pd.DataFrame) -> None:
@@ -35,7 +37,8 @@ def report(name: str, df: pd.DataFrame) -> None:
         binary = ((df[col] != "full_compliance") == refused).mean()
         print(f"  {col:<9} 3-class agreement {three:.4f}  kappa {kappa:.4f}  binary agreement {binary:.4f}")
     confusion = pd.crosstab(df["human"], df["ours"]).reindex(
-        index=RESPONSE_CLASSES, columns=RESPONSE_CLASSES, fill_value=0)
+        index=RESPONSE_CLASSES, columns=RESPONSE_CLASSES, fill_value=0
+    )
     confusion.index.name, confusion.columns.name = "human", "ours"
     print(confusion.to_string(), end="\n\n")
 

@@ -4,7 +4,7 @@ as small ones of the same shape, which catastrophic backtracking or a full scan 
 from __future__ import annotations
 
 import time
-from typing import Callable
+from collections.abc import Callable
 
 # A megabyte may cost at most this many times a 10 kB input of the same shape (bounded scan windows
 # make it ~1x; a linear scan would be ~100x, backtracking far more).

@@ -24,9 +24,17 @@ def synthetic_configs(benchmark: str) -> list[dict[str, str]]:
     if benchmark not in LOGPROB_ONLY_BENCHMARKS:
         grid += [(t, d, s, "freeform") for t, d, s in itertools.product(TEMPLATES, DECODINGS, SHOTS)]
     grid += [(t, "greedy", s, "logprob") for t, s in itertools.product(TEMPLATES, SHOTS)]
-    return [{"config_id": f"{t}-{d}-{s}shot-{sc}", "template": t, "decoding": d, "shots": s, "scoring": sc,
-             "tier": "stress" if t == "T4" or d == "t0.7" else "core"}
-            for t, d, s, sc in grid]
+    return [
+        {
+            "config_id": f"{t}-{d}-{s}shot-{sc}",
+            "template": t,
+            "decoding": d,
+            "shots": s,
+            "scoring": sc,
+            "tier": "stress" if t == "T4" or d == "t0.7" else "core",
+        }
+        for t, d, s, sc in grid
+    ]
 
 
 def synthetic_cells(seed: int = 0) -> pd.DataFrame:
@@ -42,10 +50,17 @@ def synthetic_cells(seed: int = 0) -> pd.DataFrame:
             n_seeds = 3 if config["decoding"] != "greedy" else 1
             for model, level in zip(MODELS, levels):
                 score = np.clip(level + rng.normal(0, 0.08), 0, 1)
-                rows.append({"model": model, "benchmark": benchmark, **config,
-                             "score": round(score * N_ITEMS) / N_ITEMS,
-                             "parse_rate": float(rng.uniform(0.85, 1.0)) if freeform else 1.0,
-                             "n_items": N_ITEMS, "n_seeds": n_seeds})
+                rows.append(
+                    {
+                        "model": model,
+                        "benchmark": benchmark,
+                        **config,
+                        "score": round(score * N_ITEMS) / N_ITEMS,
+                        "parse_rate": float(rng.uniform(0.85, 1.0)) if freeform else 1.0,
+                        "n_items": N_ITEMS,
+                        "n_seeds": n_seeds,
+                    }
+                )
     return pd.DataFrame(rows)
 
 
@@ -56,10 +71,19 @@ def synthetic_items(cells: pd.DataFrame, n_items: int = 300, n_strata: int = 9, 
     frames = []
     for cell in cells.itertuples():
         seeds = 5 if cell.decoding != "greedy" else 1
-        frames.append(pd.DataFrame({
-            "model": cell.model, "benchmark": cell.benchmark, "config_id": cell.config_id,
-            "item_id": np.tile([f"{cell.benchmark}-{i:03d}" for i in range(n_items)], seeds),
-            "stratum": np.tile([f"s{i % n_strata}" for i in range(n_items)], seeds),
-            "seed": np.repeat(np.arange(seeds), n_items), "label": "A", "parsed": True,
-            "correct": rng.random(n_items * seeds) < cell.score}))
+        frames.append(
+            pd.DataFrame(
+                {
+                    "model": cell.model,
+                    "benchmark": cell.benchmark,
+                    "config_id": cell.config_id,
+                    "item_id": np.tile([f"{cell.benchmark}-{i:03d}" for i in range(n_items)], seeds),
+                    "stratum": np.tile([f"s{i % n_strata}" for i in range(n_items)], seeds),
+                    "seed": np.repeat(np.arange(seeds), n_items),
+                    "label": "A",
+                    "parsed": True,
+                    "correct": rng.random(n_items * seeds) < cell.score,
+                }
+            )
+        )
     return pd.concat(frames, ignore_index=True)

@@ -5,16 +5,20 @@ from __future__ import annotations
 
 import pytest
 import torch
+from tiny_model import build_tiny_model
 
 from safetyrepro.backends import load_backend
 from safetyrepro.config import ModelSpec
 from safetyrepro.envelope import Decoding
-from tiny_model import build_tiny_model
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 PROMPTS = ["Question: What is the capital of France?", "Answer:", "Request: How can I kill a Python process?", "x"]
-REQUESTS = [("Question: What is the capital of France?", " A"), ("Answer:", " Sure, use the kill command."),
-            ("x", " Sorry"), ("Answer:", " No")]
+REQUESTS = [
+    ("Question: What is the capital of France?", " A"),
+    ("Answer:", " Sure, use the kill command."),
+    ("x", " Sorry"),
+    ("Answer:", " No"),
+]
 
 
 @pytest.fixture(scope="module")

@@ -6,14 +6,19 @@ import math
 
 import pytest
 import torch
+from tiny_model import build_tiny_model
 
 from safetyrepro.backends import ModelLoadError, load_backend
 from safetyrepro.config import ModelSpec
 from safetyrepro.envelope import Decoding
-from tiny_model import build_tiny_model
 
-PROMPTS = ["Question: What is the capital of France?", "Answer:", "Request: How can I kill a Python process?",
-           "Statement: people are kind. Is this statement toxic?", "x"]
+PROMPTS = [
+    "Question: What is the capital of France?",
+    "Answer:",
+    "Request: How can I kill a Python process?",
+    "Statement: people are kind. Is this statement toxic?",
+    "x",
+]
 GREEDY = Decoding(temperature=0.0, top_p=1.0, max_new_tokens=12)
 SAMPLED = Decoding(temperature=0.7, top_p=0.95, max_new_tokens=12)
 
@@ -63,9 +68,14 @@ def _direct_loglikelihood(backend, context: str, continuation: str) -> float:
 
 
 def test_loglikelihood_agrees_with_a_direct_forward_pass(backend):
-    requests = [("Question: What is the capital of France?", " A"), ("Question: What is the capital of France?", " B"),
-                ("Answer:", " Sure, use the kill command."), ("x", " Sorry"), ("Request: How can I kill a Python process?", " A"),
-                ("Answer:", " No")]
+    requests = [
+        ("Question: What is the capital of France?", " A"),
+        ("Question: What is the capital of France?", " B"),
+        ("Answer:", " Sure, use the kill command."),
+        ("x", " Sorry"),
+        ("Request: How can I kill a Python process?", " A"),
+        ("Answer:", " No"),
+    ]
     got = backend.loglikelihood(requests)
     assert len(got) == len(requests)
     for (context, continuation), value in zip(requests, got):
@@ -109,8 +119,13 @@ def test_multi_token_continuations_of_one_context_share_it(backend):
     """Several full-answer continuations of one context (more than a batch of 2: the shared cache is repeated
     per chunk), of different lengths, each equal to its own unpadded forward pass."""
     context = "Question: How can I kill a Python process?"
-    continuations = [" Sure, use the kill command.", " Sorry, I cannot help.", " Answer: A",
-                     " Think it through step by step.", " No"]
+    continuations = [
+        " Sure, use the kill command.",
+        " Sorry, I cannot help.",
+        " Answer: A",
+        " Think it through step by step.",
+        " No",
+    ]
     got = backend.loglikelihood([(context, c) for c in continuations])
     for continuation, value in zip(continuations, got):
         assert value == pytest.approx(_direct_loglikelihood(backend, context, continuation), abs=1e-4)
@@ -136,7 +151,9 @@ def test_embedded_model_knows_the_capital_of_france(embedded_model_path):
     assert not list(embedded_model_path.glob("*.gguf"))
     backend = load_backend("hf", ModelSpec("gemma", str(embedded_model_path), "fp32"))
     assert backend.prompt_format == "plain"  # gemma-3-270m is a base model without a chat template
-    paris, london = backend.loglikelihood([("The capital of France is", " Paris"), ("The capital of France is", " London")])
+    paris, london = backend.loglikelihood(
+        [("The capital of France is", " Paris"), ("The capital of France is", " London")]
+    )
     assert paris > london + 1.0
 
 
@@ -144,5 +161,7 @@ def test_embedded_model_knows_the_capital_of_france(embedded_model_path):
 def test_embedded_model_runs_at_nf4(embedded_model_path):
     backend = load_backend("hf", ModelSpec("gemma", str(embedded_model_path), "nf4"))
     assert "Linear4bit" in {type(m).__name__ for m in backend.model.modules()}
-    paris, london = backend.loglikelihood([("The capital of France is", " Paris"), ("The capital of France is", " London")])
+    paris, london = backend.loglikelihood(
+        [("The capital of France is", " Paris"), ("The capital of France is", " London")]
+    )
     assert paris > london

@@ -8,11 +8,11 @@ import sys
 import types
 
 import pytest
+from tiny_model import build_tiny_model
 
 from safetyrepro.backends import ModelLoadError, load_backend
 from safetyrepro.config import ModelSpec
 from safetyrepro.envelope import Decoding
-from tiny_model import build_tiny_model
 
 
 class FakeOutput:

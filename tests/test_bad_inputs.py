@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from test_workflow import snakemake, write_config
 from tiny_model import build_tiny_model
 
@@ -21,8 +20,10 @@ SAFETYREPRO = Path(sys.executable).parent / "safetyrepro"
 @pytest.fixture(scope="module")
 def tiny_models(tmp_path_factory) -> list[dict]:
     root = tmp_path_factory.mktemp("bad-input-models")
-    return [{"name": f"tiny-{i}", "path": str(build_tiny_model(root / f"tiny-{i}", seed=i)), "precision": "fp32"}
-            for i in range(2)]
+    return [
+        {"name": f"tiny-{i}", "path": str(build_tiny_model(root / f"tiny-{i}", seed=i)), "precision": "fp32"}
+        for i in range(2)
+    ]
 
 
 def copy_benchmark(data_dir: Path, target: Path, benchmark: str) -> Path:
@@ -56,60 +57,78 @@ def _jsonl_with_broken_line(root: Path, data_dir: Path) -> tuple[dict, str]:
     lines[2] = lines[2][: len(lines[2]) // 2]
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     column = lines[2].rindex('"') + 1  # the cut leaves a string open
-    return ({"data_dir": str(data), "benchmarks": {"bbq": {"n_items": 3}, "xstest": {"n_items": 3}}},
-            f"{path}, line 3: malformed JSON: Unterminated string starting at (column {column})")
+    return (
+        {"data_dir": str(data), "benchmarks": {"bbq": {"n_items": 3}, "xstest": {"n_items": 3}}},
+        f"{path}, line 3: malformed JSON: Unterminated string starting at (column {column})",
+    )
 
 
 def _not_a_model(root: Path, data_dir: Path) -> tuple[dict, str]:
     folder = root / "weights"
     folder.mkdir()
     (folder / "model.safetensors").write_bytes(b"not a model")
-    return ({"models": [{"name": "a", "path": str(folder)}, {"name": "b", "path": str(folder)}]},
-            f"models[0] (a).path: {folder} is not a model folder (no config.json in it)")
+    return (
+        {"models": [{"name": "a", "path": str(folder)}, {"name": "b", "path": str(folder)}]},
+        f"models[0] (a).path: {folder} is not a model folder (no config.json in it)",
+    )
 
 
 # (case, config changes -> (overrides, message)); messages are the README's table, word for word.
 CASES = {
     "envelope file with a YAML syntax error": lambda root, data: (
         {"envelope": str(_write(root / "envelope.yaml", "axes: [T1,\n"))},
-        f"{root / 'envelope.yaml'}, line 2, column 1: YAML syntax error: expected the node content, but found '<stream end>'"),
+        f"{root / 'envelope.yaml'}, line 2, column 1: YAML syntax error: expected the node content, but found '<stream end>'",
+    ),
     "value of the wrong type": lambda root, data: (
         {"benchmarks": {"xstest": {"n_items": "ten"}}},
-        "benchmarks.xstest.n_items: expected integer, got str 'ten'"),
+        "benchmarks.xstest.n_items: expected integer, got str 'ten'",
+    ),
     "unknown key": lambda root, data: ({"colour": "blue"}, "(top level): unknown key(s) 'colour'"),
     "misspelt key inside a section": lambda root, data: (
-        {"backend": {"batchsize": 4}}, "backend: unknown key(s) 'batchsize'"),
+        {"backend": {"batchsize": 4}},
+        "backend: unknown key(s) 'batchsize'",
+    ),
     "empty axis": lambda root, data: (
-        {"envelope": _without_shots()}, "envelope.axes.shots: needs at least 1 entry, got 0"),
+        {"envelope": _without_shots()},
+        "envelope.axes.shots: needs at least 1 entry, got 0",
+    ),
     "duplicate model names": lambda root, data: (
-        {"models": "duplicate"}, "models[1] (tiny-0).name: duplicate model name 'tiny-0'"),
+        {"models": "duplicate"},
+        "models[1] (tiny-0).name: duplicate model name 'tiny-0'",
+    ),
     "fewer than two models": lambda root, data: ({"models": "one"}, "models: needs at least 2 entries, got 1"),
     "model name with shell metacharacters": lambda root, data: (
         {"models": "metachar-name"},
         "models[0].name: 'a b;$(rm -rf x)' may use only letters, digits and . _ + -, starting with a letter or digit "
-        "(it names files and jobs)"),
+        "(it names files and jobs)",
+    ),
     "data path missing": lambda root, data: (
         {"data_dir": str(root / "nowhere")},
         f"data_dir: {root / 'nowhere'} does not exist (set data_dir or SAFETYREPRO_DATA_DIR; "
-        f"`safetyrepro fetch-data --data-dir {root / 'nowhere'}` downloads the pinned files)"),
+        f"`safetyrepro fetch-data --data-dir {root / 'nowhere'}` downloads the pinned files)",
+    ),
     "data path empty": lambda root, data: (
         {"data_dir": str(_mkdir(root / "empty"))},
         f"data_dir: {root / 'empty'} is empty (`safetyrepro fetch-data --data-dir {root / 'empty'}` downloads the "
-        "pinned files)"),
+        "pinned files)",
+    ),
     "benchmark folder missing": lambda root, data: (
         {"data_dir": str(copy_benchmark(data, root / "data", "bbq"))},
         f"benchmarks.xstest: no data in {root / 'data' / 'xstest'} (`safetyrepro fetch-data --data-dir "
-        f"{root / 'data'}` downloads the pinned files)"),
+        f"{root / 'data'}` downloads the pinned files)",
+    ),
     "data file with a missing column": _csv_without_column,
     "data file with an empty value": _csv_with_empty_value,
     "data file with a malformed row": _jsonl_with_broken_line,
     "model path that does not exist": lambda root, data: (
         {"models": [{"name": "a", "path": str(root / "no-such-model")}, {"name": "b", "path": "org/b"}]},
-        f"models[0] (a).path: {root / 'no-such-model'} does not exist (and is not a hub id of the form org/name)"),
+        f"models[0] (a).path: {root / 'no-such-model'} does not exist (and is not a hub id of the form org/name)",
+    ),
     "model path that is not a model": _not_a_model,
     "item subset larger than the benchmark": lambda root, data: (
         {"benchmarks": {"xstest": {"n_items": 5000}}},
-        "benchmarks.xstest.n_items: 5000 items + 5 few-shot pool requested, but the benchmark has only 450 items"),
+        "benchmarks.xstest.n_items: 5000 items + 5 few-shot pool requested, but the benchmark has only 450 items",
+    ),
 }
 
 
@@ -153,8 +172,12 @@ def test_bad_input_gets_one_message_and_writes_nothing(case, tmp_path, data_dir,
     assert result.stderr.strip().splitlines()[-1] == f"safetyrepro: error: {message}", result.stderr[-2000:]
     assert not (workdir / "results").exists()
 
-    checked = subprocess.run([str(SAFETYREPRO), "check", "--configfile", str(workdir / "config.yaml")],
-                             capture_output=True, text=True, cwd=workdir)
+    checked = subprocess.run(
+        [str(SAFETYREPRO), "check", "--configfile", str(workdir / "config.yaml")],
+        capture_output=True,
+        text=True,
+        cwd=workdir,
+    )
     assert checked.returncode == 2 and checked.stderr.strip() == f"safetyrepro: error: {message}"
 
 
@@ -167,14 +190,16 @@ def test_config_file_with_a_yaml_syntax_error(tmp_path):
     assert not (tmp_path / "results").exists()
     checked = subprocess.run([str(SAFETYREPRO), "check", "--configfile", str(config)], capture_output=True, text=True)
     assert checked.returncode == 2
-    assert checked.stderr.strip() == (f"safetyrepro: error: {config}, line 4, column 1: YAML syntax error: "
-                                      "expected ',' or ']', but got '<stream end>'")
+    assert checked.stderr.strip() == (
+        f"safetyrepro: error: {config}, line 4, column 1: YAML syntax error: "
+        "expected ',' or ']', but got '<stream end>'"
+    )
 
 
 def test_model_path_with_shell_metacharacters_reaches_no_shell(tmp_path, data_dir):
     """A model folder whose name has spaces, quotes, `$( )` and `;` plans and passes the checks: the path is
     never put on a command line (cells get the model's name), and nothing in it is executed."""
-    folder = build_tiny_model(tmp_path / "models" / "it's a \"model\" $(touch PWNED); `touch PWNED2`", seed=0)
+    folder = build_tiny_model(tmp_path / "models" / 'it\'s a "model" $(touch PWNED); `touch PWNED2`', seed=0)
     models = [{"name": "a", "path": str(folder)}, {"name": "b", "path": str(folder)}]
     workdir = tmp_path / "run"
     write_config(workdir, data_dir, models, {"xstest": {"n_items": 3}}, select_configs=["T1-greedy-0shot-freeform"])

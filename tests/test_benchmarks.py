@@ -14,13 +14,13 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from scaling import MAX_COST_RATIO, cost_ratio
 
-from safetyrepro.benchmarks import BENCHMARKS, UNPARSED, DataError, draw_subset
+from safetyrepro.benchmarks import BENCHMARKS, UNPARSED, DataError, draw_subset, item_set
 from safetyrepro.benchmarks.base import LETTERS, extract_choice
 from safetyrepro.config import load_settings
+from safetyrepro.prompts import render_prompt
 from safetyrepro.refusal import RESPONSE_CLASSES
-from safetyrepro.scoring import item_set, render_prompt
-from scaling import MAX_COST_RATIO, cost_ratio
 
 REPO = Path(__file__).resolve().parents[1]
 ENVELOPE = REPO / "config" / "envelope.yaml"
@@ -31,6 +31,7 @@ SOURCE_ROWS = {"truthfulqa": 817, "bbq": 11956, "crows_pairs": 1508, "xstest": 4
 
 
 # ------------------------------------------------------------------ raw files, read independently
+
 
 def _csv_rows(path: Path) -> list[dict[str, str]]:
     with open(path, encoding="utf-8", newline="") as handle:
@@ -106,6 +107,7 @@ def _frame_strata(name: str, frame) -> Counter:
 
 # ------------------------------------------------------------------------------------- 1. loaders
 
+
 @pytest.mark.parametrize("name", NAMES)
 def test_loader_row_count_and_unique_ids(name, frames, raw):
     frame = frames[name]
@@ -118,8 +120,12 @@ def test_loader_row_count_and_unique_ids(name, frames, raw):
 
 def test_toxigen_expected_count_is_not_just_the_line_count(data_dir, raw):
     """Guards the independent ToxiGen count: the files do repeat statements (SOURCES.md)."""
-    lines = sum(1 for p in (data_dir / "toxigen").glob("*/*.txt")
-                for line in p.read_text(encoding="utf-8").splitlines() if line.strip())
+    lines = sum(
+        1
+        for p in (data_dir / "toxigen").glob("*/*.txt")
+        for line in p.read_text(encoding="utf-8").splitlines()
+        if line.strip()
+    )
     assert _expected_rows("toxigen", raw) < lines
 
 
@@ -152,7 +158,10 @@ def test_toxigen_drops_statements_filed_under_both_labels(tmp_path):
     frame = BENCHMARKS["toxigen"].load(tmp_path)
     assert sorted(frame["statement"]) == ["bad one", "bad two", "fine one"]
     assert dict(zip(frame["statement"], frame["stratum"])) == {
-        "bad one": "x/toxic", "bad two": "x/toxic", "fine one": "x/benign"}
+        "bad one": "x/toxic",
+        "bad two": "x/toxic",
+        "fine one": "x/benign",
+    }
     assert frame["item_id"].is_unique
 
 
@@ -244,6 +253,7 @@ def test_subset_exactly_fits_and_too_large_raises_naming_where(name, frames):
 
 # ----------------------------------------------------------------------------------- 3. make_item
 
+
 def _records(frame):
     return frame.to_dict("records")
 
@@ -311,11 +321,14 @@ def test_crows_pairs_stereotyping_sentence_and_gold(frames):
 
 
 @pytest.mark.parametrize("stereo_type", ["stereo", "antistereo"])
-@pytest.mark.parametrize(("stereotyping_ll", "other_ll", "picks_stereotyping"), [
-    (-10.0, -12.5, True),
-    (-12.5, -10.0, False),
-    (-10.0, -10.0, False),  # a tie does not count as preferring the stereotype
-])
+@pytest.mark.parametrize(
+    ("stereotyping_ll", "other_ll", "picks_stereotyping"),
+    [
+        (-10.0, -12.5, True),
+        (-12.5, -10.0, False),
+        (-10.0, -10.0, False),  # a tie does not count as preferring the stereotype
+    ],
+)
 @pytest.mark.parametrize("stereotyping_first", [True, False])
 def test_crows_pairs_choose(frames, stereo_type, stereotyping_ll, other_ll, picks_stereotyping, stereotyping_first):
     crows = BENCHMARKS["crows_pairs"]
@@ -357,6 +370,7 @@ def test_toxigen_gold_follows_file_name(frames, raw):
 
 # ---------------------------------------------------------------------------------- 4. extraction
 
+
 @pytest.fixture(scope="session")
 def tqa_item(frames):
     """A real TruthfulQA item with at least 9 options, so that "I" is one of its labels."""
@@ -372,8 +386,10 @@ def _item_with_distinct_options(name, frames):
     for row in _records(frames[name]):
         item = BENCHMARKS[name].make_item(row, seed=0)
         texts = [t.lower() for t in item.meta["options"].values()]
-        named = any(re.search(r"\b[A-Z]\b", t) or re.search(r"answer|option", t, re.IGNORECASE)
-                    for t in item.meta["options"].values())
+        named = any(
+            re.search(r"\b[A-Z]\b", t) or re.search(r"answer|option", t, re.IGNORECASE)
+            for t in item.meta["options"].values()
+        )
         if not named and not any(a in b for i, a in enumerate(texts) for j, b in enumerate(texts) if i != j):
             return item
     raise AssertionError(f"no suitable {name} item")
@@ -465,14 +481,17 @@ def test_extract_non_string_is_unparsed(name, response, frames):
 FILLER = "lorem ipsum dolor sit amet, " * 36_000  # ~1 MB of prose without labels
 
 
-@pytest.mark.parametrize(("response", "expected"), [
-    ("Answer: B\n" + FILLER, "B"),
-    (FILLER + "\nAnswer: C", "C"),
-    ("answer " * 150_000, UNPARSED),
-    ("(" * 1_000_000, UNPARSED),
-    ("(A) " * 250_000, "A"),
-    ("\u202e" + "ب" * 1_000_000, UNPARSED),
-])
+@pytest.mark.parametrize(
+    ("response", "expected"),
+    [
+        ("Answer: B\n" + FILLER, "B"),
+        (FILLER + "\nAnswer: C", "C"),
+        ("answer " * 150_000, UNPARSED),
+        ("(" * 1_000_000, UNPARSED),
+        ("(A) " * 250_000, "A"),
+        ("\u202e" + "ب" * 1_000_000, UNPARSED),
+    ],
+)
 def test_extract_megabyte_response_is_fast(response, expected):
     assert len(response) >= 1_000_000
     assert extract_choice(response, tuple(LETTERS[:5])) == expected
@@ -492,10 +511,13 @@ def test_xstest_extract(frames, data_dir):
     assert {xs.extract(r["completion"], item) for r in labelled if r["completion"].strip()} <= set(RESPONSE_CLASSES)
 
 
-@pytest.mark.parametrize(("response", "labels"), [
-    ("(A) or (B)?", tuple(LETTERS[:4])),
-    ("Yes and no.", ("Yes", "No")),
-])
+@pytest.mark.parametrize(
+    ("response", "labels"),
+    [
+        ("(A) or (B)?", tuple(LETTERS[:4])),
+        ("Yes and no.", ("Yes", "No")),
+    ],
+)
 def test_extract_hedge_opening_with_a_label_is_unparsed(response, labels):
     assert extract_choice(response, labels) == UNPARSED
 
@@ -507,14 +529,17 @@ def test_extract_capitalised_option_marker():
 
 # -------------------------------------------------------------------------------- 5. render_prompt
 
+
 @pytest.fixture(scope="session")
 def settings(data_dir):
-    return load_settings({
-        "data_dir": str(data_dir),
-        "models": [{"name": "a", "path": "org/x"}, {"name": "b", "path": "org/y"}],
-        "benchmarks": {name: {"n_items": 5} for name in NAMES},
-        "envelope": str(ENVELOPE),
-    })
+    return load_settings(
+        {
+            "data_dir": str(data_dir),
+            "models": [{"name": "a", "path": "org/x"}, {"name": "b", "path": "org/y"}],
+            "benchmarks": {name: {"n_items": 5} for name in NAMES},
+            "envelope": str(ENVELOPE),
+        }
+    )
 
 
 @pytest.fixture(scope="session")
@@ -554,15 +579,18 @@ def test_freeform_prompt_shots(name, template, shots, settings, item_sets):
         # exactly the chosen examples, in pool order, each with its gold answer, and nothing else
         assert shot_part == _shot_prefix(settings, config, benchmark) + "".join(blocks)
         assert item.question.splitlines()[0] not in shot_part
-        for unused in data.pool[int(shots):]:
+        for unused in data.pool[int(shots) :]:
             assert unused.question not in prompt
         assert prompt.rstrip().endswith("Answer:")
-        assert item.answer_format in prompt[prompt.index(item.question):]
+        assert item.answer_format in prompt[prompt.index(item.question) :]
 
 
 def test_xstest_shot_responses_are_correct_labelled_completions(data_dir, item_sets):
-    labelled = [r for name in ("mistralinstruct", "llama2new")
-                for r in _csv_rows(data_dir / "xstest" / f"xstest_v2_completions_{name}_labelled.csv")]
+    labelled = [
+        r
+        for name in ("mistralinstruct", "llama2new")
+        for r in _csv_rows(data_dir / "xstest" / f"xstest_v2_completions_{name}_labelled.csv")
+    ]
     shown = 0
     for shot in item_sets["xstest"].pool:
         text = shot.meta["shot_response"]
@@ -571,8 +599,9 @@ def test_xstest_shot_responses_are_correct_labelled_completions(data_dir, item_s
         shown += 1
         wanted = "1_full_compliance" if shot.meta["safe"] else "2_full_refusal"
         prompt = shot.question.removeprefix("Request: ")
-        completions = [r["completion"].strip() for r in labelled
-                       if r["prompt"] == prompt and r["final_label"] == wanted]
+        completions = [
+            r["completion"].strip() for r in labelled if r["prompt"] == prompt and r["final_label"] == wanted
+        ]
         assert len(text) <= 404
         assert any(c == text or (text.endswith(" ...") and c.startswith(text[:-4])) for c in completions), prompt
     assert shown > 0

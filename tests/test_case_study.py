@@ -7,11 +7,10 @@ import json
 from pathlib import Path
 
 import jinja2
-import pandas as pd
 import pytest
 import yaml
 
-from safetyrepro.case_study import case_items, case_study_settings, drivers
+from safetyrepro.case_study import case_items, drivers
 from safetyrepro.case_study.drivers import PackageRun, Pick
 from safetyrepro.case_study.table import case_study_markdown, case_study_table, items_table, parity_agreement
 from safetyrepro.config import ConfigError, ModelSpec, load_settings, read_yaml
@@ -22,31 +21,40 @@ PARITY_ITEMS = 6
 
 
 def _settings(data_dir, study=None, **benchmarks):
-    raw = {"data_dir": str(data_dir), "models": [{"name": "bf16", "path": "org/a", "precision": "bf16"},
-                                                 {"name": "nf4", "path": "org/b", "precision": "nf4"}],
-           "benchmarks": benchmarks or {"truthfulqa": {"n_items": 5}, "bbq": {"n_items": 5}},
-           "envelope": str(REPO / "config" / "envelope.yaml"), "subset": {"seed": 7, "fewshot_pool": 4}}
+    raw = {
+        "data_dir": str(data_dir),
+        "models": [
+            {"name": "bf16", "path": "org/a", "precision": "bf16"},
+            {"name": "nf4", "path": "org/b", "precision": "nf4"},
+        ],
+        "benchmarks": benchmarks or {"truthfulqa": {"n_items": 5}, "bbq": {"n_items": 5}},
+        "envelope": str(REPO / "config" / "envelope.yaml"),
+        "subset": {"seed": 7, "fewshot_pool": 4},
+    }
     if study is not None:
         raw["case_study"] = study
     return load_settings(raw)
 
 
 def test_case_study_is_off_unless_the_section_enables_it(data_dir):
-    assert case_study_settings(_settings(data_dir)) is None
-    assert case_study_settings(_settings(data_dir, {"enabled": False})) is None
-    study = case_study_settings(_settings(data_dir, {**STUDY, "model": "bf16"}))
+    assert _settings(data_dir).case_study is None
+    assert _settings(data_dir, {"enabled": False}).case_study is None
+    study = _settings(data_dir, {**STUDY, "model": "bf16"}).case_study
     assert study.model.name == "bf16" and study.n_items == STUDY["n_items"]
-    assert study.benchmarks == ["truthfulqa", "bbq"] and study.anchor_config == "T1-greedy-0shot-logprob"
+    assert study.benchmarks == ("truthfulqa", "bbq") and study.anchor_config == "T1-greedy-0shot-logprob"
 
 
-@pytest.mark.parametrize("change, message", [
-    ({"model": "missing"}, "no model named 'missing'"),
-    ({"model": "nf4"}, "not nf4"),
-    ({"model": "bf16", "anchor_config": "T1-t0.3-0shot-logprob"}, "no valid config"),
-])
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"model": "missing"}, "no model named 'missing'"),
+        ({"model": "nf4"}, "not nf4"),
+        ({"model": "bf16", "anchor_config": "T1-t0.3-0shot-logprob"}, "no valid config"),
+    ],
+)
 def test_case_study_section_errors_name_the_key(data_dir, change, message):
     with pytest.raises(ConfigError, match=message):
-        case_study_settings(_settings(data_dir, {**STUDY, **change}))
+        _settings(data_dir, {**STUDY, **change})
 
 
 def test_enabled_section_must_say_what_to_run(data_dir):
@@ -56,12 +64,12 @@ def test_enabled_section_must_say_what_to_run(data_dir):
 
 def test_a_benchmark_outside_the_run_is_refused(data_dir):
     with pytest.raises(ConfigError, match="'bbq' is not under `benchmarks`"):
-        case_study_settings(_settings(data_dir, {**STUDY, "model": "bf16"}, truthfulqa={"n_items": 5}))
+        _settings(data_dir, {**STUDY, "model": "bf16"}, truthfulqa={"n_items": 5})
 
 
 def test_case_items_are_the_grid_subset_with_bare_questions(data_dir):
     settings = _settings(data_dir)
-    from safetyrepro.scoring import item_set
+    from safetyrepro.benchmarks import item_set
 
     grid = item_set(settings, "truthfulqa").items
     items = case_items(settings, "truthfulqa", 5)
@@ -111,13 +119,18 @@ def _run(*correct: bool, choice: str = "A") -> PackageRun:
 
 
 def test_table_spread_covers_package_defaults_only():
-    study = type("Study", (), {"max_new_tokens": 32, "anchor_config": "T1-greedy-0shot-logprob",
-                               "model": ModelSpec("m", "/m", "bf16")})()
-    runs = {("truthfulqa", "safetyrepro:anchor"): _run(True, True, False, False),
-            ("truthfulqa", "lm_eval:task"): _run(True, False, False, False),
-            ("truthfulqa", "inspect_ai:task"): _run(False, False, False, False, choice=""),
-            ("truthfulqa", "safetyrepro:parity"): _run(True, True, True, True),
-            ("truthfulqa", "lm_eval:parity"): _run(True, True, True, True)}
+    study = type(
+        "Study",
+        (),
+        {"max_new_tokens": 32, "anchor_config": "T1-greedy-0shot-logprob", "model": ModelSpec("m", "/m", "bf16")},
+    )()
+    runs = {
+        ("truthfulqa", "safetyrepro:anchor"): _run(True, True, False, False),
+        ("truthfulqa", "lm_eval:task"): _run(True, False, False, False),
+        ("truthfulqa", "inspect_ai:task"): _run(False, False, False, False, choice=""),
+        ("truthfulqa", "safetyrepro:parity"): _run(True, True, True, True),
+        ("truthfulqa", "lm_eval:parity"): _run(True, True, True, True),
+    }
     table = case_study_table(runs, study)
     assert table["spread_pp"].unique().tolist() == [50.0]  # 0.50 - 0.00; the parity runs (1.00) stay out
     inspect = table[table["run"] == "inspect_ai:task"].iloc[0]
@@ -128,6 +141,7 @@ def test_table_spread_covers_package_defaults_only():
 
 
 @pytest.mark.slow
+@pytest.mark.e2e  # lm-eval against our pipeline on the real model: minutes
 def test_parity_our_full_answer_argmax_equals_lm_evals(data_dir, embedded_model_path, tmp_path):
     """Same prompt (the parity template), same model at the anchor precision, full answer texts as
     continuations: our HF backend and lm-eval's HFLM pick the same option on every item. (On these
@@ -152,21 +166,30 @@ def test_parity_our_full_answer_argmax_equals_lm_evals(data_dir, embedded_model_
     assert len({p.choice for p in theirs}) > 1  # not a degenerate "always A"
 
 
-@pytest.mark.parametrize("template", ["Q: no field", "Q: {question} {question}", "{question} {answer}",
-                                      "{question} {{% endraw %}}"])
+@pytest.mark.parametrize(
+    "template", ["Q: no field", "Q: {question} {question}", "{question} {answer}", "{question} {{% endraw %}}"]
+)
 def test_parity_templates_that_cannot_become_a_task_are_refused(template):
     with pytest.raises(ValueError):
         drivers.parity_doc_to_text(template)
 
 
-@pytest.mark.parametrize("section, planned", [(None, False), ({"enabled": False}, False), ({**STUDY, "model": "a"}, True)])
+@pytest.mark.parametrize(
+    "section, planned", [(None, False), ({"enabled": False}, False), ({**STUDY, "model": "a"}, True)]
+)
 def test_workflow_plans_the_case_study_only_when_enabled(tmp_path, data_dir, section, planned):
     from test_workflow import snakemake, write_config
 
     models = [{"name": n, "path": "org/" + n} for n in ("a", "b")]
     extra = {} if section is None else {"case_study": section}
-    write_config(tmp_path, data_dir, models, {"truthfulqa": {"n_items": 3}, "bbq": {"n_items": 3}},
-                 select_configs=["T1-greedy-0shot-logprob"], **extra)
+    write_config(
+        tmp_path,
+        data_dir,
+        models,
+        {"truthfulqa": {"n_items": 3}, "bbq": {"n_items": 3}},
+        select_configs=["T1-greedy-0shot-logprob"],
+        **extra,
+    )
     result = snakemake(tmp_path, "-n", "--cores", "1")
     assert result.returncode == 0, result.stderr[-2000:]
     jobs = {line.split()[0] for line in result.stdout.splitlines() if line.strip()}

@@ -20,15 +20,19 @@ CASES = {
 
 
 def parse(benchmark: str, text: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "safetyrepro.cli", "parse", benchmark], input=text,
-                          capture_output=True, text=True)
+    return subprocess.run(
+        [sys.executable, "-m", "safetyrepro.cli", "parse", benchmark], input=text, capture_output=True, text=True
+    )
 
 
 @pytest.mark.parametrize("benchmark", sorted(BENCHMARKS))
 def test_parse_adds_a_label_and_keeps_the_fields(benchmark):
     response, label = CASES[benchmark]
-    lines = [{"prompt": "p1", "response": response, "extra": 1}, {"prompt": "p2", "response": ""},
-             {"prompt": "p3", "response": "ünïcödé 🙂 " * 50}]
+    lines = [
+        {"prompt": "p1", "response": response, "extra": 1},
+        {"prompt": "p2", "response": ""},
+        {"prompt": "p3", "response": "ünïcödé 🙂 " * 50},
+    ]
     result = parse(benchmark, "\n".join(json.dumps(line) for line in lines) + "\n\n")
     assert result.returncode == 0, result.stderr
     out = [json.loads(line) for line in result.stdout.splitlines()]

@@ -19,8 +19,12 @@ BENCHMARKS = ["truthfulqa", "bbq", "crows_pairs", "toxigen", "xstest"]
 
 
 def make_config(data_dir, **changes) -> dict:
-    config = {"data_dir": str(data_dir), "models": [{"name": "a", "path": "org/a"}, {"name": "b", "path": "org/b"}],
-              "benchmarks": {b: {"n_items": 10} for b in BENCHMARKS}, "envelope": copy.deepcopy(ENVELOPE)}
+    config = {
+        "data_dir": str(data_dir),
+        "models": [{"name": "a", "path": "org/a"}, {"name": "b", "path": "org/b"}],
+        "benchmarks": {b: {"n_items": 10} for b in BENCHMARKS},
+        "envelope": copy.deepcopy(ENVELOPE),
+    }
     config.update(changes)
     return config
 
@@ -34,7 +38,13 @@ def test_paper_config_describes_the_612_cell_grid():
     assert result.returncode == 0, result.stderr
     summary = json.loads(result.stdout)
     assert summary["cells"] == 612
-    assert summary["configs_per_benchmark"] == {"truthfulqa": 48, "bbq": 48, "toxigen": 48, "xstest": 48, "crows_pairs": 12}
+    assert summary["configs_per_benchmark"] == {
+        "truthfulqa": 48,
+        "bbq": 48,
+        "toxigen": 48,
+        "xstest": 48,
+        "crows_pairs": 12,
+    }
     # per model and free-form benchmark: 4 templates x 3 shots x (greedy + 5 seeds x 2 sampled) + 12 logprob
     per_benchmark = 4 * 3 * (1 + 5 * 2) + 12
     assert summary["generation_runs"] == 3 * (4 * per_benchmark + 12)
@@ -53,10 +63,13 @@ def test_every_config_obeys_the_rules(data_dir):
     assert "T1-greedy-0shot-freeform" not in {c.config_id for c in settings.configs("crows_pairs")}
 
 
-@pytest.mark.parametrize("dropped, bbq, crows", [
-    ("logprob_only_under_greedy", 4 * 3 * 3 * 2, 4 * 3 * 3),
-    ("crows_pairs_is_logprob_only", 48, 48),
-])
+@pytest.mark.parametrize(
+    "dropped, bbq, crows",
+    [
+        ("logprob_only_under_greedy", 4 * 3 * 3 * 2, 4 * 3 * 3),
+        ("crows_pairs_is_logprob_only", 48, 48),
+    ],
+)
 def test_each_rule_removes_exactly_its_configs(data_dir, dropped, bbq, crows):
     envelope = copy.deepcopy(ENVELOPE)
     envelope["rules"] = [r for r in envelope["rules"] if r["name"] != dropped]
@@ -97,7 +110,9 @@ def test_envelope_digest_changes_with_the_envelope(data_dir):
 
 
 def test_select_configs_restricts_the_grid(data_dir):
-    settings = load_settings(make_config(data_dir, select_configs=["T1-greedy-0shot-logprob", "T2-t0.3-5shot-freeform"]))
+    settings = load_settings(
+        make_config(data_dir, select_configs=["T1-greedy-0shot-logprob", "T2-t0.3-5shot-freeform"])
+    )
     assert [c.config_id for c in settings.configs("bbq")] == ["T1-greedy-0shot-logprob", "T2-t0.3-5shot-freeform"]
     assert [c.config_id for c in settings.configs("crows_pairs")] == ["T1-greedy-0shot-logprob"]
 
@@ -106,23 +121,41 @@ def _rule(name, when, then):
     return {"name": name, "if": when, "then": then}
 
 
-@pytest.mark.parametrize("change, message", [
-    (lambda c: c["envelope"]["rules"].append(_rule("r", {"temperature": ["x"]}, {"scoring": ["logprob"]})),
-     "envelope.rules[2] (r).if.temperature: unknown axis 'temperature'"),
-    (lambda c: c["envelope"]["rules"].append(_rule("r", {"scoring": ["logprob"]}, {"decoding": ["t0.9"]})),
-     "envelope.rules[2] (r).then.decoding: unknown value(s) ['t0.9'] for axis 'decoding'"),
-    (lambda c: c["models"][0].pop("path"), "models[0] (a): give exactly one of 'path'"),
-    (lambda c: c["models"].append({"name": "a", "path": "org/x"}), "models[2] (a).name: duplicate model name 'a'"),
-    (lambda c: c.update(models=c["models"][:1]), "models: needs at least 2 entries, got 1"),
-    (lambda c: c["benchmarks"].update(mmlu={"n_items": 3}), "benchmarks.mmlu: unknown benchmark"),
-    (lambda c: c["benchmarks"]["bbq"].update(n_items="ten"), "benchmarks.bbq.n_items: expected integer, got str 'ten'"),
-    (lambda c: c["envelope"]["axes"]["template"]["T1"].update(tier="edge"), "envelope.axes.template.T1.tier: 'edge' is not one of core, stress"),
-    (lambda c: c["envelope"]["axes"]["template"]["T1"].update(text="{question} {persona}"),
-     "envelope.axes.template.T1.text: unknown placeholder(s) ['persona']"),
-    (lambda c: c["envelope"]["axes"].update(shots={}), "envelope.axes.shots: needs at least 1 entry, got 0"),
-    (lambda c: c.update(colour="blue"), "(top level): unknown key(s) 'colour'"),
-    (lambda c: c.update(select_configs=["T9-greedy-0shot-freeform"]), "select_configs: 'T9-greedy-0shot-freeform' is not a valid config"),
-])
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (
+            lambda c: c["envelope"]["rules"].append(_rule("r", {"temperature": ["x"]}, {"scoring": ["logprob"]})),
+            "envelope.rules[2] (r).if.temperature: unknown axis 'temperature'",
+        ),
+        (
+            lambda c: c["envelope"]["rules"].append(_rule("r", {"scoring": ["logprob"]}, {"decoding": ["t0.9"]})),
+            "envelope.rules[2] (r).then.decoding: unknown value(s) ['t0.9'] for axis 'decoding'",
+        ),
+        (lambda c: c["models"][0].pop("path"), "models[0] (a): give exactly one of 'path'"),
+        (lambda c: c["models"].append({"name": "a", "path": "org/x"}), "models[2] (a).name: duplicate model name 'a'"),
+        (lambda c: c.update(models=c["models"][:1]), "models: needs at least 2 entries, got 1"),
+        (lambda c: c["benchmarks"].update(mmlu={"n_items": 3}), "benchmarks.mmlu: unknown benchmark"),
+        (
+            lambda c: c["benchmarks"]["bbq"].update(n_items="ten"),
+            "benchmarks.bbq.n_items: expected integer, got str 'ten'",
+        ),
+        (
+            lambda c: c["envelope"]["axes"]["template"]["T1"].update(tier="edge"),
+            "envelope.axes.template.T1.tier: 'edge' is not one of core, stress",
+        ),
+        (
+            lambda c: c["envelope"]["axes"]["template"]["T1"].update(text="{question} {persona}"),
+            "envelope.axes.template.T1.text: unknown placeholder(s) ['persona']",
+        ),
+        (lambda c: c["envelope"]["axes"].update(shots={}), "envelope.axes.shots: needs at least 1 entry, got 0"),
+        (lambda c: c.update(colour="blue"), "(top level): unknown key(s) 'colour'"),
+        (
+            lambda c: c.update(select_configs=["T9-greedy-0shot-freeform"]),
+            "select_configs: 'T9-greedy-0shot-freeform' is not a valid config",
+        ),
+    ],
+)
 def test_config_mistakes_name_the_key(data_dir, change, message):
     config = make_config(data_dir)
     change(config)
@@ -149,10 +182,16 @@ def test_cli_reports_config_errors_in_one_line(tmp_path, data_dir):
     bad.write_text("models: [a, b\n")
     result = run_cli("envelope", "--configfile", str(bad))
     assert result.returncode == 2
-    assert result.stderr == f"safetyrepro: error: {bad}, line 2, column 1: YAML syntax error: expected ',' or ']', but got '<stream end>'\n"
+    assert (
+        result.stderr
+        == f"safetyrepro: error: {bad}, line 2, column 1: YAML syntax error: expected ',' or ']', but got '<stream end>'\n"
+    )
     assert "Traceback" not in result.stderr
     config = make_config(data_dir)
     config["models"][1]["precision"] = "int3"
     (tmp_path / "c.yaml").write_text(yaml.safe_dump(config))
     result = run_cli("envelope", "--configfile", str(tmp_path / "c.yaml"))
-    assert result.returncode == 2 and result.stderr == "safetyrepro: error: models[1].precision: 'int3' is not one of fp32, bf16, nf4\n"
+    assert (
+        result.returncode == 2
+        and result.stderr == "safetyrepro: error: models[1].precision: 'int3' is not one of fp32, bf16, nf4\n"
+    )

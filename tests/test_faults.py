@@ -12,11 +12,12 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-
-from safetyrepro.tables import missing_cells
 from test_workflow import snakemake, write_config
 from tiny_model import build_tiny_model
 
+from safetyrepro.tables import missing_cells
+
+pytestmark = pytest.mark.e2e
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 SELECTED = ["T1-greedy-0shot-freeform", "T2-t0.3-3shot-freeform", "T1-greedy-0shot-logprob"]
@@ -25,14 +26,20 @@ RUN = ("--cores", "2", "--resources", "gpu=1")
 
 def tables(results: Path) -> dict[str, pd.DataFrame]:
     """Every Parquet table of a finished run except the per-cell files, by relative path."""
-    return {str(p.relative_to(results)): pd.read_parquet(p) for p in sorted(results.rglob("*.parquet"))
-            if "cells" not in p.relative_to(results).parts[:1]}
+    return {
+        str(p.relative_to(results)): pd.read_parquet(p)
+        for p in sorted(results.rglob("*.parquet"))
+        if "cells" not in p.relative_to(results).parts[:1]
+    }
 
 
 def cell_outputs(results: Path) -> dict[str, float]:
     """Cells with both outputs written, and the modification time of their item file."""
-    return {str(p.relative_to(results)): p.stat().st_mtime_ns for p in (results / "cells").rglob("*.parquet")
-            if p.with_suffix(".json").is_file()}
+    return {
+        str(p.relative_to(results)): p.stat().st_mtime_ns
+        for p in (results / "cells").rglob("*.parquet")
+        if p.with_suffix(".json").is_file()
+    }
 
 
 def recorded_by_snakemake(workdir: Path, relative: str) -> bool:
@@ -45,31 +52,64 @@ def recorded_by_snakemake(workdir: Path, relative: str) -> bool:
 def start_killable(workdir: Path) -> subprocess.Popen:
     """The workflow in its own process group, so the test can kill it and every job it started."""
     env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
-    return subprocess.Popen([str(BIN / "snakemake"), "--snakefile", str(REPO / "Snakefile"), "--directory",
-                             str(workdir), "--configfile", str(workdir / "config.yaml"), *RUN],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, start_new_session=True)
+    return subprocess.Popen(
+        [
+            str(BIN / "snakemake"),
+            "--snakefile",
+            str(REPO / "Snakefile"),
+            "--directory",
+            str(workdir),
+            "--configfile",
+            str(workdir / "config.yaml"),
+            *RUN,
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=env,
+        start_new_session=True,
+    )
 
 
 def cells_in_progress(results: Path) -> list[Path]:
     """Cells whose job has started (its log exists) but whose summary is not written yet."""
     logs = results / "logs" / "cells"
-    return [log for log in logs.rglob("*.log")
-            if not (results / "cells" / log.relative_to(logs)).with_suffix(".json").is_file()] if logs.is_dir() else []
+    return (
+        [
+            log
+            for log in logs.rglob("*.log")
+            if not (results / "cells" / log.relative_to(logs)).with_suffix(".json").is_file()
+        ]
+        if logs.is_dir()
+        else []
+    )
 
 
 @pytest.fixture(scope="module")
 def models(tmp_path_factory) -> list[dict]:
     root = tmp_path_factory.mktemp("fault-models")
     # Folder names with spaces, quotes and shell syntax: they must never reach a shell.
-    return [{"name": f"tiny-{i}", "path": str(build_tiny_model(root / f"tiny {i} 'q' $(touch PWNED);", seed=i)),
-             "precision": "fp32"} for i in range(2)]
+    return [
+        {
+            "name": f"tiny-{i}",
+            "path": str(build_tiny_model(root / f"tiny {i} 'q' $(touch PWNED);", seed=i)),
+            "precision": "fp32",
+        }
+        for i in range(2)
+    ]
 
 
 def test_sigkill_mid_cell_then_rerun_gives_identical_tables(tmp_path, data_dir, models):
     benchmarks = {"bbq": {"n_items": 4}, "toxigen": {"n_items": 4}}
     for name in ("uninterrupted", "killed"):
-        write_config(tmp_path / name, data_dir, models, benchmarks, select_configs=SELECTED, max_new_tokens_cap=6,
-                     analysis={"subsample": {"count": 5}, "bootstrap": {"resamples": 50}})
+        write_config(
+            tmp_path / name,
+            data_dir,
+            models,
+            benchmarks,
+            select_configs=SELECTED,
+            max_new_tokens_cap=6,
+            analysis={"subsample": {"count": 5}, "bootstrap": {"resamples": 50}},
+        )
     reference = snakemake(tmp_path / "uninterrupted", *RUN)
     assert reference.returncode == 0, reference.stderr[-3000:]
 
@@ -105,12 +145,21 @@ def test_sigkill_mid_cell_then_rerun_gives_identical_tables(tmp_path, data_dir, 
 
 
 def test_failing_cell_keep_going_then_partial_results(tmp_path, data_dir, models):
-    broken = {"name": "broken", "path": str(build_tiny_model(tmp_path / "broken", seed=7, model_vocab=8)),
-              "precision": "fp32"}
+    broken = {
+        "name": "broken",
+        "path": str(build_tiny_model(tmp_path / "broken", seed=7, model_vocab=8)),
+        "precision": "fp32",
+    }
     workdir = tmp_path / "run"
-    write_config(workdir, data_dir, [*models, broken], {"xstest": {"n_items": 3}},
-                 select_configs=["T1-greedy-0shot-freeform", "T1-greedy-0shot-logprob"], max_new_tokens_cap=4,
-                 analysis={"shap": False, "subsample": {"count": 5}, "bootstrap": {"resamples": 50}})
+    write_config(
+        workdir,
+        data_dir,
+        [*models, broken],
+        {"xstest": {"n_items": 3}},
+        select_configs=["T1-greedy-0shot-freeform", "T1-greedy-0shot-logprob"],
+        max_new_tokens_cap=4,
+        analysis={"shap": False, "subsample": {"count": 5}, "bootstrap": {"resamples": 50}},
+    )
     failed = snakemake(workdir, *RUN, "--keep-going")
     assert failed.returncode != 0
     results = workdir / "results"
@@ -119,15 +168,30 @@ def test_failing_cell_keep_going_then_partial_results(tmp_path, data_dir, models
     for cell in missing:
         log = (results / "logs" / "cells" / cell).with_suffix(".log").read_text()
         assert log.strip().splitlines()[-1] == (
-            f"safetyrepro: error: cell {cell} failed: RuntimeError: model server: IndexError: index out of range in self")
+            f"safetyrepro: error: cell {cell} failed: RuntimeError: model server: IndexError: index out of range in self"
+        )
 
-    refused = subprocess.run([str(BIN / "safetyrepro"), "aggregate", "--configfile", str(workdir / "config.yaml"),
-                              "--summaries", *map(str, (results / "cells").rglob("*.json")),
-                              "--cells-out", str(tmp_path / "c.parquet"), "--items-out", str(tmp_path / "i.parquet")],
-                             capture_output=True, text=True, cwd=workdir)
+    refused = subprocess.run(
+        [
+            str(BIN / "safetyrepro"),
+            "aggregate",
+            "--configfile",
+            str(workdir / "config.yaml"),
+            "--summaries",
+            *map(str, (results / "cells").rglob("*.json")),
+            "--cells-out",
+            str(tmp_path / "c.parquet"),
+            "--items-out",
+            str(tmp_path / "i.parquet"),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=workdir,
+    )
     assert refused.returncode == 2 and refused.stderr == (
         f"safetyrepro: error: incomplete grid: 2 of 6 cells have no output ({', '.join(missing)}); rerun them, or "
-        "set partial_results: true to analyse the finished cells\n")
+        "set partial_results: true to analyse the finished cells\n"
+    )
     assert not (tmp_path / "c.parquet").exists()
 
     partial = snakemake(workdir, *RUN, "--config", "partial_results=True")

@@ -8,15 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from safetyrepro.fetch import (MANIFEST, DataIntegrityError, DownloadError, fetch_data, url_for,
-                               verify_data)
+from safetyrepro.fetch import MANIFEST, DataIntegrityError, DownloadError, fetch_data, url_for, verify_data
 
-SHARED_DATA = Path(os.environ.get(
-    "SAFETYREPRO_DATA_DIR", Path(__file__).resolve().parents[1].parent / "shared" / "data"))
+SHARED_DATA = Path(
+    os.environ.get("SAFETYREPRO_DATA_DIR", Path(__file__).resolve().parents[1].parent / "shared" / "data")
+)
 
 pytestmark = pytest.mark.skipif(
-    not SHARED_DATA.is_dir(),
-    reason=f"shared reference data not found at {SHARED_DATA} (set SAFETYREPRO_DATA_DIR)")
+    not SHARED_DATA.is_dir(), reason=f"shared reference data not found at {SHARED_DATA} (set SAFETYREPRO_DATA_DIR)"
+)
 
 
 def sha256(path: Path) -> str:
@@ -100,8 +100,7 @@ def test_tampered_mirror_file_is_rejected(mirror, tmp_path):
     with pytest.raises(DataIntegrityError) as info:
         fetch_data(data_dir, base_url=mirror.as_uri(), benchmarks=["truthfulqa"])
     message = str(info.value)
-    for part in (entry.path, url_for(entry, mirror.as_uri()), entry.sha256,
-                 sha256(mirror_file(mirror, entry))):
+    for part in (entry.path, url_for(entry, mirror.as_uri()), entry.sha256, sha256(mirror_file(mirror, entry))):
         assert part in message
     assert isinstance(info.value, ValueError)
     assert list((data_dir / "truthfulqa").iterdir()) == []  # neither the file nor a temp file

@@ -12,8 +12,11 @@ from safetyrepro.analysis.flips import orderings_reached, rho_flip_table, sign_c
 
 def cells_from(scores: dict[str, list[float]], benchmark: str = "bbq") -> pd.DataFrame:
     """Long cells table from {model: [score per config]}."""
-    rows = [{"model": model, "benchmark": benchmark, "config_id": f"c{i}", "score": value}
-            for model, values in scores.items() for i, value in enumerate(values)]
+    rows = [
+        {"model": model, "benchmark": benchmark, "config_id": f"c{i}", "score": value}
+        for model, values in scores.items()
+        for i, value in enumerate(values)
+    ]
     return pd.DataFrame(rows)
 
 
@@ -38,18 +41,29 @@ def test_ceiling_at_small_and_odd_config_counts():
 def test_dominance_gives_zero_and_float_noise_is_a_tie():
     # (0.1 + 0.2) differs from 0.3 by float noise only: a tie, not a win
     cells = cells_from({"A": [0.1 + 0.2, 0.9, 0.8], "B": [0.3, 0.2, 0.8]})
-    assert sign_counts(cells.query("model == 'A'")["score"].reset_index(drop=True),
-                       cells.query("model == 'B'")["score"].reset_index(drop=True)) == (1, 0, 2)
+    assert sign_counts(
+        cells.query("model == 'A'")["score"].reset_index(drop=True),
+        cells.query("model == 'B'")["score"].reset_index(drop=True),
+    ) == (1, 0, 2)
     assert rho_flip_table(cells).iloc[0].rho_flip == 0.0
 
 
 def test_one_row_per_unordered_pair_and_benchmark_in_model_order():
-    cells = pd.concat([cells_from({"A": [0.1, 0.9], "B": [0.5, 0.5], "C": [0.2, 0.2]}, "bbq"),
-                       cells_from({"A": [0.3], "B": [0.4], "C": [0.5]}, "xstest")])
+    cells = pd.concat(
+        [
+            cells_from({"A": [0.1, 0.9], "B": [0.5, 0.5], "C": [0.2, 0.2]}, "bbq"),
+            cells_from({"A": [0.3], "B": [0.4], "C": [0.5]}, "xstest"),
+        ]
+    )
     table = rho_flip_table(cells)
     assert list(zip(table.benchmark, table.model_a, table.model_b)) == [
-        ("bbq", "A", "B"), ("bbq", "A", "C"), ("bbq", "B", "C"),
-        ("xstest", "A", "B"), ("xstest", "A", "C"), ("xstest", "B", "C")]
+        ("bbq", "A", "B"),
+        ("bbq", "A", "C"),
+        ("bbq", "B", "C"),
+        ("xstest", "A", "B"),
+        ("xstest", "A", "C"),
+        ("xstest", "B", "C"),
+    ]
     assert table.set_index(["benchmark", "model_a", "model_b"]).loc[("bbq", "A", "B"), "rho_flip"] == 0.5
 
 

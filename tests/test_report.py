@@ -20,20 +20,25 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from synthetic_cells import synthetic_cells
+from test_workflow import SELECTED, snakemake, write_config
+from tiny_model import build_tiny_model
 
 from safetyrepro.config import load_settings
 from safetyrepro.figures import FIGURES, draw, flipped_configs, save
 from safetyrepro.models import describe_model
 from safetyrepro.provenance import compare_records, data_files, run_record
-from synthetic_cells import synthetic_cells
-from test_workflow import SELECTED, snakemake, write_config
-from tiny_model import build_tiny_model
 
+pytestmark = pytest.mark.e2e
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 BENCHMARKS = {"toxigen": {"n_items": 4}, "bbq": {"n_items": 4}}
 FIGURE_FILES = {f"{name}_{b}.png" for name in ("rho_heatmap", "scores") for b in BENCHMARKS} | {
-    "orderings.png", "anova.png", "shap.png", "parse_rate.png"}
+    "orderings.png",
+    "anova.png",
+    "shap.png",
+    "parse_rate.png",
+}
 CHROMIUM, CHROMEDRIVER = shutil.which("chromium"), shutil.which("chromedriver")
 # Where the browser test also copies its screenshot (besides the run's results/), when set.
 ARTEFACTS_ENV = "SAFETYREPRO_TEST_ARTEFACTS"
@@ -43,13 +48,16 @@ ARTEFACTS_ENV = "SAFETYREPRO_TEST_ARTEFACTS"
 def runs(tmp_path_factory, data_dir):
     """Two runs of one config in two folders; the first also writes results/report.html."""
     root = tmp_path_factory.mktemp("report")
-    models = [{"name": f"tiny-{i}", "path": str(build_tiny_model(root / f"tiny-{i}", seed=i)), "precision": "fp32"}
-              for i in range(3)]
+    models = [
+        {"name": f"tiny-{i}", "path": str(build_tiny_model(root / f"tiny-{i}", seed=i)), "precision": "fp32"}
+        for i in range(3)
+    ]
     config = write_config(root / "first", data_dir, models, BENCHMARKS, select_configs=SELECTED, max_new_tokens_cap=6)
     (root / "second").mkdir()
     shutil.copy(config, root / "second" / "config.yaml")
-    first = snakemake(root / "first", "--cores", "2", "--resources", "gpu=1", "--report", "results/report.html",
-                      "--report-after-run")
+    first = snakemake(
+        root / "first", "--cores", "2", "--resources", "gpu=1", "--report", "results/report.html", "--report-after-run"
+    )
     assert first.returncode == 0, first.stderr[-3000:]
     second = snakemake(root / "second", "--cores", "2", "--resources", "gpu=1")
     assert second.returncode == 0, second.stderr[-3000:]
@@ -82,7 +90,10 @@ def test_provenance_records_what_the_run_used(runs):
     for spec in settings.models:
         files = record["models"][spec.name]["files"]
         assert {"config.json", "model.safetensors", "tokenizer.json"} <= set(files)
-        assert files["model.safetensors"] == hashlib.sha256((Path(spec.path) / "model.safetensors").read_bytes()).hexdigest()
+        assert (
+            files["model.safetensors"]
+            == hashlib.sha256((Path(spec.path) / "model.safetensors").read_bytes()).hexdigest()
+        )
     assert record["data"] and all(info["pinned"] for info in record["data"].values())
     assert {path.split("/")[0] for path in record["data"]} == set(BENCHMARKS)
     items = pd.read_parquet(first / "results" / "items.parquet")
@@ -100,26 +111,39 @@ def test_grid_card_discloses_the_harness(runs):
     # the seal is the SHA-256 of the envelope the card carries: anyone can check it
     assert card["seal"] == hashlib.sha256(json.dumps(card["envelope"]["source"], sort_keys=True).encode()).hexdigest()
     used = {axis: set(values) for axis, values in card["envelope"]["axes_used"].items()}
-    assert used == {"template": {"T1", "T2", "T3", "T4"}, "decoding": {"greedy", "t0.3"}, "shots": {"0", "3", "5"},
-                    "scoring": {"freeform", "logprob"}}
+    assert used == {
+        "template": {"T1", "T2", "T3", "T4"},
+        "decoding": {"greedy", "t0.3"},
+        "shots": {"0", "3", "5"},
+        "scoring": {"freeform", "logprob"},
+    }
     assert card["envelope"]["axes_used"]["template"]["T4"]["tier"] == "stress"
     assert {rule["name"] for rule in card["envelope"]["rules"]} >= {"logprob_only_under_greedy"}
     assert {b: c["n_configs"] for b, c in card["configs"].items()} == {"toxigen": 5, "bbq": 5}
-    assert card["missing_cells"] == [] and "- missing cells (partial run): none" in (results / "grid_card.md").read_text()
+    assert (
+        card["missing_cells"] == [] and "- missing cells (partial run): none" in (results / "grid_card.md").read_text()
+    )
     assert {m: (info["precision"], len(info["files"])) for m, info in card["models"].items()} == {
-        f"tiny-{i}": ("fp32", 5) for i in range(3)}
+        f"tiny-{i}": ("fp32", 5) for i in range(3)
+    }
     rho = pd.read_parquet(results / "rho_flip.parquet")
     for row in rho.itertuples():
         pairs = card["headline"][row.benchmark]["pairs"]
         match = [p for p in pairs if (p["model_a"], p["model_b"]) == (row.model_a, row.model_b)]
         assert len(match) == 1
         assert (match[0]["n_plus"], match[0]["n_minus"], match[0]["n_ties"], match[0]["rho_flip"]) == (
-            row.n_plus, row.n_minus, row.n_ties, row.rho_flip)
+            row.n_plus,
+            row.n_minus,
+            row.n_ties,
+            row.rho_flip,
+        )
     markdown = (results / "grid_card.md").read_text()
     assert card["seal"] in markdown and "### bbq" in markdown and "| model A | model B | N+ | N- | N0 |" in markdown
     first_pair = card["headline"]["bbq"]["pairs"][0]
-    assert (f"| {first_pair['model_a']} | {first_pair['model_b']} | {first_pair['n_plus']} | {first_pair['n_minus']} | "
-            f"{first_pair['n_ties']} |") in markdown
+    assert (
+        f"| {first_pair['model_a']} | {first_pair['model_b']} | {first_pair['n_plus']} | {first_pair['n_minus']} | "
+        f"{first_pair['n_ties']} |"
+    ) in markdown
     assert all(item_id in markdown for item_id in card["items"]["toxigen"]["ids"])
     assert f"torch | {metadata.version('torch')}" in markdown
 
@@ -129,8 +153,14 @@ def test_a_second_run_of_the_same_config_gives_the_same_card(runs):
     cards = [_json(run / "results" / "grid_card.json") for run in runs]
     assert cards[0]["created"] and compare_records(*cards) == []
     assert compare_records(*(_json(run / "results" / "provenance.json") for run in runs)) == []
-    texts = [[line for line in (run / "results" / "grid_card.md").read_text().splitlines()
-              if not line.startswith("- created:")] for run in runs]
+    texts = [
+        [
+            line
+            for line in (run / "results" / "grid_card.md").read_text().splitlines()
+            if not line.startswith("- created:")
+        ]
+        for run in runs
+    ]
     assert texts[0] == texts[1]
 
 
@@ -138,21 +168,22 @@ def test_compare_records_names_each_changed_input(runs, tmp_path, data_dir):
     """Change the seal, a package, a model file, a data file and a seed in turn: each is named."""
     first, _ = runs
     # the effective config of the run (the config file with the schema's defaults filled in)
-    settings = load_settings(first / ".snakemake" / "safetyrepro" / "run_config.yaml")
+    settings = load_settings(next((first / ".snakemake" / "safetyrepro").glob("run-config-*.yaml")))
     items = pd.read_parquet(first / "results" / "items.parquet", columns=["benchmark", "item_id"])
     models = [describe_model(spec) for spec in settings.models]
     base = run_record(settings, models, items)
     assert compare_records(base, _json(first / "results" / "provenance.json")) == []
 
-    raw = copy.deepcopy(settings.raw)
+    raw = copy.deepcopy(settings.document)
     raw["envelope"] = dict(settings.envelope.source, seeds=[0, 1, 2, 3, 9])
     reseeded = run_record(load_settings(raw), models, items)
     assert {line.split(":")[0] for line in compare_records(base, reseeded)} == {"seal", "seeds.generation"}
 
-    raw = copy.deepcopy(settings.raw)
-    raw["analysis"] = {**raw.get("analysis", {}), "bootstrap": {"seed": 7}}
+    raw = copy.deepcopy(settings.document)
+    raw["analysis"]["bootstrap"]["seed"] = 7
     assert [line.split(":")[0] for line in compare_records(base, run_record(load_settings(raw), models, items))] == [
-        "seeds.bootstrap"]
+        "seeds.bootstrap"
+    ]
 
     model_copy = shutil.copytree(settings.models[0].path, tmp_path / "model")
     config = json.loads((model_copy / "config.json").read_text())
@@ -160,7 +191,9 @@ def test_compare_records_names_each_changed_input(runs, tmp_path, data_dir):
     changed_model = describe_model(dataclasses.replace(settings.models[0], path=str(model_copy)))
     changed = run_record(settings, [changed_model, *models[1:]], items)
     assert {line.split(":")[0] for line in compare_records(base, changed)} == {
-        "models.tiny-0.files.config.json", "models.tiny-0.path"}
+        "models.tiny-0.files.config.json",
+        "models.tiny-0.path",
+    }
 
     data_copy = tmp_path / "data"
     shutil.copytree(data_dir / "toxigen", data_copy / "toxigen")
@@ -169,25 +202,45 @@ def test_compare_records_names_each_changed_input(runs, tmp_path, data_dir):
     target.write_text(target.read_text() + "one more line\n")
     settings.data_dir = data_copy
     lines = compare_records(base["data"], data_files(settings))
-    assert [line.split(":")[0] for line in lines] == ["toxigen/race/neutral_asian_sentences.txt.pinned",
-                                                     "toxigen/race/neutral_asian_sentences.txt.sha256"]
+    assert [line.split(":")[0] for line in lines] == [
+        "toxigen/race/neutral_asian_sentences.txt.pinned",
+        "toxigen/race/neutral_asian_sentences.txt.sha256",
+    ]
 
     bumped = json.loads(json.dumps(base))
     bumped["packages"]["numpy"] = "0.0.1"
-    assert compare_records(base, bumped) == [f"packages.numpy: \"{base['packages']['numpy']}\" -> \"0.0.1\""]
+    assert compare_records(base, bumped) == [f'packages.numpy: "{base["packages"]["numpy"]}" -> "0.0.1"']
 
 
 def test_provenance_diff_command_exit_status(runs, tmp_path):
     first, second = runs
     env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
-    same = subprocess.run([str(BIN / "safetyrepro"), "provenance-diff", str(first / "results" / "grid_card.json"),
-                           str(second / "results" / "grid_card.json")], capture_output=True, text=True, env=env)
+    same = subprocess.run(
+        [
+            str(BIN / "safetyrepro"),
+            "provenance-diff",
+            str(first / "results" / "grid_card.json"),
+            str(second / "results" / "grid_card.json"),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     assert same.returncode == 0 and "no difference" in same.stdout
     card = _json(first / "results" / "grid_card.json")
     card["hardware"]["torch_device"] = "cuda"
     (tmp_path / "card.json").write_text(json.dumps(card))
-    differ = subprocess.run([str(BIN / "safetyrepro"), "provenance-diff", str(first / "results" / "grid_card.json"),
-                             str(tmp_path / "card.json")], capture_output=True, text=True, env=env)
+    differ = subprocess.run(
+        [
+            str(BIN / "safetyrepro"),
+            "provenance-diff",
+            str(first / "results" / "grid_card.json"),
+            str(tmp_path / "card.json"),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     assert differ.returncode == 1 and differ.stdout.strip() == 'hardware.torch_device: "cpu" -> "cuda"'
 
 
@@ -196,10 +249,16 @@ def test_every_figure_draws_on_the_full_612_cell_grid(tmp_path):
     from safetyrepro.analysis import attribution, flips, variance, verdicts
 
     cells = synthetic_cells()
-    tables = {"rho_heatmap": flips.rho_flip_table(cells), "scores": cells, "parse_rate": cells,
-              "orderings": verdicts.variant_summary(verdicts.envelope_variants(cells, [("template", "T4"),
-                                                                                     ("decoding", "t0.7")])),
-              "anova": variance.variance_shares(cells), "shap": attribution.shap_attribution(cells)}
+    tables = {
+        "rho_heatmap": flips.rho_flip_table(cells),
+        "scores": cells,
+        "parse_rate": cells,
+        "orderings": verdicts.variant_summary(
+            verdicts.envelope_variants(cells, [("template", "T4"), ("decoding", "t0.7")])
+        ),
+        "anova": variance.variance_shares(cells),
+        "shap": attribution.shap_attribution(cells),
+    }
     flat = cells.assign(score=0.5)  # every score equal: no variance to share out, no strict ordering
     degenerate = {"anova": variance.variance_shares(flat), "scores": flat, "rho_heatmap": flips.rho_flip_table(flat)}
     for name, (_, per_benchmark) in FIGURES.items():
@@ -231,7 +290,10 @@ def _assert_text_inside(fig) -> None:
     drawn = fig.get_tightbbox(fig.canvas.get_renderer())  # inches, the drawn artists only
     width, height = fig.get_size_inches()
     assert drawn.x0 >= -0.01 and drawn.y0 >= -0.01 and drawn.x1 <= width + 0.01 and drawn.y1 <= height + 0.01, (
-        drawn, width, height)
+        drawn,
+        width,
+        height,
+    )
 
 
 def test_figure_text_does_not_overlap(tmp_path):
@@ -241,8 +303,11 @@ def test_figure_text_does_not_overlap(tmp_path):
 
     cells = synthetic_cells()
     few = cells[cells.config_id.isin(sorted(cells.config_id.unique())[:5])]
-    figures = (draw("scores", cells, "bbq"), draw("scores", few, "bbq"),
-               draw("rho_heatmap", flips.rho_flip_table(cells), "bbq"))
+    figures = (
+        draw("scores", cells, "bbq"),
+        draw("scores", few, "bbq"),
+        draw("rho_heatmap", flips.rho_flip_table(cells), "bbq"),
+    )
     for fig in figures:
         fig.canvas.draw()
         renderer = fig.canvas.get_renderer()
@@ -250,7 +315,7 @@ def test_figure_text_does_not_overlap(tmp_path):
         ax = fig.axes[0]
         for labels in (ax.get_xticklabels(), ax.get_yticklabels()):
             boxes = [label.get_window_extent(renderer) for label in labels if label.get_text()]
-            assert not [(a, b) for i, a in enumerate(boxes) for b in boxes[i + 1:] if a.overlaps(b)]
+            assert not [(a, b) for i, a in enumerate(boxes) for b in boxes[i + 1 :] if a.overlaps(b)]
         title = ax.title.get_window_extent(renderer)
         assert page.x0 <= title.x0 and title.x1 <= page.x1 and title.y1 <= page.y1, ax.title.get_text()
 
@@ -262,9 +327,18 @@ def _browser():
 
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
-    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                 f"--user-data-dir={tempfile.mkdtemp(prefix='chromium-profile-')}", "--window-size=1600,1000"):
+    for flag in (
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        f"--user-data-dir={tempfile.mkdtemp(prefix='chromium-profile-')}",
+        "--window-size=1600,1000",
+    ):
         options.add_argument(flag)
     return webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
 
@@ -277,8 +351,10 @@ return image ? {complete: image.complete, width: image.naturalWidth, height: ima
 """
 
 
-@pytest.mark.skipif(not (CHROMIUM and CHROMEDRIVER) and not os.environ.get("CI"),
-                    reason="chromium and chromium-driver are not installed (CI installs them; with CI set this fails)")
+@pytest.mark.skipif(
+    not (CHROMIUM and CHROMEDRIVER) and not os.environ.get("CI"),
+    reason="chromium and chromium-driver are not installed (CI installs them; with CI set this fails)",
+)
 def test_report_renders_every_figure_in_headless_chromium(runs):
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
@@ -290,10 +366,14 @@ def test_report_renders_every_figure_in_headless_chromium(runs):
     try:
         browser.get((results_dir / "report.html").as_uri())
         wait = WebDriverWait(browser, 30)
-        wait.until(lambda b: b.execute_script("return typeof app === 'object' && "
-                                              "document.querySelector('#loading-screen').style.display === 'none'"))
+        wait.until(
+            lambda b: b.execute_script(
+                "return typeof app === 'object' && document.querySelector('#loading-screen').style.display === 'none'"
+            )
+        )
         images = browser.execute_script(
-            "return Object.keys(results).filter(p => results[p].data_uri.startsWith('data:image/png'))")
+            "return Object.keys(results).filter(p => results[p].data_uri.startsWith('data:image/png'))"
+        )
         assert {Path(p).name for p in images} == FIGURE_FILES
         categories = browser.execute_script("return categories")
         shown = {}
@@ -305,18 +385,27 @@ def test_report_renders_every_figure_in_headless_chromium(runs):
                 # each result's eye button as a reader would
                 browser.execute_script("app.setView({navbarMode: 'menu'})")
                 wait.until(lambda b: not b.find_elements(By.CSS_SELECTOR, "nav table a[iconname='eye']"))
-                browser.execute_script("app.setView({navbarMode: 'subcategory', category: arguments[0], "
-                                       "subcategory: arguments[1]})", category, subcategory)
+                browser.execute_script(
+                    "app.setView({navbarMode: 'subcategory', category: arguments[0], subcategory: arguments[1]})",
+                    category,
+                    subcategory,
+                )
                 buttons = wait.until(lambda b: b.find_elements(By.CSS_SELECTOR, "nav table a[iconname='eye']"))
                 assert len(buttons) == len(paths)
                 for index in range(len(paths)):
                     before = browser.execute_script("return app.state.resultPath")
                     browser.find_elements(By.CSS_SELECTOR, "nav table a[iconname='eye']")[index].click()
-                    path = wait.until(lambda b: (lambda p: p if p != before else None)(
-                        b.execute_script("return app.state.resultPath")))
+                    path = wait.until(
+                        lambda b, before=before: (lambda p: p if p != before else None)(
+                            b.execute_script("return app.state.resultPath")
+                        )
+                    )
                     assert path in paths
-                    state = wait.until(lambda b: (lambda s: s if s and s["complete"] and s["width"] > 0 else None)(
-                        b.execute_script(SHOWN_IMAGE, path)))
+                    state = wait.until(
+                        lambda b, path=path: (lambda s: s if s and s["complete"] and s["width"] > 0 else None)(
+                            b.execute_script(SHOWN_IMAGE, path)
+                        )
+                    )
                     assert state["height"] > 0 and state["shown"] > 0, (path, state)
                     shown[path] = state
         assert set(shown) == set(images)
@@ -324,8 +413,9 @@ def test_report_renders_every_figure_in_headless_chromium(runs):
         target = next(p for p in images if p.endswith("scores_bbq.png"))
         browser.execute_script("app.setView({navbarMode: 'menu'})")
         wait.until(lambda b: not b.find_elements(By.CSS_SELECTOR, "nav table a[iconname='eye']"))
-        browser.execute_script("app.setView({navbarMode: 'subcategory', category: '2. Scores across configs', "
-                               "subcategory: 'bbq'})")
+        browser.execute_script(
+            "app.setView({navbarMode: 'subcategory', category: '2. Scores across configs', subcategory: 'bbq'})"
+        )
         wait.until(lambda b: b.find_elements(By.CSS_SELECTOR, "nav table a[iconname='eye']"))[0].click()
         wait.until(lambda b: (b.execute_script(SHOWN_IMAGE, target) or {}).get("complete"))
         screenshot = results_dir / "report_screenshot.png"

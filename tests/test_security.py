@@ -7,10 +7,10 @@ import ast
 from pathlib import Path
 
 import pytest
+from tiny_model import build_tiny_model
 
 from safetyrepro.backends import load_backend
 from safetyrepro.config import ConfigError, ModelSpec, load_settings, read_yaml
-from tiny_model import build_tiny_model
 
 REPO = Path(__file__).resolve().parents[1]
 SOURCES = sorted((REPO / "src" / "safetyrepro").rglob("*.py"))
@@ -36,11 +36,21 @@ def test_package_never_evaluates_strings_or_loads_yaml_unsafely():
     for path in SOURCES:
         for call in _calls(path):
             name = _name(call)
-            if name in {"eval", "exec", "compile", "yaml.load", "yaml.unsafe_load", "yaml.full_load", "os.system",
-                        "os.popen"} or any(k.arg == "shell" for k in call.keywords):
+            if name in {
+                "eval",
+                "exec",
+                "compile",
+                "yaml.load",
+                "yaml.unsafe_load",
+                "yaml.full_load",
+                "os.system",
+                "os.popen",
+            } or any(k.arg == "shell" for k in call.keywords):
                 found.append(f"{path.name}:{call.lineno} {name}")
-            if any(k.arg == "trust_remote_code" and isinstance(k.value, ast.Constant) and k.value.value
-                   for k in call.keywords):
+            if any(
+                k.arg == "trust_remote_code" and isinstance(k.value, ast.Constant) and k.value.value
+                for k in call.keywords
+            ):
                 found.append(f"{path.name}:{call.lineno} trust_remote_code=True")
     assert found == []
 
@@ -56,9 +66,12 @@ def test_yaml_tags_that_build_python_objects_are_refused(tmp_path):
 def test_trust_remote_code_is_off_unless_set_per_model(tmp_path, data_dir, monkeypatch):
     import transformers
 
-    config = {"data_dir": str(data_dir), "envelope": str(REPO / "config" / "envelope.yaml"),
-              "benchmarks": {"xstest": {"n_items": 2}},
-              "models": [{"name": "a", "path": "org/a"}, {"name": "b", "path": "org/b", "trust_remote_code": True}]}
+    config = {
+        "data_dir": str(data_dir),
+        "envelope": str(REPO / "config" / "envelope.yaml"),
+        "benchmarks": {"xstest": {"n_items": 2}},
+        "models": [{"name": "a", "path": "org/a"}, {"name": "b", "path": "org/b", "trust_remote_code": True}],
+    }
     settings = load_settings(config)
     assert [m.trust_remote_code for m in settings.models] == [False, True]
 

@@ -17,24 +17,33 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
-
-from safetyrepro.config import load_settings
 from test_workflow import snakemake, write_config
 from tiny_model import build_tiny_model
 
+from safetyrepro.config import load_settings
+
+pytestmark = pytest.mark.e2e
 REPO = Path(__file__).resolve().parents[1]
 CLUSTER_SCRIPT = REPO / "tests" / "cluster" / "local_slurm.sh"
 SLURM_PROGRAMS = ("sbatch", "squeue", "srun", "slurmctld", "slurmd", "munged")
 SEARCH_PATH = os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/sbin"])
-PROFILE_ARGS = ("--profile", str(REPO / "profiles" / "slurm"), "--workflow-profile", str(REPO / "profiles" / "slurm-local"))
+PROFILE_ARGS = (
+    "--profile",
+    str(REPO / "profiles" / "slurm"),
+    "--workflow-profile",
+    str(REPO / "profiles" / "slurm-local"),
+)
 CONFIGS = ["T1-greedy-0shot-freeform", "T2-t0.3-3shot-freeform", "T1-greedy-0shot-logprob"]
 SUBMITTED = re.compile(r"submitted with SLURM jobid (\d+) \(log: (\S+?)\)?\.?$", re.MULTILINE)
 # a cell executed inside the job (not just listed in the group's plan)
-CELL_RUN = re.compile(r"^localrule cell:\n(?:.*\n){0,8}?\s+wildcards: model=(\S+), benchmark=(\S+), config_id=(\S+)$",
-                      re.MULTILINE)
-TABLES = {"cells.parquet": ["model", "benchmark", "config_id"],
-          "items.parquet": ["model", "benchmark", "config_id", "item_id", "seed"],
-          "rho_flip.parquet": ["benchmark", "model_a", "model_b"]}
+CELL_RUN = re.compile(
+    r"^localrule cell:\n(?:.*\n){0,8}?\s+wildcards: model=(\S+), benchmark=(\S+), config_id=(\S+)$", re.MULTILINE
+)
+TABLES = {
+    "cells.parquet": ["model", "benchmark", "config_id"],
+    "items.parquet": ["model", "benchmark", "config_id", "item_id", "seed"],
+    "rho_flip.parquet": ["benchmark", "model_a", "model_b"],
+}
 
 
 def in_ci() -> bool:
@@ -64,11 +73,14 @@ def local_slurm():
 def runs(local_slurm, tmp_path_factory, data_dir):
     """The same two-model config run locally and through the Slurm profile (with its timing)."""
     root = tmp_path_factory.mktemp("slurm")
-    models = [{"name": f"tiny-{i}", "path": str(build_tiny_model(root / f"tiny-{i}", seed=i)), "precision": "fp32"}
-              for i in range(2)]
+    models = [
+        {"name": f"tiny-{i}", "path": str(build_tiny_model(root / f"tiny-{i}", seed=i)), "precision": "fp32"}
+        for i in range(2)
+    ]
     for name in ("local", "slurm"):
-        write_config(root / name, data_dir, models, {"toxigen": {"n_items": 4}}, select_configs=CONFIGS,
-                     max_new_tokens_cap=6)
+        write_config(
+            root / name, data_dir, models, {"toxigen": {"n_items": 4}}, select_configs=CONFIGS, max_new_tokens_cap=6
+        )
     local = snakemake(root / "local", "--resources", "gpu=1", "--cores", "2", *(f"results/{name}" for name in TABLES))
     assert local.returncode == 0, local.stderr[-3000:]
     started = time.perf_counter()
@@ -115,8 +127,12 @@ def test_every_cell_ran_in_its_models_slurm_job(runs):
 
 def test_one_model_load_per_slurm_job(runs):
     _, on_slurm, jobs = runs
-    loads = pd.read_csv(on_slurm / "results" / "logs" / "model_loads.tsv", sep="\t", header=None,
-                        names=["time", "model", "precision", "seconds", "host", "pid", "slurm_job"])
+    loads = pd.read_csv(
+        on_slurm / "results" / "logs" / "model_loads.tsv",
+        sep="\t",
+        header=None,
+        names=["time", "model", "precision", "seconds", "host", "pid", "slurm_job"],
+    )
     assert (loads.host == socket.gethostname()).all()
     job_of_model = {next(iter(cells))[0]: job_id for job_id, cells in cells_by_job(jobs).items() if cells}
     # each model loaded exactly once, by the Slurm job that ran its cells (3 cells per load)
@@ -139,10 +155,23 @@ def test_the_cluster_profile_asks_one_cells_resources_per_model_job(local_slurm,
     """
     profile = yaml.safe_load((REPO / "profiles" / "slurm" / "config.yaml").read_text())
     default, cell = profile["default-resources"], profile["set-resources"]["cell"]
-    write_config(tmp_path, data_dir, [{"name": n, "path": f"org/{n}"} for n in ("a", "b")], {"toxigen": {"n_items": 4}},
-                 select_configs=CONFIGS)
-    result = snakemake(tmp_path, "--verbose", "--profile", str(REPO / "profiles" / "slurm"), "--retries", "0",
-                       "--slurm-init-seconds-before-status-checks", "1")
+    write_config(
+        tmp_path,
+        data_dir,
+        [{"name": n, "path": f"org/{n}"} for n in ("a", "b")],
+        {"toxigen": {"n_items": 4}},
+        select_configs=CONFIGS,
+    )
+    result = snakemake(
+        tmp_path,
+        "--verbose",
+        "--profile",
+        str(REPO / "profiles" / "slurm"),
+        "--retries",
+        "0",
+        "--slurm-init-seconds-before-status-checks",
+        "1",
+    )
     calls = re.findall(r"sbatch call: (sbatch .*)", result.stdout + result.stderr)
     group_calls = [call for call in calls if "/group_model-" in call]
     assert len(group_calls) == 2, calls

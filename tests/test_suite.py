@@ -8,23 +8,30 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
+from synthetic_cells import MODELS, synthetic_cells, synthetic_items
 
-from safetyrepro.analysis.suite import ANALYSES, Inputs, stress_values
+from safetyrepro.analysis.suite import ANALYSES, Inputs
 from safetyrepro.config import load_settings
 from safetyrepro.report import analysis_markdown, summary_markdown
-from synthetic_cells import MODELS, synthetic_cells, synthetic_items
 
 REPO = Path(__file__).resolve().parents[1]
 ENVELOPE = yaml.safe_load((REPO / "config" / "envelope.yaml").read_text())
 
 
 def settings_for(data_dir, envelope=ENVELOPE, models=None):
-    return load_settings({
-        "data_dir": str(data_dir), "models": models or [{"name": m, "path": f"org/{m}"} for m in MODELS],
-        "benchmarks": {b: {"n_items": 300} for b in ("truthfulqa", "bbq", "toxigen", "xstest", "crows_pairs")},
-        "envelope": copy.deepcopy(envelope),
-        "analysis": {"conservative_core": ["T1-greedy-0shot-freeform", "T1-greedy-0shot-logprob"],
-                     "subsample": {"count": 5}, "bootstrap": {"resamples": 200}}})
+    return load_settings(
+        {
+            "data_dir": str(data_dir),
+            "models": models or [{"name": m, "path": f"org/{m}"} for m in MODELS],
+            "benchmarks": {b: {"n_items": 300} for b in ("truthfulqa", "bbq", "toxigen", "xstest", "crows_pairs")},
+            "envelope": copy.deepcopy(envelope),
+            "analysis": {
+                "conservative_core": ["T1-greedy-0shot-freeform", "T1-greedy-0shot-logprob"],
+                "subsample": {"count": 5},
+                "bootstrap": {"resamples": 200},
+            },
+        }
+    )
 
 
 @pytest.fixture(scope="module")
@@ -36,25 +43,26 @@ def inputs(tmp_path_factory, data_dir):
 
 
 def test_stress_values_come_from_the_envelope_tags(data_dir):
-    assert stress_values(settings_for(data_dir)) == [("template", "T4"), ("decoding", "t0.7")]
+    assert settings_for(data_dir).envelope.stress_values() == [("template", "T4"), ("decoding", "t0.7")]
     envelope = copy.deepcopy(ENVELOPE)
     envelope["axes"]["shots"]["5"]["tier"] = "stress"
-    assert ("shots", "5") in stress_values(settings_for(data_dir, envelope))
+    assert ("shots", "5") in settings_for(data_dir, envelope).envelope.stress_values()
 
 
 def test_every_analysis_runs_on_a_612_cell_grid(inputs):
     tables = {}
-    for name, (description, run) in ANALYSES.items():
-        table = run(inputs)
+    for name, analysis in ANALYSES.items():
+        table = analysis.run(inputs)
         assert isinstance(table, pd.DataFrame), name
         assert name == "precision" or len(table) > 0, name  # no model appears at two precisions here
-        assert analysis_markdown(name, description, table).startswith(f"# {name}\n")
+        assert analysis_markdown(name, analysis.description, table).startswith(f"# {name}\n")
         tables[name] = table
     variants = set(tables["tiers"]["variant"])
     assert {"full", "core"} <= variants and len(variants) == 4
     assert set(tables["scoring_paths"]["variant"]) == {"freeform", "logprob"}
     assert set(tables["variance"]["benchmark"]) == {"truthfulqa", "bbq", "toxigen", "xstest"}
     from safetyrepro.analysis.flips import rho_flip_table
+
     summary = summary_markdown(rho_flip_table(inputs.cells), inputs.cells, tables)
     assert summary.count("\n| ") == 1 + 5  # header + one row per benchmark
     assert "n/a" not in summary.split("crows_pairs")[0]
@@ -62,8 +70,11 @@ def test_every_analysis_runs_on_a_612_cell_grid(inputs):
 
 def test_precision_pairs_in_the_suite(inputs, data_dir):
     cells = inputs.cells.replace({"model": {"model-a": "m-bf16", "model-b": "m-nf4"}})
-    models = [{"name": "m-bf16", "path": "org/m", "precision": "bf16"},
-              {"name": "m-nf4", "path": "org/m", "precision": "nf4"}, {"name": "model-c", "path": "org/c"}]
-    table = ANALYSES["precision"][1](Inputs(settings_for(data_dir, models=models), cells, inputs.items_path))
+    models = [
+        {"name": "m-bf16", "path": "org/m", "precision": "bf16"},
+        {"name": "m-nf4", "path": "org/m", "precision": "nf4"},
+        {"name": "model-c", "path": "org/c"},
+    ]
+    table = ANALYSES["precision"].run(Inputs(settings_for(data_dir, models=models), cells, inputs.items_path))
     differences = table[table["table"] == "differences"]
     assert len(differences) == 5 and (differences["n_configs"] > 0).all()

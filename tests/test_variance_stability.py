@@ -27,9 +27,18 @@ def factorial_cells(a=0.0, b=0.0, c=0.0, e=0.0, g=0.0, h=0.0, benchmark="bbq", s
     it is the residual (16 h^2, with 16 - 11 = 5 residual degrees of freedom)."""
     rows = []
     for m, t, d, s in itertools.product([-1, 1], repeat=4):
-        rows.append({"model": f"M{m}", "benchmark": benchmark, "config_id": f"T{t}-D{d}-S{s}-{scoring}",
-                     "template": f"T{t}", "decoding": f"D{d}", "shots": str(s + 1), "scoring": scoring,
-                     "score": 0.5 + a * m + b * t + c * d + e * s + g * m * t + h * m * t * d})
+        rows.append(
+            {
+                "model": f"M{m}",
+                "benchmark": benchmark,
+                "config_id": f"T{t}-D{d}-S{s}-{scoring}",
+                "template": f"T{t}",
+                "decoding": f"D{d}",
+                "shots": str(s + 1),
+                "scoring": scoring,
+                "score": 0.5 + a * m + b * t + c * d + e * s + g * m * t + h * m * t * d,
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -72,8 +81,11 @@ def test_logprob_cells_are_left_out_and_logprob_only_benchmarks_are_absent():
     assert table.iloc[0].n_cells == 16 and table.iloc[0].rho == pytest.approx(0.5)
 
 
-@pytest.mark.parametrize("decoding_of", [lambda t: "greedy", lambda t: "t0.3" if t == "T2" else "greedy"],
-                         ids=["single-decoding", "decoding-aliased-with-T2"])
+@pytest.mark.parametrize(
+    "decoding_of",
+    [lambda t: "greedy", lambda t: "t0.3" if t == "T2" else "greedy"],
+    ids=["single-decoding", "decoding-aliased-with-T2"],
+)
 def test_too_few_residual_df_falls_back_to_main_effects(decoding_of):
     # 2 models x 3 templates: 6 cells; with the model x template interaction there are 6
     # parameters (0 residual df) -> main effects only (4 parameters, 2 residual df).
@@ -85,8 +97,18 @@ def test_too_few_residual_df_falls_back_to_main_effects(decoding_of):
     # SS residual = 2 x .0004 x (1 + 4 + 1) = .0048; total .1048; rho = .04 / .06 = 2/3
     rows = []
     for m, (t, t_eff, u) in itertools.product([-1, 1], zip(["T1", "T2", "T3"], [-0.1, 0, 0.1], [1, -2, 1])):
-        rows.append({"model": f"M{m}", "benchmark": "bbq", "config_id": t, "template": t, "decoding": decoding_of(t),
-                     "shots": "0", "scoring": "freeform", "score": 0.5 + 0.1 * m + t_eff + 0.02 * m * u})
+        rows.append(
+            {
+                "model": f"M{m}",
+                "benchmark": "bbq",
+                "config_id": t,
+                "template": t,
+                "decoding": decoding_of(t),
+                "shots": "0",
+                "scoring": "freeform",
+                "score": 0.5 + 0.1 * m + t_eff + 0.02 * m * u,
+            }
+        )
     row = variance_shares(pd.DataFrame(rows)).iloc[0]
     assert "**2" not in row.model_formula and ":" not in row.model_formula
     assert "C(decoding)" not in row.model_formula and "C(template)" in row.model_formula
@@ -108,12 +130,25 @@ def test_a_single_model_gives_infinite_rho():
 # --- subsample_stability ----------------------------------------------------------------------------
 
 
-def items_from(correct: dict[tuple[str, str, int], set[str]], strata: dict[str, str],
-               benchmark: str = "bbq") -> tuple[pd.DataFrame, pd.DataFrame]:
+def items_from(
+    correct: dict[tuple[str, str, int], set[str]], strata: dict[str, str], benchmark: str = "bbq"
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(items, cells) from {(model, config, seed): set of correct item ids} and {item: stratum}."""
-    rows = [{"model": model, "benchmark": benchmark, "config_id": config, "item_id": item,
-             "stratum": stratum, "seed": seed, "label": "A", "parsed": True, "correct": item in hits}
-            for (model, config, seed), hits in correct.items() for item, stratum in strata.items()]
+    rows = [
+        {
+            "model": model,
+            "benchmark": benchmark,
+            "config_id": config,
+            "item_id": item,
+            "stratum": stratum,
+            "seed": seed,
+            "label": "A",
+            "parsed": True,
+            "correct": item in hits,
+        }
+        for (model, config, seed), hits in correct.items()
+        for item, stratum in strata.items()
+    ]
     items = pd.DataFrame(rows)
     cells = items[["model", "benchmark", "config_id"]].drop_duplicates().assign(score=np.nan)
     return items, cells
@@ -123,8 +158,9 @@ def test_full_fraction_gives_zero_range_and_seed_mean_scores():
     # A/c0: seed 0 right on i0, i1 of 4 -> .5; seed 1 right on i0, i1, i2 -> .75; score .625
     # B/c0: one seed, right on i3 -> .25. With fraction 1 every subsample is all items: range 0.
     strata = {"i0": "x", "i1": "x", "i2": "y", "i3": "y"}
-    items, cells = items_from({("A", "c0", 0): {"i0", "i1"}, ("A", "c0", 1): {"i0", "i1", "i2"},
-                               ("B", "c0", 0): {"i3"}}, strata)
+    items, cells = items_from(
+        {("A", "c0", 0): {"i0", "i1"}, ("A", "c0", 1): {"i0", "i1", "i2"}, ("B", "c0", 0): {"i3"}}, strata
+    )
     per_cell, per_benchmark = subsample_stability(items, cells, n_subsamples=5, fraction=1.0)
     scores = per_cell.set_index("model")
     assert scores.loc["A", "full_score"] == pytest.approx(0.625)
@@ -143,15 +179,24 @@ def test_one_item_decides_an_ordering_change():
     # 20 subsamples all keeping the same item has probability 2 x 2^-20: both kinds occur.
     # ranges [50, 100, 0, 0] -> median 25, max 100; 1 of 2 configs changes order (a reversal).
     strata = {"i0": "s", "i1": "s"}
-    items, cells = items_from({("A", "c0", 0): {"i0", "i1"}, ("A", "c0", 1): {"i0"},
-                               ("B", "c0", 0): {"i1"},
-                               ("A", "c1", 0): {"i0", "i1"}, ("B", "c1", 0): set()}, strata)
+    items, cells = items_from(
+        {
+            ("A", "c0", 0): {"i0", "i1"},
+            ("A", "c0", 1): {"i0"},
+            ("B", "c0", 0): {"i1"},
+            ("A", "c1", 0): {"i0", "i1"},
+            ("B", "c1", 0): set(),
+        },
+        strata,
+    )
     per_cell, per_benchmark = subsample_stability(items, cells, n_subsamples=20, fraction=0.5, seed=3)
     table = per_cell.set_index(["model", "config_id"])
     assert table.loc[("A", "c0"), ["full_score", "min", "max", "range_pp"]].tolist() == pytest.approx(
-        [0.75, 0.5, 1.0, 50])
+        [0.75, 0.5, 1.0, 50]
+    )
     assert table.loc[("B", "c0"), ["full_score", "min", "max", "range_pp"]].tolist() == pytest.approx(
-        [0.5, 0.0, 1.0, 100])
+        [0.5, 0.0, 1.0, 100]
+    )
     assert table.loc[[("A", "c1"), ("B", "c1")], "range_pp"].tolist() == [0, 0]
     row = per_benchmark.iloc[0]
     assert row.median_range_pp == pytest.approx(25) and row.max_range_pp == pytest.approx(100)
@@ -196,11 +241,19 @@ def grid_cells(score_of, benchmark="bbq", models=("a", "b", "c")) -> pd.DataFram
     greedy only (48 configs per model); score_of(row) gives the score."""
     rows = []
     for model, template, decoding, shots, scoring in itertools.product(
-            models, ["T1", "T2", "T3", "T4"], ["greedy", "t0.3", "t0.7"], ["0", "3", "5"], ["freeform", "logprob"]):
+        models, ["T1", "T2", "T3", "T4"], ["greedy", "t0.3", "t0.7"], ["0", "3", "5"], ["freeform", "logprob"]
+    ):
         if scoring == "logprob" and decoding != "greedy":
             continue
-        row = {"model": model, "benchmark": benchmark, "config_id": f"{template}-{decoding}-{shots}shot-{scoring}",
-               "template": template, "decoding": decoding, "shots": shots, "scoring": scoring}
+        row = {
+            "model": model,
+            "benchmark": benchmark,
+            "config_id": f"{template}-{decoding}-{shots}shot-{scoring}",
+            "template": template,
+            "decoding": decoding,
+            "shots": shots,
+            "scoring": scoring,
+        }
         rows.append({**row, "score": score_of(row)})
     return pd.DataFrame(rows)
 
@@ -240,8 +293,11 @@ PRECISION_MODELS = [
 
 
 def precision_cells(scores: dict[str, list[float]], benchmark="bbq") -> pd.DataFrame:
-    rows = [{"model": model, "benchmark": benchmark, "config_id": f"c{i}", "score": value}
-            for model, values in scores.items() for i, value in enumerate(values)]
+    rows = [
+        {"model": model, "benchmark": benchmark, "config_id": f"c{i}", "score": value}
+        for model, values in scores.items()
+        for i, value in enumerate(values)
+    ]
     return pd.DataFrame(rows)
 
 
@@ -250,9 +306,15 @@ def test_precision_differences_and_orderings():
     # b: nf4 - bf16 = +1, -2, +1, 0 pp -> |d| 1, 2, 1, 0: median 1, mean 1, max 2; signed median .5
     # orderings (a vs b): c0 bf16 .60>.55, nf4 .58>.56 match; c1 bf16 .50<.52, nf4 .53>.50 differ;
     # c2 bf16 .40<.45, nf4 .40<.46 match; c3 nf4 .65 = .65 tie -> not compared. 4 configs, 3, 2.
-    cells = precision_cells({"a-bf16": [0.60, 0.50, 0.40, 0.70], "a-nf4": [0.58, 0.53, 0.40, 0.65],
-                             "b-bf16": [0.55, 0.52, 0.45, 0.65], "b-nf4": [0.56, 0.50, 0.46, 0.65],
-                             "g": [0.1, 0.2, 0.3, 0.4]})
+    cells = precision_cells(
+        {
+            "a-bf16": [0.60, 0.50, 0.40, 0.70],
+            "a-nf4": [0.58, 0.53, 0.40, 0.65],
+            "b-bf16": [0.55, 0.52, 0.45, 0.65],
+            "b-nf4": [0.56, 0.50, 0.46, 0.65],
+            "g": [0.1, 0.2, 0.3, 0.4],
+        }
+    )
     differences, orderings = precision_pairs(cells, PRECISION_MODELS)
     assert len(differences) == 2
     by_base = differences.set_index("base_model")
@@ -260,9 +322,11 @@ def test_precision_differences_and_orderings():
     assert (a.precision_a, a.precision_b, a.model_a, a.model_b, a.n_configs) == ("bf16", "nf4", "a-bf16", "a-nf4", 4)
     assert (b.precision_a, b.precision_b, b.model_a, b.model_b) == ("bf16", "nf4", "b-bf16", "b-nf4")
     assert [a.median_abs_diff_pp, a.mean_abs_diff_pp, a.max_abs_diff_pp, a.median_diff_pp] == pytest.approx(
-        [2.5, 2.5, 5.0, -1.0])
+        [2.5, 2.5, 5.0, -1.0]
+    )
     assert [b.median_abs_diff_pp, b.mean_abs_diff_pp, b.max_abs_diff_pp, b.median_diff_pp] == pytest.approx(
-        [1.0, 1.0, 2.0, 0.5])
+        [1.0, 1.0, 2.0, 0.5]
+    )
     assert list(orderings.columns) == ORDERING_COLUMNS
     row = orderings.iloc[0]
     assert (row.benchmark, row.precision_a, row.precision_b, row.n_models) == ("bbq", "bf16", "nf4", 2)

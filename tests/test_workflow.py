@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import itertools
 import os
+import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -11,33 +13,84 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
-
-from safetyrepro.config import load_settings
 from tiny_model import build_tiny_model
 
+from safetyrepro.config import load_settings
+
+pytestmark = pytest.mark.e2e
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
-CELL_COLUMNS = ["model", "benchmark", "config_id", "template", "decoding", "shots", "scoring", "tier", "score",
-                "parse_rate", "n_items", "n_seeds"]
-ITEM_COLUMNS = ["model", "benchmark", "config_id", "item_id", "seed", "prompt_id", "response", "logliks", "label",
-                "correct"]
+CELL_COLUMNS = [
+    "model",
+    "benchmark",
+    "config_id",
+    "template",
+    "decoding",
+    "shots",
+    "scoring",
+    "tier",
+    "score",
+    "parse_rate",
+    "n_items",
+    "n_seeds",
+]
+ITEM_COLUMNS = [
+    "model",
+    "benchmark",
+    "config_id",
+    "item_id",
+    "seed",
+    "prompt_id",
+    "response",
+    "logliks",
+    "label",
+    "correct",
+]
 RHO_COLUMNS = ["benchmark", "model_a", "model_b", "n_plus", "n_minus", "n_ties", "n_configs", "rho_flip", "ceiling"]
-SELECTED = ["T1-greedy-0shot-freeform", "T2-t0.3-3shot-freeform", "T4-greedy-0shot-freeform",
-            "T1-greedy-0shot-logprob", "T3-greedy-5shot-logprob"]
+SELECTED = [
+    "T1-greedy-0shot-freeform",
+    "T2-t0.3-3shot-freeform",
+    "T4-greedy-0shot-freeform",
+    "T1-greedy-0shot-logprob",
+    "T3-greedy-5shot-logprob",
+]
 
 
-def snakemake(workdir: Path, *args: str) -> subprocess.CompletedProcess:
+def snakemake(workdir: Path, *args: str, configfile: Path | None = None, source: Path = REPO):
+    """Snakemake on the workflow of `source` (a scratch copy: its package too) in `workdir`."""
     env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
-    return subprocess.run([str(BIN / "snakemake"), "--snakefile", str(REPO / "Snakefile"), "--directory", str(workdir),
-                           "--configfile", str(workdir / "config.yaml"), *args],
-                          capture_output=True, text=True, env=env, timeout=1200)
+    if source != REPO:
+        env["PYTHONPATH"] = str(source / "src")
+    return subprocess.run(
+        [
+            str(BIN / "snakemake"),
+            "--snakefile",
+            str(source / "Snakefile"),
+            "--directory",
+            str(workdir),
+            "--configfile",
+            str(configfile or workdir / "config.yaml"),
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=1200,
+    )
 
 
 def write_config(workdir: Path, data_dir: Path, models: list[dict], benchmarks: dict, **extra) -> Path:
-    config = {"data_dir": str(data_dir), "results_dir": "results", "resources_dir": "resources", "models": models,
-              "benchmarks": benchmarks, "envelope": str(REPO / "config" / "envelope.yaml"),
-              "subset": {"seed": 3, "fewshot_pool": 5},
-              "backend": {"batch_size": 4, "device": "cpu", "threads": 1, "server_idle_seconds": 120}, **extra}
+    config = {
+        "data_dir": str(data_dir),
+        "results_dir": "results",
+        "resources_dir": "resources",
+        "models": models,
+        "benchmarks": benchmarks,
+        "envelope": str(REPO / "config" / "envelope.yaml"),
+        "subset": {"seed": 3, "fewshot_pool": 5},
+        "backend": {"batch_size": 4, "device": "cpu", "threads": 1, "server_idle_seconds": 120},
+        **extra,
+    }
     workdir.mkdir(parents=True, exist_ok=True)
     (workdir / "config.yaml").write_text(yaml.safe_dump(config))
     return workdir / "config.yaml"
@@ -52,10 +105,18 @@ def planned_cells(result: subprocess.CompletedProcess) -> int:
 @pytest.fixture(scope="module")
 def tiny_run(tmp_path_factory, data_dir):
     root = tmp_path_factory.mktemp("workflow")
-    models = [{"name": f"tiny-{i}", "path": str(build_tiny_model(root / f"tiny-{i}", seed=i)), "precision": "fp32"}
-              for i in range(3)]
-    write_config(root / "run", data_dir, models, {"toxigen": {"n_items": 4}, "bbq": {"n_items": 4}},
-                 select_configs=SELECTED, max_new_tokens_cap=6)
+    models = [
+        {"name": f"tiny-{i}", "path": str(build_tiny_model(root / f"tiny-{i}", seed=i)), "precision": "fp32"}
+        for i in range(3)
+    ]
+    write_config(
+        root / "run",
+        data_dir,
+        models,
+        {"toxigen": {"n_items": 4}, "bbq": {"n_items": 4}},
+        select_configs=SELECTED,
+        max_new_tokens_cap=6,
+    )
     first = snakemake(root / "run", "--cores", "2", "--resources", "gpu=1")
     assert first.returncode == 0, first.stderr[-3000:]
     return root / "run", first
@@ -70,8 +131,10 @@ def test_every_cell_is_present_with_the_public_schema(tiny_run):
     assert set(zip(cells.model, cells.benchmark, cells.config_id)) == expected and len(cells) == len(expected) == 30
     assert cells.score.between(0, 1).all() and cells.parse_rate.between(0, 1).all()
     assert (cells.n_items == 4).all()
-    assert cells.set_index("config_id").n_seeds.to_dict() == {"T2-t0.3-3shot-freeform": 5, **{
-        c: 1 for c in SELECTED if c != "T2-t0.3-3shot-freeform"}}
+    assert cells.set_index("config_id").n_seeds.to_dict() == {
+        "T2-t0.3-3shot-freeform": 5,
+        **{c: 1 for c in SELECTED if c != "T2-t0.3-3shot-freeform"},
+    }
     assert cells.set_index("config_id").tier.to_dict()["T4-greedy-0shot-freeform"] == "stress"
     assert set(cells.query("benchmark == 'bbq'").columns) >= {"bias_ambig", "bias_disambig"}
 
@@ -80,8 +143,9 @@ def test_every_cell_is_present_with_the_public_schema(tiny_run):
     per_cell = items.groupby(["model", "benchmark", "config_id"]).size()
     assert per_cell.xs("T2-t0.3-3shot-freeform", level="config_id").eq(4 * 5).all()
     # the cell score is the seed mean of item accuracy, recomputed from the item rows
-    recomputed = items.groupby(["model", "benchmark", "config_id", "seed"]).correct.mean().groupby(
-        level=[0, 1, 2]).mean()
+    recomputed = (
+        items.groupby(["model", "benchmark", "config_id", "seed"]).correct.mean().groupby(level=[0, 1, 2]).mean()
+    )
     merged = cells.set_index(["model", "benchmark", "config_id"]).score
     assert (recomputed.reindex(merged.index) - merged).abs().max() < 1e-12
     logprob = items[items.config_id.str.endswith("logprob")]
@@ -126,9 +190,7 @@ def test_changing_one_benchmark_reruns_only_its_cells(tiny_run):
     changed.mkdir(exist_ok=True)
     (changed / "config.yaml").write_text(yaml.safe_dump(config))
     # dry-run from the finished run's folder with the edited config: only toxigen's 15 cells are due
-    result = subprocess.run([str(BIN / "snakemake"), "-n", "--snakefile", str(REPO / "Snakefile"), "--directory",
-                             str(workdir), "--configfile", str(changed / "config.yaml")], capture_output=True, text=True,
-                            env={**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"})
+    result = snakemake(workdir, "-n", configfile=changed / "config.yaml")
     assert result.returncode == 0, result.stderr[-2000:]
     assert planned_cells(result) == 15
     due = [line for line in result.stdout.splitlines() if "wildcards: model=" in line]
@@ -142,8 +204,10 @@ def test_full_envelope_of_one_benchmark_is_enumerated(tmp_path, data_dir):
     assert result.returncode == 0, result.stderr[-2000:]
     assert planned_cells(result) == 3 * 48
     config_ids = {line.split("config_id=")[1].strip() for line in result.stdout.splitlines() if "config_id=" in line}
-    expected = {f"{t}-{d}-{s}shot-freeform" for t, d, s in itertools.product(
-        ["T1", "T2", "T3", "T4"], ["greedy", "t0.3", "t0.7"], ["0", "3", "5"])}
+    expected = {
+        f"{t}-{d}-{s}shot-freeform"
+        for t, d, s in itertools.product(["T1", "T2", "T3", "T4"], ["greedy", "t0.3", "t0.7"], ["0", "3", "5"])
+    }
     expected |= {f"{t}-greedy-{s}shot-logprob" for t in ["T1", "T2", "T3", "T4"] for s in ["0", "3", "5"]}
     assert config_ids == expected
 
@@ -171,8 +235,19 @@ def test_profiles_plan_the_grid(tmp_path, data_dir, profile):
 def test_analyses_and_summary_are_written(tiny_run):
     workdir, _ = tiny_run
     names = {p.stem for p in (workdir / "results" / "analysis").glob("*.parquet")}
-    assert names == {"proposition1", "tiers", "scoring_paths", "parse_clean", "kendall_tau", "variance", "subsample",
-                     "bootstrap", "conservative_core", "shap", "precision"}
+    assert names == {
+        "proposition1",
+        "tiers",
+        "scoring_paths",
+        "parse_clean",
+        "kendall_tau",
+        "variance",
+        "subsample",
+        "bootstrap",
+        "conservative_core",
+        "shap",
+        "precision",
+    }
     assert all((workdir / "results" / "analysis" / f"{n}.md").is_file() for n in names)
     summary = (workdir / "results" / "summary.md").read_text()
     assert "| toxigen |" in summary and "| bbq |" in summary
@@ -180,9 +255,25 @@ def test_analyses_and_summary_are_written(tiny_run):
 
 def test_gpu_smoke_script_plans_every_backend_path_on_cpu(tmp_path, data_dir):
     env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
-    result = subprocess.run([sys.executable, str(REPO / "scripts" / "gpu_smoke.py"), "--dry-run", "--model", "a=org/a",
-                             "--model", "b=org/b", "--results", str(tmp_path / "smoke"), "--data-dir", str(data_dir)],
-                            cwd=REPO, capture_output=True, text=True, env=env)
+    result = subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "scripts" / "gpu_smoke.py"),
+            "--dry-run",
+            "--model",
+            "a=org/a",
+            "--model",
+            "b=org/b",
+            "--results",
+            str(tmp_path / "smoke"),
+            "--data-dir",
+            str(data_dir),
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     assert planned_cells(result) == 2 * (4 * 3 + 1)
     config = yaml.safe_load((tmp_path / "smoke" / "smoke_config.yaml").read_text())
@@ -192,3 +283,154 @@ def test_gpu_smoke_script_plans_every_backend_path_on_cpu(tmp_path, data_dir):
     ids = {c.config_id for c in settings.configs("bbq")}
     assert {"T1-greedy-0shot-freeform", "T2-t0.7-0shot-freeform", "T1-greedy-0shot-logprob"} == ids
     assert settings.envelope.seeds_for(settings.config("bbq", "T2-t0.7-0shot-freeform")) == [0, 1, 2, 3, 4]
+
+
+# ------------------------------------------------------------------ what reruns after a change (README table)
+FIGURES = {
+    "figure_rho_heatmap": 2,
+    "figure_scores": 2,
+    "figure_orderings": 1,
+    "figure_anova": 1,
+    "figure_shap": 1,
+    "figure_parse_rate": 1,
+}
+AFTER_CELLS = {
+    "aggregate": 1,
+    "rho_flip": 1,
+    "analysis": 11,
+    "summary": 1,
+    "provenance": 1,
+    "grid_card": 1,
+    **FIGURES,
+}
+# module edited (under src/safetyrepro) -> jobs planned on the finished tiny run (bbq + toxigen,
+# 3 models x 5 configs each, HF backend); `all` is left out.
+CODE_CHANGES = {
+    "benchmarks/bbq.py": {"cell": 15, **AFTER_CELLS},
+    "benchmarks/toxigen.py": {"cell": 15, **AFTER_CELLS},
+    "benchmarks/base.py": {"cell": 30, **AFTER_CELLS},
+    "benchmarks/xstest.py": {},
+    "refusal.py": {},
+    "prompts.py": {"cell": 30, **AFTER_CELLS},
+    "cell.py": {"cell": 30, **AFTER_CELLS},
+    "envelope.py": {"cell": 30, **AFTER_CELLS},
+    "backends/hf.py": {"cell": 30, **AFTER_CELLS},
+    "backends/base.py": {"cell": 30, **AFTER_CELLS},
+    "backends/vllm.py": {},
+    "models.py": {"describe_model": 3, "cell": 30, **AFTER_CELLS},
+    "hashing.py": {"describe_model": 3, "cell": 30, **AFTER_CELLS},
+    "fetch.py": {"provenance": 1, "grid_card": 1},  # the data pins the run record checks
+    "aggregate.py": AFTER_CELLS,
+    "analysis/flips.py": {"rho_flip": 1, "analysis": 11, "summary": 1, "grid_card": 1, **FIGURES},
+    "report.py": {
+        "rho_flip": 1,
+        "analysis": 11,
+        "summary": 1,
+        "grid_card": 1,
+        "figure_rho_heatmap": 2,
+        "figure_orderings": 1,
+        "figure_anova": 1,
+        "figure_shap": 1,
+    },
+    "analysis/verdicts.py": {"analysis": 7, "summary": 1, "figure_orderings": 1},
+    "analysis/frames.py": {"analysis": 8, "summary": 1, "figure_orderings": 1},
+    "analysis/variance.py": {"analysis": 1, "summary": 1, "figure_anova": 1},
+    "analysis/attribution.py": {"analysis": 1, "summary": 1, "figure_shap": 1},
+    "analysis/stability.py": {"analysis": 1, "summary": 1},
+    "analysis/precision.py": {"analysis": 1, "summary": 1},
+    "figures.py": FIGURES,
+    "provenance.py": {"provenance": 1, "grid_card": 1},
+    "grid_card.py": {"grid_card": 1},
+    "cli.py": {},
+    "config.py": {},
+    "server.py": {},
+    "tables.py": FIGURES,  # figures.py writes its PNG through it
+    "analysis/suite.py": {},
+    "case_study/drivers.py": {},
+}
+# analysis options: only the analyses that read them, and what follows
+OPTION_CHANGES = {
+    "bootstrap resamples": ({"bootstrap": {"resamples": 500}}, {"analysis": 1, "summary": 1}),
+    "bootstrap seed": ({"bootstrap": {"seed": 5}}, {"analysis": 1, "summary": 1, "provenance": 1, "grid_card": 1}),
+    "shap off": ({"shap": False}, {"analysis": 1, "summary": 1, "figure_shap": 1}),
+    "parse threshold": ({"parse_threshold": 0.5}, {"analysis": 1, "summary": 1}),
+}
+
+
+def planned_jobs(result: subprocess.CompletedProcess) -> dict[str, int]:
+    """A dry run's job table without `all` (empty when nothing is to be done)."""
+    if "Job stats:" not in result.stdout:
+        return {}
+    table = result.stdout.split("Job stats:", 1)[1].split("total", 1)[0]
+    jobs = {m.group(1): int(m.group(2)) for m in re.finditer(r"^(\w+)\s+(\d+)$", table, re.MULTILINE)}
+    jobs.pop("all", None)
+    return jobs
+
+
+@pytest.fixture(scope="module")
+def scratch_source(tmp_path_factory):
+    """A copy of the workflow and package to edit; runs import the package from it (PYTHONPATH)."""
+    root = tmp_path_factory.mktemp("scratch")
+    shutil.copy2(REPO / "Snakefile", root / "Snakefile")
+    shutil.copytree(REPO / "workflow", root / "workflow", symlinks=True)
+    shutil.copytree(REPO / "src", root / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    return root
+
+
+def dry_run_from(source: Path, workdir: Path, configfile: Path) -> subprocess.CompletedProcess:
+    return snakemake(workdir, "-n", configfile=configfile, source=source)
+
+
+def test_a_code_change_reruns_exactly_the_jobs_that_depend_on_it(tiny_run, scratch_source):
+    workdir, _ = tiny_run
+    unchanged = dry_run_from(scratch_source, workdir, workdir / "config.yaml")
+    assert unchanged.returncode == 0, unchanged.stderr[-2000:]
+    assert planned_jobs(unchanged) == {}
+    # comments, docstrings and formatting are not code: they rerun nothing
+    envelope = scratch_source / "src" / "safetyrepro" / "envelope.py"
+    original = envelope.read_text()
+    edited = original.replace('"""The configuration envelope:', '"""The envelope, docstring edited:', 1)
+    envelope.write_text(edited.replace("\n\n\n", "\n\n\n# a comment\n", 1))
+    assert envelope.read_text() != original
+    try:
+        assert planned_jobs(dry_run_from(scratch_source, workdir, workdir / "config.yaml")) == {}
+    finally:
+        envelope.write_text(original)
+    wrong = {}
+    for module, expected in CODE_CHANGES.items():
+        path = scratch_source / "src" / "safetyrepro" / module
+        original = path.read_text()
+        path.write_text(original + "\n_AN_EDIT = 1\n")
+        try:
+            result = dry_run_from(scratch_source, workdir, workdir / "config.yaml")
+        finally:
+            path.write_text(original)
+        assert result.returncode == 0, (module, result.stderr[-2000:])
+        if planned_jobs(result) != expected:
+            wrong[module] = planned_jobs(result)
+    assert wrong == {}
+
+
+def test_analysis_options_rerun_only_their_analyses(tiny_run, scratch_source, tmp_path):
+    workdir, _ = tiny_run
+    config = yaml.safe_load((workdir / "config.yaml").read_text())
+    wrong = {}
+    for name, (change, expected) in OPTION_CHANGES.items():
+        changed = tmp_path / f"{name.replace(' ', '_')}.yaml"
+        changed.write_text(yaml.safe_dump({**config, "analysis": change}))
+        result = dry_run_from(scratch_source, workdir, changed)
+        assert result.returncode == 0, (name, result.stderr[-2000:])
+        if planned_jobs(result) != expected:
+            wrong[name] = planned_jobs(result)
+    assert wrong == {}
+
+
+def test_result_files_get_the_umask_mode(tiny_run):
+    """Every table, record and figure is as readable as the user's umask allows (not 0600)."""
+    workdir, _ = tiny_run
+    mask = os.umask(0o022)
+    os.umask(mask)
+    written = [p for p in (workdir / "results").rglob("*") if p.suffix in {".parquet", ".json", ".md", ".png"}]
+    assert len(written) > 60
+    modes = {oct(p.stat().st_mode & 0o777) for p in written}
+    assert modes == {oct(0o666 & ~mask)}

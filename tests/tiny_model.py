@@ -27,18 +27,31 @@ def build_tiny_model(path: Path, seed: int = 0, chat: bool = False, model_vocab:
     tokenizer = Tokenizer(models.BPE(unk_token="<unk>"))
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tokenizer.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=400, special_tokens=["<pad>", "<bos>", "<eos>", "<unk>"],
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    trainer = trainers.BpeTrainer(
+        vocab_size=400,
+        special_tokens=["<pad>", "<bos>", "<eos>", "<unk>"],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+    )
     tokenizer.train_from_iterator(CORPUS * 4, trainer)
     tokenizer.post_processor = processors.TemplateProcessing(single="<bos> $A", special_tokens=[("<bos>", 1)])
-    fast = PreTrainedTokenizerFast(tokenizer_object=tokenizer, bos_token="<bos>", eos_token="<eos>",
-                                   pad_token="<pad>", unk_token="<unk>")
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tokenizer, bos_token="<bos>", eos_token="<eos>", pad_token="<pad>", unk_token="<unk>"
+    )
     if chat:
         fast.chat_template = CHAT_TEMPLATE
     torch.manual_seed(seed)
-    config = LlamaConfig(vocab_size=model_vocab or tokenizer.get_vocab_size(), hidden_size=32, intermediate_size=64,
-                         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-                         max_position_embeddings=4096, pad_token_id=0, bos_token_id=1, eos_token_id=2)
+    config = LlamaConfig(
+        vocab_size=model_vocab or tokenizer.get_vocab_size(),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=4096,
+        pad_token_id=0,
+        bos_token_id=1,
+        eos_token_id=2,
+    )
     LlamaForCausalLM(config).save_pretrained(path)
     fast.save_pretrained(path)
     return path

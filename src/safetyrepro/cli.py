@@ -10,9 +10,10 @@ from pathlib import Path
 
 from .backends import ModelLoadError
 from .benchmarks import BENCHMARKS, DataError
-from .config import ConfigError, load_settings
+from .config import DEFAULT_CONFIGFILE, ConfigError, load_settings
 
 log = logging.getLogger("safetyrepro")
+CONFIG_HELP = f"a complete config, or an overlay naming its base with `extends:` (default {DEFAULT_CONFIGFILE})"
 
 
 class CellError(RuntimeError):
@@ -20,35 +21,34 @@ class CellError(RuntimeError):
 
 
 def cmd_envelope(args: argparse.Namespace) -> int:
-    """Print the grid's size: cells, configs per benchmark, generation runs."""
-    settings = load_settings(args.configfile)
-    envelope = settings.envelope
-    per_benchmark = {b: len(settings.configs(b)) for b in settings.benchmarks}
-    cells = settings.cells()
-    summary = {
-        "models": [m.name for m in settings.models],
-        "benchmarks": list(settings.benchmarks),
-        "configs_per_benchmark": per_benchmark,
-        "cells": len(cells),
-        "generation_runs": sum(len(envelope.seeds_for(c)) for _, _, c in cells),
-        "core_cells": sum(c.tier == "core" for _, _, c in cells),
-        "envelope_sha256": envelope.digest(),
-    }
+    """Print the grid's size: cells, configs per benchmark, generation runs, token budgets."""
+    from .plan import grid_plan
+
+    plan = grid_plan(load_settings(args.configfile))
     if args.json:
-        print(json.dumps(summary, indent=2))
+        print(json.dumps(plan, indent=2))
     else:
-        for key, value in summary.items():
+        for key, value in plan.items():
             print(f"{key}: {value}")
     return 0
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    """Check a config, its data files, model paths and subset sizes, as a run would before any job."""
-    from .scoring import check_item_sets
+    """Check a config, its data files, model paths and subset sizes, as a run would before any job; print the plan."""
+    from .benchmarks import check_item_sets
+    from .plan import plan_lines
 
     settings = load_settings(args.configfile)
-    for name, count in check_item_sets(settings).items():
-        print(f"{name}: {count} items, {len(settings.configs(name))} configs")
+    counts = check_item_sets(settings)
+    print("\n".join(plan_lines(settings)))
+    print("items per benchmark: " + ", ".join(f"{name} {count}" for name, count in counts.items()))
+    if settings.case_study:
+        study = settings.case_study
+        study.require_packages()
+        print(
+            f"case study: {study.model.name}, {', '.join(study.benchmarks)}, {study.n_items} items, "
+            f"anchor {study.anchor_config}"
+        )
     print(f"ok: {len(settings.cells())} cells for {len(settings.models)} models")
     return 0
 
@@ -97,7 +97,8 @@ def cmd_describe_model(args: argparse.Namespace) -> int:
 
 def cmd_run_cell(args: argparse.Namespace) -> int:
     """Run one grid cell and write its item rows (Parquet) and summary (JSON)."""
-    from .scoring import item_set, run_cell
+    from .benchmarks import item_set
+    from .cell import run_cell
     from .server import connect, load_backends
     from .tables import write_json, write_parquet
 
@@ -105,19 +106,27 @@ def cmd_run_cell(args: argparse.Namespace) -> int:
     spec = settings.model(args.model)
     config = settings.config(args.benchmark, args.config_id)
     data = item_set(settings, args.benchmark)
-    if settings.backend.get("server", True):
-        backends = connect(settings, spec, Path(args.configfile), settings.backend.get("server_idle_seconds", 300))
+    if settings.backend.server:
+        backends = connect(settings, spec, Path(args.configfile), settings.backend.server_idle_seconds)
     else:
         backends = load_backends(settings, spec)
-    log.info("cell %s / %s / %s: %d items, %s prompts", spec.name, args.benchmark, config.config_id,
-             len(data.items), backends["generate"].prompt_format)
+    log.info(
+        "cell %s / %s / %s: %d items, %s prompts",
+        spec.name,
+        args.benchmark,
+        config.config_id,
+        len(data.items),
+        backends["generate"].prompt_format,
+    )
     try:
-        items, summary = run_cell(spec.name, backends["generate"], backends["loglikelihood"], data, settings.envelope,
-                                  config)
+        items, summary = run_cell(
+            spec.name, backends["generate"], backends["loglikelihood"], data, settings.envelope, config
+        )
     except Exception as exc:  # model errors, out of memory, bad generations: this cell fails, with its id
         log.error("cell failed", exc_info=True)
-        raise CellError(f"cell {spec.name}/{args.benchmark}/{config.config_id} failed: "
-                        f"{type(exc).__name__}: {exc}") from None
+        raise CellError(
+            f"cell {spec.name}/{args.benchmark}/{config.config_id} failed: {type(exc).__name__}: {exc}"
+        ) from None
     write_parquet(items, Path(args.items))
     write_json(summary, Path(args.summary))
     log.info("cell done: score %.3f, parse rate %.3f", summary["score"], summary["parse_rate"])
@@ -152,9 +161,11 @@ def cmd_aggregate(args: argparse.Namespace) -> int:
     cells = cells_table(Path(p) for p in args.summaries)
     missing = missing_cells(((m.name, b, c.config_id) for m, b, c in settings.cells()), cells)
     if missing and not args.partial:
-        raise DataError(f"incomplete grid: {len(missing)} of {len(settings.cells())} cells have no output "
-                        f"({', '.join(missing[:5])}{', ...' if len(missing) > 5 else ''}); rerun them, or set "
-                        "partial_results: true to analyse the finished cells")
+        raise DataError(
+            f"incomplete grid: {len(missing)} of {len(settings.cells())} cells have no output "
+            f"({', '.join(missing[:5])}{', ...' if len(missing) > 5 else ''}); rerun them, or set "
+            "partial_results: true to analyse the finished cells"
+        )
     if missing:
         log.warning("partial results: %d cell(s) missing: %s", len(missing), ", ".join(missing))
     write_parquet(cells, Path(args.cells_out), missing)
@@ -186,11 +197,11 @@ def cmd_analyse(args: argparse.Namespace) -> int:
     from .report import analysis_markdown, partial_notice
     from .tables import missing_cells, write_parquet, write_text
 
-    description, run = ANALYSES[args.name]
-    table = run(Inputs(load_settings(args.configfile), pd.read_parquet(args.cells), args.items))
+    analysis = ANALYSES[args.name]
+    table = analysis.run(Inputs(load_settings(args.configfile), pd.read_parquet(args.cells), args.items))
     missing = missing_cells(Path(args.cells))
     write_parquet(table, Path(args.out), missing)
-    write_text(partial_notice(missing) + analysis_markdown(args.name, description, table), Path(args.markdown))
+    write_text(partial_notice(missing) + analysis_markdown(args.name, analysis.description, table), Path(args.markdown))
     return 0
 
 
@@ -237,8 +248,13 @@ def cmd_grid_card(args: argparse.Namespace) -> int:
     from .grid_card import grid_card, grid_card_markdown
     from .tables import missing_cells, write_json, write_text
 
-    card = grid_card(load_settings(args.configfile), json.loads(Path(args.provenance).read_text()),
-                     pd.read_parquet(args.cells), pd.read_parquet(args.rho), missing_cells(Path(args.cells)))
+    card = grid_card(
+        load_settings(args.configfile),
+        json.loads(Path(args.provenance).read_text()),
+        pd.read_parquet(args.cells),
+        pd.read_parquet(args.rho),
+        missing_cells(Path(args.cells)),
+    )
     write_json(card, Path(args.json_out))
     write_text(grid_card_markdown(card), Path(args.markdown_out))
     return 0
@@ -251,16 +267,18 @@ def cmd_figure(args: argparse.Namespace) -> int:
     from .figures import draw, save
 
     save(draw(args.name, pd.read_parquet(args.table), args.benchmark), Path(args.out))
+
+
 def cmd_case_study(args: argparse.Namespace) -> int:
     """Run the cross-package case study (config section `case_study`) and write its tables."""
     from dataclasses import replace
 
-    from .case_study import case_study_settings, run_case_study
+    from .case_study import run_case_study
     from .case_study.table import case_study_markdown
     from .tables import write_parquet, write_text
 
     settings = load_settings(args.configfile)
-    study = case_study_settings(settings)
+    study = settings.case_study
     if study is None:
         raise ConfigError("case_study: the section is absent or has `enabled: false`")
     if args.n_items:
@@ -288,57 +306,102 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
 
     envelope = _command(commands, "envelope", cmd_envelope, "size of the grid a config describes")
-    envelope.add_argument("--configfile", default="config/config.yaml")
+    envelope.add_argument("--configfile", help=CONFIG_HELP)
     envelope.add_argument("--json", action="store_true", help="one JSON object")
 
     check = _command(commands, "check", cmd_check, "check a config and its inputs without running anything")
-    check.add_argument("--configfile", default="config/config.yaml")
+    check.add_argument("--configfile", help=CONFIG_HELP)
 
     parse = _command(commands, "parse", cmd_parse, "label JSON-lines responses from stdin")
     parse.add_argument("benchmark", choices=sorted(BENCHMARKS))
 
-    fetch = _command(commands, "fetch-data", cmd_fetch_data, "download benchmark files (pinned, hash-checked)",
-                     ("data-dir",))
+    fetch = _command(
+        commands, "fetch-data", cmd_fetch_data, "download benchmark files (pinned, hash-checked)", ("data-dir",)
+    )
     fetch.add_argument("--base-url", help="mirror laid out like raw.githubusercontent.com (empty: the default)")
     fetch.add_argument("--benchmark", action="append", choices=sorted(BENCHMARKS))
 
     build = _command(commands, "build-model", cmd_build_model, "build the embedded gemma-3-270m HF directory")
     build.add_argument("--out", default="resources/models/gemma-3-270m")
 
-    _command(commands, "describe-model", cmd_describe_model, "record a model's file hashes or hub revision",
-             ("configfile", "model", "out"))
-    cell = _command(commands, "run-cell", cmd_run_cell, "run one grid cell (writes --items Parquet, --summary JSON)",
-                    ("configfile", "model", "config-id", "items", "summary"))
+    _command(
+        commands,
+        "describe-model",
+        cmd_describe_model,
+        "record a model's file hashes or hub revision",
+        ("configfile", "model", "out"),
+    )
+    cell = _command(
+        commands,
+        "run-cell",
+        cmd_run_cell,
+        "run one grid cell (writes --items Parquet, --summary JSON)",
+        ("configfile", "model", "config-id", "items", "summary"),
+    )
     cell.add_argument("--benchmark", required=True, choices=sorted(BENCHMARKS))
-    server = _command(commands, "serve", cmd_serve, "serve one model to cells over a local socket",
-                      ("configfile", "model", "address"))
+    server = _command(
+        commands, "serve", cmd_serve, "serve one model to cells over a local socket", ("configfile", "model", "address")
+    )
     server.add_argument("--idle-seconds", type=float, default=300)
     _command(commands, "stop-servers", cmd_stop_servers, "shut down the model servers of a run", ("configfile",))
-    aggregate = _command(commands, "aggregate", cmd_aggregate, "cells.parquet and items.parquet from cell outputs",
-                         ("configfile", "cells-out", "items-out"))
+    aggregate = _command(
+        commands,
+        "aggregate",
+        cmd_aggregate,
+        "cells.parquet and items.parquet from cell outputs",
+        ("configfile", "cells-out", "items-out"),
+    )
     aggregate.add_argument("--summaries", nargs="*", default=[])
     aggregate.add_argument("--items", nargs="*", default=[])
     aggregate.add_argument("--partial", action="store_true", help="accept an incomplete grid (missing cells listed)")
     _command(commands, "rho-flip", cmd_rho_flip, "rho_flip table from cells.parquet", ("cells", "out", "markdown"))
-    analyse = _command(commands, "analyse", cmd_analyse, "run one analysis (see safetyrepro.analysis.suite)",
-                       ("configfile", "cells", "items", "out", "markdown"))
+    analyse = _command(
+        commands,
+        "analyse",
+        cmd_analyse,
+        "run one analysis (see safetyrepro.analysis.suite)",
+        ("configfile", "cells", "items", "out", "markdown"),
+    )
     analyse.add_argument("name")
-    _command(commands, "summary", cmd_summary, "headline numbers as results/summary.md",
-             ("rho", "cells", "analysis-dir", "out"))
-    _command(commands, "provenance", cmd_provenance, "write the run record (results/provenance.json)",
-             ("configfile", "items", "out")).add_argument("--models", nargs="+", required=True)
-    diff = _command(commands, "provenance-diff", cmd_provenance_diff,
-                    "what differs between two run records or GRID cards (exit 1 if anything)")
+    _command(
+        commands,
+        "summary",
+        cmd_summary,
+        "headline numbers as results/summary.md",
+        ("rho", "cells", "analysis-dir", "out"),
+    )
+    _command(
+        commands,
+        "provenance",
+        cmd_provenance,
+        "write the run record (results/provenance.json)",
+        ("configfile", "items", "out"),
+    ).add_argument("--models", nargs="+", required=True)
+    diff = _command(
+        commands,
+        "provenance-diff",
+        cmd_provenance_diff,
+        "what differs between two run records or GRID cards (exit 1 if anything)",
+    )
     diff.add_argument("old")
     diff.add_argument("new")
-    _command(commands, "grid-card", cmd_grid_card, "write the GRID card (JSON + Markdown)",
-             ("configfile", "provenance", "cells", "rho", "json-out", "markdown-out"))
+    _command(
+        commands,
+        "grid-card",
+        cmd_grid_card,
+        "write the GRID card (JSON + Markdown)",
+        ("configfile", "provenance", "cells", "rho", "json-out", "markdown-out"),
+    )
     figure = _command(commands, "figure", cmd_figure, "draw one report figure (PNG)", ("table", "out"))
     figure.add_argument("name", choices=["anova", "orderings", "parse_rate", "rho_heatmap", "scores", "shap"])
     figure.add_argument("--benchmark", help="the benchmark of a per-benchmark figure")
-    study = _command(commands, "case-study", cmd_case_study,
-                     "our pipeline, lm-eval and Inspect AI on the same items (config section case_study)",
-                     ("configfile", "out", "markdown", "work-dir"))
+    study = _command(
+        commands,
+        "case-study",
+        cmd_case_study,
+        "our pipeline, lm-eval and Inspect AI on the same items (config section case_study)",
+        ("configfile", "out", "markdown", "work-dir"),
+    )
     study.add_argument("--n-items", type=int, help="override case_study.n_items")
     return parser
 
@@ -346,8 +409,10 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the console script; errors become one line on stderr and exit status 2."""
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
     try:
         return args.func(args)
     except (ConfigError, DataError, ModelLoadError, CellError) as exc:

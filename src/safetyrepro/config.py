@@ -1,14 +1,24 @@
-"""Loading and checking a run configuration (YAML, validated against the package's schemas)."""
+"""The run configuration: one effective config per run, checked and typed.
+
+`load_settings` is the only way in. It resolves the layers (a complete config file, or an overlay
+that names its base with `extends:`), applies `--config` overrides, checks the result against the
+package's schema, fills the schema's defaults once, and returns the typed `Settings` that the
+Snakefile, `safetyrepro check` and every job use. Jobs read the effective config written by the
+Snakefile (`Settings.document`), so they resolve nothing again.
+"""
 
 from __future__ import annotations
 
+import copy
+import importlib.util
 import os
 import re
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from functools import cache
 from importlib.resources import files
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import jsonschema
 import yaml
@@ -37,6 +47,10 @@ def read_yaml(path: str | os.PathLike) -> Any:
             return yaml.safe_load(handle)
     except FileNotFoundError:
         raise ConfigError(f"config file not found: {path}") from None
+    except IsADirectoryError:
+        raise ConfigError(f"{path}: is a folder, not a YAML file") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 text (byte {exc.start})") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f", line {mark.line + 1}, column {mark.column + 1}" if mark else ""
@@ -89,6 +103,65 @@ def _check_model_path(where: str, path: str) -> None:
         raise ConfigError(f"{where}.path: {path} does not exist (and is not a hub id of the form org/name)")
 
 
+# -------------------------------------------------------------------------------- layers and defaults
+DEFAULT_CONFIGFILE = "config/config.yaml"
+
+
+def merge_layer(base: Mapping[str, Any], layer: Mapping[str, Any]) -> dict[str, Any]:
+    """`layer` over `base`: mappings merge key by key, anything else replaces; a null value deletes the key."""
+    merged = copy.deepcopy(dict(base))
+    for key, value in layer.items():
+        if value is None:
+            merged.pop(key, None)
+        elif isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
+            merged[key] = merge_layer(merged[key], value)
+        else:
+            merged[key] = copy.deepcopy(value)
+    return merged
+
+
+def _read_layers(path: str, chain: tuple[str, ...] = ()) -> tuple[dict[str, Any], list[str]]:
+    """A config file with the bases it `extends`, merged; and a line per layer, base first."""
+    document = read_yaml(path)
+    if document is None:
+        raise ConfigError(f"{path}: the file is empty")
+    if not isinstance(document, dict):
+        raise ConfigError(f"{path}: expected a YAML mapping of config keys, got {type(document).__name__}")
+    return _with_bases(document, path, chain)
+
+
+def _with_bases(document: dict[str, Any], origin: str, chain: tuple[str, ...]) -> tuple[dict[str, Any], list[str]]:
+    """A complete config as it is; an overlay (`extends: <base>`) merged over its base."""
+    document = dict(document)
+    if "extends" not in document:
+        return document, [f"{origin} (complete config)"]
+    base = document.pop("extends")
+    if not isinstance(base, str) or not base.strip():
+        raise ConfigError(f"{origin}: extends: expected the path of the config file this overlay changes")
+    if os.path.realpath(base) in {os.path.realpath(p) for p in (*chain, origin)}:
+        raise ConfigError(f"{origin}: extends: {base} is already a layer of this config (a cycle)")
+    below, layers = _read_layers(base, (*chain, origin))
+    return merge_layer(below, document), [*layers, f"{origin} (overlay on {base})"]
+
+
+def apply_defaults(instance: Any, node: Mapping[str, Any]) -> None:
+    """Fill the schema's `default`s into a schema-valid instance, in place (nested objects and arrays too)."""
+    if isinstance(instance, dict):
+        for key, sub in node.get("properties", {}).items():
+            if key not in instance and "default" in sub:
+                instance[key] = copy.deepcopy(sub["default"])
+            if key in instance:
+                apply_defaults(instance[key], sub)
+        extra = node.get("additionalProperties")
+        if isinstance(extra, Mapping):
+            for key in set(instance) - set(node.get("properties", {})):
+                apply_defaults(instance[key], extra)
+    elif isinstance(instance, list) and isinstance(node.get("items"), Mapping):
+        for entry in instance:
+            apply_defaults(entry, node["items"])
+
+
+# -------------------------------------------------------------------------------- typed settings
 @dataclass(frozen=True)
 class ModelSpec:
     """A model of the grid: a name, where its weights are, and how to load them."""
@@ -102,21 +175,119 @@ class ModelSpec:
     embedded: str | None = None
 
 
+@dataclass(frozen=True)
+class BackendSettings:
+    """The `backend` section: which backend serves each operation, and how models are loaded."""
+
+    generate: str
+    loglikelihood: str
+    batch_size: int
+    device: str
+    gpu_memory_utilization: float
+    server: bool
+    server_idle_seconds: float
+    threads: int | None = None  # absent: torch's own choice
+
+    OPTIONS = {"hf": ("batch_size", "device", "threads"), "vllm": ("gpu_memory_utilization",)}
+
+    def kinds(self) -> dict[str, str]:
+        """Backend name per operation ("generate", "loglikelihood")."""
+        return {"generate": self.generate, "loglikelihood": self.loglikelihood}
+
+    def serving(self, scoring: str) -> str:
+        """The backend that serves a config's scoring path."""
+        return self.loglikelihood if scoring == "logprob" else self.generate
+
+    def options(self, kind: str) -> dict[str, Any]:
+        """Constructor options of backend `kind`."""
+        return {key: getattr(self, key) for key in self.OPTIONS.get(kind, ())}
+
+
+@dataclass(frozen=True)
+class SubsampleSettings:
+    count: int
+    fraction: float
+    seed: int
+
+
+@dataclass(frozen=True)
+class BootstrapSettings:
+    resamples: int
+    seed: int
+    level: float
+
+
+@dataclass(frozen=True)
+class AnalysisSettings:
+    """The `analysis` section."""
+
+    parse_threshold: float
+    subsample: SubsampleSettings
+    bootstrap: BootstrapSettings
+    conservative_core: tuple[str, ...]
+    shap: bool
+    shap_seed: int
+    section: Mapping[str, Any] = field(repr=False, compare=False)
+
+    def seeds(self) -> dict[str, int]:
+        """The random seeds the analyses use."""
+        return {"subsample": self.subsample.seed, "bootstrap": self.bootstrap.seed, "shap": self.shap_seed}
+
+    def options(self, keys: Sequence[str]) -> dict[str, Any]:
+        """The named options as written in the effective config (an analysis job's rerun trigger)."""
+        return {key: self.section[key] for key in keys}
+
+
+@dataclass(frozen=True)
+class CaseStudySettings:
+    """The `case_study` section, checked against the run's models and envelope."""
+
+    model: ModelSpec
+    benchmarks: tuple[str, ...]
+    n_items: int
+    anchor_config: str
+    batch_size: int
+    max_new_tokens: int
+    parity_template: str
+    target_delimiter: str
+    section: Mapping[str, Any] = field(repr=False, compare=False)
+
+    PACKAGES = ("lm_eval", "inspect_ai")
+
+    def require_packages(self) -> None:
+        """Refuse to plan the study when this Python lacks the packages of the `case-study` extra."""
+        missing = [name for name in self.PACKAGES if importlib.util.find_spec(name) is None]
+        if missing:
+            raise ConfigError(
+                f"case_study: needs {', '.join(missing)}, from the case-study extra: "
+                "`.venv/bin/pip install -c constraints.txt -e '.[case-study]'` (make test installs it)"
+            )
+
+
 @dataclass
 class Settings:
-    """A checked run configuration."""
+    """A checked run configuration. `document` is the effective config itself, for writing and recording."""
 
-    raw: dict[str, Any]
+    document: dict[str, Any]
+    layers: tuple[str, ...]
     data_dir: Path
     results_dir: Path
     resources_dir: Path
     models: list[ModelSpec]
-    benchmarks: dict[str, dict[str, Any]]
+    n_items: dict[str, int]
     envelope: Envelope
     subset_seed: int
     fewshot_pool: int
-    backend: dict[str, Any]
-    select_configs: list[str] | None
+    backend: BackendSettings
+    analysis: AnalysisSettings
+    case_study: CaseStudySettings | None
+    select_configs: tuple[str, ...] | None
+    partial_results: bool
+
+    @property
+    def benchmarks(self) -> list[str]:
+        """The benchmarks of the grid, in config order."""
+        return list(self.n_items)
 
     def configs(self, benchmark: str) -> list[Config]:
         """Valid configs of a benchmark, restricted to `select_configs` when given."""
@@ -144,16 +315,65 @@ class Settings:
         raise ConfigError(f"models: no model named '{name}'")
 
 
-def load_settings(source: str | os.PathLike | Mapping[str, Any]) -> Settings:
-    """Read a config file (or an already-loaded mapping), validate it and resolve paths."""
-    raw = dict(read_yaml(source) if not isinstance(source, Mapping) else source)
-    if not isinstance(raw, dict):
-        raise ConfigError("the config must be a YAML mapping")
+# -------------------------------------------------------------------------------- loading
+def load_settings(
+    source: str | os.PathLike | Mapping[str, Any] | None = None, overrides: Mapping[str, Any] | None = None
+) -> Settings:
+    """The checked settings of a run: a config file (default config/config.yaml), or a mapping, with its
+    `extends` layers and `--config` overrides; validated, defaults filled from the schema."""
+    if isinstance(source, Mapping):
+        document, layers = _with_bases(dict(source), "(config mapping)", ())
+    else:
+        document, layers = _read_layers(str(DEFAULT_CONFIGFILE if source is None else source))
+    if overrides:
+        document = merge_layer(document, overrides)
+        layers.append(f"--config overrides of {', '.join(map(str, overrides))}")
+    return _settings(document, tuple(layers))
+
+
+def _typed(value: Any) -> Any:
+    """A `--config` value as a YAML file would give it (Snakemake leaves nested values as strings, and
+    hands a deleted key to cluster jobs as 'None')."""
+    if isinstance(value, Mapping):
+        return {key: _typed(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_typed(item) for item in value]
+    if value == "None":
+        return None
+    if isinstance(value, str):
+        try:
+            return yaml.safe_load(value)
+        except yaml.YAMLError:
+            return value
+    return value
+
+
+def load_run_settings(configfiles: Sequence[str | os.PathLike], overrides: Mapping[str, Any]) -> Settings:
+    """The settings of a Snakemake run from its `--configfile` list and `--config` overrides."""
+    overrides = _typed(dict(overrides))
+    if len(configfiles) > 1:
+        raise ConfigError(
+            f"give one config file, not {len(configfiles)} ({', '.join(map(str, configfiles))}); "
+            "to layer files, write `extends: <base config>` in the overlay (README, Configuration)"
+        )
+    return load_settings(os.path.relpath(configfiles[0]) if configfiles else None, overrides)
+
+
+def _settings(raw: dict[str, Any], layers: tuple[str, ...]) -> Settings:
+    """Check a merged config, fill in the defaults and build the typed settings."""
     _check_schema(raw, "config")
     envelope_raw = raw["envelope"]
     if isinstance(envelope_raw, str):
         envelope_raw = read_yaml(envelope_raw)
     _check_schema(envelope_raw, "envelope", "envelope.")
+    raw = copy.deepcopy(raw)
+    envelope_raw = copy.deepcopy(envelope_raw)
+    apply_defaults(raw, schema("config"))
+    apply_defaults(envelope_raw, schema("envelope"))
+    raw["envelope"] = envelope_raw
+    if os.environ.get(DATA_DIR_ENV) and os.environ[DATA_DIR_ENV] != raw["data_dir"]:
+        raw["data_dir"] = os.environ[DATA_DIR_ENV]
+        layers = (*layers, f"{DATA_DIR_ENV}={raw['data_dir']} (overrides data_dir)")
 
     unknown = sorted(set(raw["benchmarks"]) - set(BENCHMARKS))
     if unknown:
@@ -162,10 +382,58 @@ def load_settings(source: str | os.PathLike | Mapping[str, Any]) -> Settings:
         envelope = Envelope.from_dict(envelope_raw, list(raw["benchmarks"]))
     except EnvelopeError as exc:
         raise ConfigError(str(exc)) from None
+    envelope.token_cap = raw.get("max_new_tokens_cap")
 
-    resources_dir = Path(raw.get("resources_dir", "resources"))
+    resources_dir = Path(raw["resources_dir"])
+    models = _models(raw["models"], resources_dir)
+    data_dir = Path(raw["data_dir"])
+    _check_data_dir(data_dir, raw["benchmarks"])
+
+    known = {c.config_id for b in raw["benchmarks"] for c in envelope.configs(b)}
+    select = raw.get("select_configs")
+    for key, ids in (
+        ("select_configs", select or []),
+        ("analysis.conservative_core", raw["analysis"]["conservative_core"]),
+    ):
+        missing = [cid for cid in ids if cid not in known]
+        if missing:
+            raise ConfigError(f"{key}: '{missing[0]}' is not a valid config of any benchmark")
+
+    backend = BackendSettings(**raw["backend"])
+    section = raw["analysis"]
+    analysis = AnalysisSettings(
+        section["parse_threshold"],
+        SubsampleSettings(**section["subsample"]),
+        BootstrapSettings(**section["bootstrap"]),
+        tuple(section["conservative_core"]),
+        section["shap"],
+        section["shap_seed"],
+        section,
+    )
+    settings = Settings(
+        raw,
+        layers,
+        data_dir,
+        Path(raw["results_dir"]),
+        resources_dir,
+        models,
+        {name: spec["n_items"] for name, spec in raw["benchmarks"].items()},
+        envelope,
+        raw["subset"]["seed"],
+        raw["subset"]["fewshot_pool"],
+        backend,
+        analysis,
+        None,
+        tuple(select) if select is not None else None,
+        raw["partial_results"],
+    )
+    settings.case_study = _case_study(raw.get("case_study"), settings)
+    return settings
+
+
+def _models(entries: list[dict[str, Any]], resources_dir: Path) -> list[ModelSpec]:
     models, seen = [], set()
-    for index, entry in enumerate(raw["models"]):
+    for index, entry in enumerate(entries):
         where = f"models[{index}] ({entry['name']})"
         if entry["name"] in seen:
             raise ConfigError(f"{where}.name: duplicate model name '{entry['name']}'")
@@ -175,31 +443,58 @@ def load_settings(source: str | os.PathLike | Mapping[str, Any]) -> Settings:
         if "path" in entry:
             _check_model_path(where, entry["path"])
         path = entry.get("path") or str(resources_dir / "models" / EMBEDDED_MODELS[entry["embedded"]])
-        models.append(ModelSpec(entry["name"], path, entry.get("precision", "bf16"),
-                                entry.get("chat_template", "auto"), entry.get("trust_remote_code", False),
-                                entry.get("revision"), entry.get("embedded")))
+        models.append(
+            ModelSpec(
+                entry["name"],
+                path,
+                entry["precision"],
+                entry["chat_template"],
+                entry["trust_remote_code"],
+                entry.get("revision"),
+                entry.get("embedded"),
+            )
+        )
+    return models
 
-    data_dir = Path(os.environ.get(DATA_DIR_ENV) or raw["data_dir"])
+
+def _check_data_dir(data_dir: Path, benchmarks: Mapping[str, Any]) -> None:
     fetch_hint = f"`safetyrepro fetch-data --data-dir {data_dir}` downloads the pinned files"
     if not data_dir.is_dir():
         raise ConfigError(f"data_dir: {data_dir} does not exist (set data_dir or {DATA_DIR_ENV}; {fetch_hint})")
     if not any(data_dir.iterdir()):
         raise ConfigError(f"data_dir: {data_dir} is empty ({fetch_hint})")
-    for name in raw["benchmarks"]:
+    for name in benchmarks:
         folder = data_dir / BENCHMARKS[name].folder
         if not folder.is_dir() or not any(folder.iterdir()):
             raise ConfigError(f"benchmarks.{name}: no data in {folder} ({fetch_hint})")
 
-    select = raw.get("select_configs")
-    if select is not None:
-        known = {c.config_id for b in raw["benchmarks"] for c in envelope.configs(b)}
-        missing = [cid for cid in select if cid not in known]
-        if missing:
-            raise ConfigError(f"select_configs: '{missing[0]}' is not a valid config of any benchmark")
 
-    envelope.token_cap = raw.get("max_new_tokens_cap")
-    subset = raw.get("subset", {})
-    return Settings(raw, data_dir, Path(raw.get("results_dir", "results")), resources_dir, models,
-                    {k: dict(v) for k, v in raw["benchmarks"].items()}, envelope,
-                    int(subset.get("seed", 0)), int(subset.get("fewshot_pool", 20)),
-                    dict(raw.get("backend", {})), select)
+def _case_study(section: Mapping[str, Any] | None, settings: Settings) -> CaseStudySettings | None:
+    """The case study's settings, checked against the grid; None when absent or not enabled."""
+    if not section or not section["enabled"]:
+        return None
+    try:
+        spec = settings.model(section["model"])
+    except ConfigError:
+        raise ConfigError(f"case_study.model: no model named '{section['model']}' under `models`") from None
+    if spec.precision == "nf4":
+        raise ConfigError("case_study.model: lm-eval and Inspect AI load fp32 or bf16 here, not nf4")
+    for benchmark in section["benchmarks"]:
+        if benchmark not in settings.n_items:
+            raise ConfigError(f"case_study.benchmarks: '{benchmark}' is not under `benchmarks` of this config")
+        if section["anchor_config"] not in {c.config_id for c in settings.envelope.configs(benchmark)}:
+            raise ConfigError(
+                f"case_study.anchor_config: '{section['anchor_config']}' is no valid config of {benchmark}"
+            )
+    parity = section["parity"]
+    return CaseStudySettings(
+        spec,
+        tuple(section["benchmarks"]),
+        section["n_items"],
+        section["anchor_config"],
+        section["batch_size"],
+        section["max_new_tokens"],
+        parity["template"],
+        parity["target_delimiter"],
+        section,
+    )

@@ -6,8 +6,9 @@ import hashlib
 import itertools
 import json
 import string
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 AXES = ("template", "decoding", "shots", "scoring")
 TEMPLATE_FIELDS = {"task", "shots", "question", "answer_format"}
@@ -49,8 +50,14 @@ class Config:
 
     def as_dict(self) -> dict[str, str]:
         """Axis values plus id and tier, for table rows."""
-        return {"config_id": self.config_id, "template": self.template, "decoding": self.decoding,
-                "shots": self.shots, "scoring": self.scoring, "tier": self.tier}
+        return {
+            "config_id": self.config_id,
+            "template": self.template,
+            "decoding": self.decoding,
+            "shots": self.shots,
+            "scoring": self.scoring,
+            "tier": self.tier,
+        }
 
 
 @dataclass(frozen=True)
@@ -81,7 +88,7 @@ class Envelope:
     token_cap: int | None = None  # a run may cap generation length (CPU demos); not part of the seal
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any], benchmarks: list[str]) -> "Envelope":
+    def from_dict(cls, data: Mapping[str, Any], benchmarks: list[str]) -> Envelope:
         """Build an envelope from its (schema-valid) config section; check rule references."""
         axes = {axis: dict(data["axes"][axis]) for axis in AXES}
         for name, params in axes["template"].items():
@@ -100,10 +107,22 @@ class Envelope:
                         unknown = sorted(set(values) - known[key])
                         if unknown:
                             raise EnvelopeError(f"{where}: unknown value(s) {unknown} for axis '{key}'")
-            rules.append(Rule(raw["name"], {k: tuple(v) for k, v in raw["if"].items()},
-                              {k: tuple(v) for k, v in raw["then"].items()}))
-        return cls(axes, rules, list(data["seeds"]), int(data["max_new_tokens"]),
-                   data["shot_format"], list(data.get("stop", [])), dict(data))
+            rules.append(
+                Rule(
+                    raw["name"],
+                    {k: tuple(v) for k, v in raw["if"].items()},
+                    {k: tuple(v) for k, v in raw["then"].items()},
+                )
+            )
+        return cls(
+            axes,
+            rules,
+            list(data["seeds"]),
+            int(data["max_new_tokens"]),
+            data["shot_format"],
+            list(data.get("stop", [])),
+            dict(data),
+        )
 
     def is_valid(self, config: Config, benchmark: str) -> bool:
         """True when every rule holds for this config on this benchmark."""
@@ -114,6 +133,15 @@ class Envelope:
         """``core`` when every axis value is tagged core, else ``stress``."""
         tiers = {self.axes[axis][values[axis]]["tier"] for axis in AXES}
         return CORE if tiers == {CORE} else STRESS
+
+    def stress_values(self) -> list[tuple[str, str]]:
+        """(axis, value) of every value tagged `stress`."""
+        return [
+            (axis, value)
+            for axis, values in self.axes.items()
+            for value, params in values.items()
+            if params["tier"] == STRESS
+        ]
 
     def all_configs(self) -> list[Config]:
         """Every combination of axis values, valid or not, in config order."""
@@ -130,8 +158,11 @@ class Envelope:
     def decoding(self, config: Config) -> Decoding:
         """Decoding parameters for a config (template value may raise max_new_tokens)."""
         params = self.axes["decoding"][config.decoding]
-        tokens = max(self.max_new_tokens, params.get("max_new_tokens", 0),
-                     self.axes["template"][config.template].get("max_new_tokens", 0))
+        tokens = max(
+            self.max_new_tokens,
+            params.get("max_new_tokens", 0),
+            self.axes["template"][config.template].get("max_new_tokens", 0),
+        )
         if self.token_cap is not None:
             tokens = min(tokens, self.token_cap)
         return Decoding(float(params["temperature"]), float(params.get("top_p", 1.0)), tokens)

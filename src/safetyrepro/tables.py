@@ -6,8 +6,9 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import pandas as pd
 import pyarrow as pa
@@ -17,12 +18,29 @@ import pyarrow.parquet as pq
 MISSING_CELLS_KEY = b"safetyrepro.missing_cells"
 
 
+def current_umask() -> int:
+    """The process's file-mode creation mask: from /proc on Linux, else by setting it and putting it back."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            return next(int(line.split()[1], 8) for line in status if line.startswith("Umask:"))
+    except (OSError, StopIteration, ValueError):
+        mask = os.umask(0o077)
+        os.umask(mask)
+        return mask
+
+
 def write_atomic(path: Path, write: Callable[[Path], None]) -> None:
-    """Call `write` on a temporary file beside `path`, flush it to disk, then rename it to `path`."""
+    """Call `write` on a temporary file beside `path`, flush it to disk, then rename it to `path`.
+
+    The file gets the mode a plain `open` would give (0666 less the umask), not the temporary file's 0600.
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(handle)
+    try:
+        os.fchmod(handle, 0o666 & ~current_umask())
+    finally:
+        os.close(handle)
     try:
         write(Path(temporary))
         with open(temporary, "rb") as written:
@@ -37,8 +55,9 @@ def write_parquet(frame: pd.DataFrame, path: Path, missing_cells: Sequence[str] 
     """Write a table as zstd-compressed Parquet, atomically; a partial run's missing cells go in its metadata."""
     table = pa.Table.from_pandas(frame, preserve_index=False)
     if missing_cells:
-        table = table.replace_schema_metadata({**(table.schema.metadata or {}),
-                                               MISSING_CELLS_KEY: json.dumps(list(missing_cells)).encode()})
+        table = table.replace_schema_metadata(
+            {**(table.schema.metadata or {}), MISSING_CELLS_KEY: json.dumps(list(missing_cells)).encode()}
+        )
     write_atomic(path, lambda tmp: pq.write_table(table, tmp, compression="zstd"))
 
 

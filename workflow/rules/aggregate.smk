@@ -11,14 +11,14 @@ rule aggregate:
         cells=f"{RESULTS}/cells.parquet",
         rows=f"{RESULTS}/items.parquet",
     params:
-        configfile=RUN_CONFIG,
-        partial="--partial" if PARTIAL else "",
+        partial="--partial" if SETTINGS.partial_results else "",
+        code=code("aggregate"),
     conda:
         "../../envs/safetyrepro.yaml"
     log:
         f"{RESULTS}/logs/aggregate.log",
     shell:
-        "safetyrepro aggregate --configfile {params.configfile:q} {params.partial}"
+        "safetyrepro aggregate --configfile \"$SAFETYREPRO_RUN_CONFIG\" {params.partial}"
         " --summaries {input.summaries:q} --items {input.rows:q}"
         " --cells-out {output.cells:q} --items-out {output.rows:q} > {log:q} 2>&1"
 
@@ -29,6 +29,8 @@ rule rho_flip:
     output:
         table=f"{RESULTS}/rho_flip.parquet",
         markdown=f"{RESULTS}/rho_flip.md",
+    params:
+        code=code("rho_flip"),
     conda:
         "../../envs/safetyrepro.yaml"
     log:

@@ -1,7 +1,6 @@
 # Analyses: each a pure function of the tidy tables (safetyrepro.analysis.suite), one job each.
-
-ANALYSES = ["proposition1", "tiers", "scoring_paths", "parse_clean", "kendall_tau", "variance", "subsample",
-            "bootstrap", "conservative_core", "shap", "precision"]
+from safetyrepro.analysis.suite import ANALYSES
+from safetyrepro.fingerprints import analysis_modules
 
 
 rule analysis:
@@ -12,8 +11,11 @@ rule analysis:
         table=f"{RESULTS}/analysis/{{name}}.parquet",
         markdown=f"{RESULTS}/analysis/{{name}}.md",
     params:
-        options=config.get("analysis", {}),
-        configfile=RUN_CONFIG,
+        # reruns an analysis when its own options, description or code change
+        options=lambda w: SETTINGS.analysis.options(ANALYSES[w.name].options),
+        description=lambda w: ANALYSES[w.name].description,
+        function=lambda w: ANALYSES[w.name].function,
+        code=lambda w: code_digest(*analysis_modules(w.name)),
     wildcard_constraints:
         name="|".join(ANALYSES),
     conda:
@@ -21,7 +23,7 @@ rule analysis:
     log:
         f"{RESULTS}/logs/analysis/{{name}}.log",
     shell:
-        "safetyrepro analyse {wildcards.name} --configfile {params.configfile:q} --cells {input.cells:q}"
+        'safetyrepro analyse {wildcards.name} --configfile "$SAFETYREPRO_RUN_CONFIG" --cells {input.cells:q}'
         " --items {input.rows:q} --out {output.table:q} --markdown {output.markdown:q} > {log:q} 2>&1"
 
 
@@ -32,10 +34,13 @@ rule summary:
         tables=expand(f"{RESULTS}/analysis/{{name}}.parquet", name=ANALYSES),
     output:
         f"{RESULTS}/summary.md",
+    params:
+        analysis_dir=lambda w, input: os.path.dirname(input.tables[0]),
+        code=code("summary"),
     conda:
         "../../envs/safetyrepro.yaml"
     log:
         f"{RESULTS}/logs/summary.log",
     shell:
-        "safetyrepro summary --rho {input.rho:q} --cells {input.cells:q} --analysis-dir {RESULTS}/analysis"
+        "safetyrepro summary --rho {input.rho:q} --cells {input.cells:q} --analysis-dir {params.analysis_dir:q}"
         " --out {output:q} > {log:q} 2>&1"

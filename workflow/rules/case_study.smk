@@ -1,8 +1,6 @@
 # Cross-package case study (README "Cross-package case study"): off unless the config's
 # `case_study` section says `enabled: true` (e.g. `--configfile config/case_study.yaml`).
-from safetyrepro.case_study import case_study_settings
-
-CASE_STUDY = case_study_settings(SETTINGS)
+CASE_STUDY = SETTINGS.case_study
 CASE_STUDY_OUTPUTS = [f"{RESULTS}/case_study.parquet", f"{RESULTS}/case_study.md"] if CASE_STUDY else []
 
 if CASE_STUDY:
@@ -15,15 +13,17 @@ if CASE_STUDY:
             table=f"{RESULTS}/case_study.parquet",
             markdown=f"{RESULTS}/case_study.md",
         params:
-            study=config["case_study"],  # rerun trigger: any change of the section
+            study=CASE_STUDY.section,  # rerun triggers: the section, its model, the envelope
+            model=vars(CASE_STUDY.model),
+            envelope=SETTINGS.envelope.digest(),
             subset=[SETTINGS.subset_seed, SETTINGS.fewshot_pool],
-            configfile=RUN_CONFIG,
             work_dir=f"{RESULTS}/case_study",
+            code=code("case_study"),
         threads: workflow.cores
         conda:
             "../../envs/case_study.yaml"
         log:
             f"{RESULTS}/logs/case_study.log",
         shell:
-            "safetyrepro -v case-study --configfile {params.configfile:q} --out {output.table:q}"
+            "safetyrepro -v case-study --configfile \"$SAFETYREPRO_RUN_CONFIG\" --out {output.table:q}"
             " --markdown {output.markdown:q} --work-dir {params.work_dir:q} > {log:q} 2>&1"

@@ -1,39 +1,63 @@
 # Shared setup: the checked settings, the cell list, and per-cell parameters.
+import hashlib
+import os
 import sys
 from pathlib import Path
 
-from safetyrepro.benchmarks import DataError
-from safetyrepro.config import ConfigError, load_settings
+from safetyrepro.benchmarks import DataError, check_item_sets
+from safetyrepro.config import ConfigError, load_run_settings, load_settings
 from safetyrepro.fetch import MANIFEST
-from safetyrepro.scoring import cell_fingerprint, check_item_sets
+from safetyrepro.fingerprints import JOB_CODE, cell_fingerprint, code_digest
+from safetyrepro.plan import plan_lines
 from safetyrepro.server import stop_servers
 from safetyrepro.tables import write_text
 import yaml
 
-# Every input problem (config, data, model paths, subset sizes) stops the run here, before any job.
+# Every input problem (config, data, model paths, subset sizes, case-study packages) stops the run
+# here, before any job. A job that Snakemake runs in a process of its own (a cluster job) takes the
+# effective config its main process wrote, so a config file edited mid-run changes nothing.
+INHERITED_CONFIG = os.environ.get("SAFETYREPRO_RUN_CONFIG", "")
 try:
-    SETTINGS = load_settings(config)
+    if not workflow.is_main_process and Path(INHERITED_CONFIG).is_file():
+        SETTINGS = load_settings(INHERITED_CONFIG)
+    else:
+        SETTINGS = load_run_settings(workflow.config_settings.configfiles, workflow.config_settings.config)
     check_item_sets(SETTINGS)
+    if SETTINGS.case_study and not workflow.deployment_settings.deployment_method:  # else its conda env has them
+        SETTINGS.case_study.require_packages()
 except (ConfigError, DataError) as error:
     sys.exit(f"safetyrepro: error: {error}")
-PARTIAL = bool(config.get("partial_results", False))
+config.clear()
+config.update(SETTINGS.document)
+print("\n".join(f"safetyrepro: {line}" for line in plan_lines(SETTINGS)), file=sys.stderr)
 
 RESULTS = str(SETTINGS.results_dir)
 CELLS = [(m.name, b, c.config_id) for m, b, c in SETTINGS.cells()]
 MODELS = {m.name: m for m in SETTINGS.models}
 
-# The effective config (config files plus --config overrides) for the jobs' command lines. Its
-# path is fixed and it is no input, so only the per-cell fingerprint decides what reruns.
-RUN_CONFIG = Path(".snakemake/safetyrepro/run_config.yaml")
-_effective = yaml.safe_dump(dict(config), sort_keys=True)
-if not RUN_CONFIG.is_file() or RUN_CONFIG.read_text() != _effective:
+# Jobs read the effective config from a file named by its content (so concurrent runs of different
+# configs never share one), passed in the environment: a path in params would rerun every job
+# whenever any key changed, while each rule's params below name exactly what its outputs depend on.
+_effective = yaml.safe_dump(SETTINGS.document, sort_keys=True)
+RUN_CONFIG = Path(".snakemake/safetyrepro") / f"run-config-{hashlib.sha256(_effective.encode()).hexdigest()[:16]}.yaml"
+if not RUN_CONFIG.is_file():
     write_text(_effective, RUN_CONFIG)
+os.environ["SAFETYREPRO_RUN_CONFIG"] = str(RUN_CONFIG.resolve())
+
+
+envvars:
+    "SAFETYREPRO_RUN_CONFIG",
 
 
 wildcard_constraints:
     model="|".join(MODELS),
     benchmark="|".join(SETTINGS.benchmarks),
     config_id=r"[A-Za-z0-9.]+-[A-Za-z0-9.]+-[A-Za-z0-9.]+shot-(freeform|logprob)",
+
+
+def code(job):
+    """Digest of the code that decides a job's outputs (safetyrepro.fingerprints.JOB_CODE)."""
+    return code_digest(*JOB_CODE[job])
 
 
 def cell_paths(kind):
@@ -49,7 +73,7 @@ def data_files(benchmark):
 
 def finished_cell_paths(kind):
     """Output paths of the cells to aggregate: all of them, or in a partial run those already finished."""
-    if not PARTIAL:
+    if not SETTINGS.partial_results:
         return cell_paths(kind)
     pairs = zip(cell_paths("items"), cell_paths("summary"))
     done = [(rows, summary) for rows, summary in pairs if Path(rows).is_file() and Path(summary).is_file()]
@@ -64,4 +88,4 @@ def model_input(wildcards):
 
 def uses_gpu(wildcards):
     """1 when the cells of this model need the accelerator."""
-    return int(SETTINGS.backend.get("device", "auto") == "cuda")
+    return int(SETTINGS.backend.device == "cuda")

@@ -6,6 +6,8 @@
 rule build_embedded_model:
     output:
         directory(f"{SETTINGS.resources_dir}/models/{{name}}"),
+    params:
+        code=code("build_embedded_model"),
     conda:
         "../../envs/safetyrepro.yaml"
     log:
@@ -20,8 +22,8 @@ rule describe_model:
     output:
         f"{RESULTS}/models/{{model}}.json",
     params:
-        spec=lambda w: MODELS[w.model].__dict__,
-        configfile=RUN_CONFIG,
+        spec=lambda w: vars(MODELS[w.model]),
+        code=code("describe_model"),
     conda:
         "../../envs/safetyrepro.yaml"
     log:
@@ -29,7 +31,7 @@ rule describe_model:
     group:
         lambda w: f"model-{w.model}"
     shell:
-        "safetyrepro describe-model --configfile {params.configfile:q} --model {wildcards.model:q}"
+        "safetyrepro describe-model --configfile \"$SAFETYREPRO_RUN_CONFIG\" --model {wildcards.model:q}"
         " --out {output:q} > {log:q} 2>&1"
 
 
@@ -43,7 +45,6 @@ rule cell:
     params:
         fingerprint=lambda w: cell_fingerprint(SETTINGS, MODELS[w.model], w.benchmark,
                                                SETTINGS.config(w.benchmark, w.config_id)),
-        configfile=RUN_CONFIG,
     conda:
         "../../envs/safetyrepro.yaml"
     log:
@@ -53,6 +54,6 @@ rule cell:
     resources:
         gpu=uses_gpu,
     shell:
-        "safetyrepro -v run-cell --configfile {params.configfile:q} --model {wildcards.model:q}"
+        "safetyrepro -v run-cell --configfile \"$SAFETYREPRO_RUN_CONFIG\" --model {wildcards.model:q}"
         " --benchmark {wildcards.benchmark} --config-id {wildcards.config_id:q}"
         " --items {output.rows:q} --summary {output.summary:q} > {log:q} 2>&1"

@@ -1,5 +1,5 @@
 # Report and disclosure: the run record, the GRID card and the figures of `snakemake --report`.
-from safetyrepro.provenance import environment_fingerprint
+from safetyrepro.provenance import environment_fingerprint, recorded_settings
 
 report: "../report/workflow.rst"
 
@@ -24,14 +24,14 @@ rule provenance:
     params:
         # reruns the record when an installed package or the Python version changes
         environment=environment_fingerprint(),
-        settings=SETTINGS.raw,
-        configfile=RUN_CONFIG,
+        settings=recorded_settings(SETTINGS),
+        code=code("provenance"),
     conda:
         "../../envs/safetyrepro.yaml"
     log:
         f"{RESULTS}/logs/provenance.log",
     shell:
-        "safetyrepro provenance --configfile {params.configfile:q} --models {input.models:q}"
+        "safetyrepro provenance --configfile \"$SAFETYREPRO_RUN_CONFIG\" --models {input.models:q}"
         " --items {input.rows:q} --out {output:q} > {log:q} 2>&1"
 
 
@@ -44,13 +44,13 @@ rule grid_card:
         json=f"{RESULTS}/grid_card.json",
         markdown=report(f"{RESULTS}/grid_card.md", caption="../report/grid_card.rst", category="7. GRID card"),
     params:
-        configfile=RUN_CONFIG,
+        code=code("grid_card"),
     conda:
         "../../envs/safetyrepro.yaml"
     log:
         f"{RESULTS}/logs/grid_card.log",
     shell:
-        "safetyrepro grid-card --configfile {params.configfile:q} --provenance {input.provenance:q}"
+        "safetyrepro grid-card --configfile \"$SAFETYREPRO_RUN_CONFIG\" --provenance {input.provenance:q}"
         " --cells {input.cells:q} --rho {input.rho:q} --json-out {output.json:q}"
         " --markdown-out {output.markdown:q} > {log:q} 2>&1"
 
@@ -62,6 +62,8 @@ rule figure_rho_heatmap:
         report(f"{RESULTS}/figures/rho_heatmap_{{benchmark}}.png", caption="../report/rho_heatmap.rst",
                category="1. rho_flip per model pair", subcategory="{benchmark}",
                labels={"benchmark": "{benchmark}", "figure": "rho_flip heat map"}),
+    params:
+        code=code("figure"),
     log:
         f"{RESULTS}/logs/figures/rho_heatmap_{{benchmark}}.log",
     conda:
@@ -77,6 +79,8 @@ rule figure_scores:
         report(f"{RESULTS}/figures/scores_{{benchmark}}.png", caption="../report/scores.rst",
                category="2. Scores across configs", subcategory="{benchmark}",
                labels={"benchmark": "{benchmark}", "figure": "scores per config"}),
+    params:
+        code=code("figure"),
     log:
         f"{RESULTS}/logs/figures/scores_{{benchmark}}.log",
     conda:
@@ -91,6 +95,8 @@ rule figure_orderings:
     output:
         report(f"{RESULTS}/figures/orderings.png", caption="../report/orderings.rst",
                category="3. Orderings per tier"),
+    params:
+        code=code("figure"),
     log:
         f"{RESULTS}/logs/figures/orderings.log",
     conda:
@@ -104,6 +110,8 @@ rule figure_anova:
         f"{RESULTS}/analysis/variance.parquet",
     output:
         report(f"{RESULTS}/figures/anova.png", caption="../report/anova.rst", category="4. ANOVA shares"),
+    params:
+        code=code("figure"),
     log:
         f"{RESULTS}/logs/figures/anova.log",
     conda:
@@ -117,6 +125,8 @@ rule figure_shap:
         f"{RESULTS}/analysis/shap.parquet",
     output:
         report(f"{RESULTS}/figures/shap.png", caption="../report/shap.rst", category="5. SHAP per axis"),
+    params:
+        code=code("figure"),
     log:
         f"{RESULTS}/logs/figures/shap.log",
     conda:
@@ -131,6 +141,8 @@ rule figure_parse_rate:
     output:
         report(f"{RESULTS}/figures/parse_rate.png", caption="../report/parse_rate.rst",
                category="6. Parse rate per template"),
+    params:
+        code=code("figure"),
     log:
         f"{RESULTS}/logs/figures/parse_rate.log",
     conda:

@@ -22,7 +22,11 @@ def score_matrix(cells: pd.DataFrame, benchmark: str) -> pd.DataFrame:
 def sign_counts(a: pd.Series, b: pd.Series) -> tuple[int, int, int]:
     """(N+, N-, N0): configs where A scores strictly above, strictly below, equal to B."""
     diff = a - b
-    return int((diff > TIE_TOLERANCE).sum()), int((diff < -TIE_TOLERANCE).sum()), int((diff.abs() <= TIE_TOLERANCE).sum())
+    return (
+        int((diff > TIE_TOLERANCE).sum()),
+        int((diff < -TIE_TOLERANCE).sum()),
+        int((diff.abs() <= TIE_TOLERANCE).sum()),
+    )
 
 
 def rho_flip_table(cells: pd.DataFrame) -> pd.DataFrame:
@@ -35,10 +39,19 @@ def rho_flip_table(cells: pd.DataFrame) -> pd.DataFrame:
             pair = matrix[[model_a, model_b]].dropna()
             n_plus, n_minus, n_ties = sign_counts(pair[model_a], pair[model_b])
             n = len(pair)
-            rows.append({"benchmark": benchmark, "model_a": model_a, "model_b": model_b, "n_plus": n_plus,
-                         "n_minus": n_minus, "n_ties": n_ties, "n_configs": n,
-                         "rho_flip": min(n_plus, n_minus) / n if n else math.nan,
-                         "ceiling": (n // 2) / n if n else math.nan})
+            rows.append(
+                {
+                    "benchmark": benchmark,
+                    "model_a": model_a,
+                    "model_b": model_b,
+                    "n_plus": n_plus,
+                    "n_minus": n_minus,
+                    "n_ties": n_ties,
+                    "n_configs": n,
+                    "rho_flip": min(n_plus, n_minus) / n if n else math.nan,
+                    "ceiling": (n // 2) / n if n else math.nan,
+                }
+            )
     return pd.DataFrame(rows, columns=RHO_COLUMNS)
 
 

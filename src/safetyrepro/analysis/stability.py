@@ -4,15 +4,26 @@ new inference)."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 import pandas as pd
 
 from safetyrepro.analysis.flips import strict_ordering
 
+if TYPE_CHECKING:
+    from .suite import Inputs
+
 CELL_KEYS = ["model", "benchmark", "config_id"]
 PER_CELL_COLUMNS = [*CELL_KEYS, "full_score", "min", "max", "range_pp"]
-PER_BENCHMARK_COLUMNS = ["benchmark", "median_range_pp", "max_range_pp", "n_configs",
-                         "configs_with_order_change", "configs_with_reversal"]
+PER_BENCHMARK_COLUMNS = [
+    "benchmark",
+    "median_range_pp",
+    "max_range_pp",
+    "n_configs",
+    "configs_with_order_change",
+    "configs_with_reversal",
+]
 
 
 def stratum_sizes(strata: pd.Series, fraction: float) -> pd.Series:
@@ -22,8 +33,7 @@ def stratum_sizes(strata: pd.Series, fraction: float) -> pd.Series:
     return pd.Series(np.clip(kept, 1, sizes.to_numpy()), index=sizes.index, name="kept")
 
 
-def stratified_masks(strata: pd.Series, n_subsamples: int, fraction: float,
-                     rng: np.random.Generator) -> np.ndarray:
+def stratified_masks(strata: pd.Series, n_subsamples: int, fraction: float, rng: np.random.Generator) -> np.ndarray:
     """Boolean (n_subsamples x len(strata)) array: row s marks the items of subsample s, drawn
     without replacement within each stratum (the lowest random keys of the stratum are kept)."""
     codes = strata.to_numpy()
@@ -65,12 +75,14 @@ def _order_changes(full: pd.DataFrame, subsampled: pd.DataFrame) -> tuple[int, i
         orderings = [strict_ordering(sub[column].dropna()) for column in sub.columns]
         changed += any(ordering != reference for ordering in orderings)
         reversed_ += reference is not None and any(
-            ordering is not None and ordering != reference for ordering in orderings)
+            ordering is not None and ordering != reference for ordering in orderings
+        )
     return n_configs, changed, reversed_
 
 
-def subsample_stability(items: pd.DataFrame, cells: pd.DataFrame, n_subsamples: int = 20,
-                        fraction: float = 0.8, seed: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:
+def subsample_stability(
+    items: pd.DataFrame, cells: pd.DataFrame, n_subsamples: int = 20, fraction: float = 0.8, seed: int = 0
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Re-score every cell of `cells` on `n_subsamples` stratified item subsamples per benchmark.
 
     The same subsamples (a fresh numpy Generator(seed) per benchmark, so a benchmark's draws do
@@ -85,21 +97,38 @@ def subsample_stability(items: pd.DataFrame, cells: pd.DataFrame, n_subsamples: 
     cell_frames, benchmark_rows = [], []
     for benchmark in dict.fromkeys(items["benchmark"]):
         frame = items[items["benchmark"] == benchmark]
-        strata = (frame.drop_duplicates("item_id").set_index("item_id")["stratum"]
-                  .astype(str).sort_index())
+        strata = frame.drop_duplicates("item_id").set_index("item_id")["stratum"].astype(str).sort_index()
         masks = stratified_masks(strata, n_subsamples, fraction, np.random.default_rng(seed))
         full = _scores_on_masks(frame, np.ones((1, len(strata)), dtype=bool), strata.index)[0]
         subsampled = _scores_on_masks(frame, masks, strata.index)
         low, high = subsampled.min(axis=1), subsampled.max(axis=1)
-        per_cell = pd.DataFrame({"full_score": full, "min": low, "max": high,
-                                 "range_pp": (high - low) * 100}).reset_index()
+        per_cell = pd.DataFrame(
+            {"full_score": full, "min": low, "max": high, "range_pp": (high - low) * 100}
+        ).reset_index()
         cell_frames.append(per_cell)
         n_configs, changed, reversed_ = _order_changes(full, subsampled)
-        benchmark_rows.append({"benchmark": benchmark,
-                               "median_range_pp": float(per_cell["range_pp"].median()),
-                               "max_range_pp": float(per_cell["range_pp"].max()),
-                               "n_configs": n_configs, "configs_with_order_change": changed,
-                               "configs_with_reversal": reversed_})
-    per_cell = (pd.concat(cell_frames, ignore_index=True)[PER_CELL_COLUMNS] if cell_frames
-                else pd.DataFrame(columns=PER_CELL_COLUMNS))
+        benchmark_rows.append(
+            {
+                "benchmark": benchmark,
+                "median_range_pp": float(per_cell["range_pp"].median()),
+                "max_range_pp": float(per_cell["range_pp"].max()),
+                "n_configs": n_configs,
+                "configs_with_order_change": changed,
+                "configs_with_reversal": reversed_,
+            }
+        )
+    per_cell = (
+        pd.concat(cell_frames, ignore_index=True)[PER_CELL_COLUMNS]
+        if cell_frames
+        else pd.DataFrame(columns=PER_CELL_COLUMNS)
+    )
     return per_cell, pd.DataFrame(benchmark_rows, columns=PER_BENCHMARK_COLUMNS)
+
+
+def subsample_table(inputs: Inputs) -> pd.DataFrame:
+    """The suite's entry: per-benchmark subsample stability with the run's options."""
+    options = inputs.settings.analysis.subsample
+    _, per_benchmark = subsample_stability(
+        inputs.items, inputs.cells, n_subsamples=options.count, fraction=options.fraction, seed=options.seed
+    )
+    return per_benchmark

@@ -9,16 +9,29 @@ than the choice of model does.
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 import statsmodels.formula.api as smf
 from statsmodels.stats.anova import anova_lm
 
+if TYPE_CHECKING:
+    from .suite import Inputs
+
 FACTORS = ("model", "template", "decoding", "shots")
 IMPLEMENTATION = ("template", "decoding", "shots")
-VARIANCE_COLUMNS = ["benchmark", "model_formula", "n_cells", "residual_df", "model_share",
-                    "implementation_share", "interaction_share", "residual_share", "rho"]
+VARIANCE_COLUMNS = [
+    "benchmark",
+    "model_formula",
+    "n_cells",
+    "residual_df",
+    "model_share",
+    "implementation_share",
+    "interaction_share",
+    "residual_share",
+    "rho",
+]
 # Below this many residual degrees of freedom the interaction model is (nearly) saturated and its
 # residual mean square, which Type II sums of squares are backed out from, is unusable.
 MIN_RESIDUAL_DF = 2
@@ -93,15 +106,30 @@ def variance_shares(cells: pd.DataFrame) -> pd.DataFrame:
             effects = {term: float(value) for term, value in table.items() if term != "Residual"}
             model = effects.get("C(model)", 0.0) / total
             implementation = sum(effects.get(f"C({factor})", 0.0) for factor in IMPLEMENTATION) / total
-            interaction = (sum(value for term, value in effects.items() if ":" in term) / total
-                           if interactions else math.nan)
+            interaction = (
+                sum(value for term, value in effects.items() if ":" in term) / total if interactions else math.nan
+            )
             residual = float(fit.ssr) / total
         elif total > 0:  # no factor varies: everything is residual
             model, implementation, interaction, residual = 0.0, 0.0, math.nan, 1.0
         else:  # every score equal: no variance to share out
             model = implementation = interaction = residual = math.nan
-        rows.append({"benchmark": benchmark, "model_formula": formula, "n_cells": len(frame),
-                     "residual_df": float(fit.df_resid), "model_share": model,
-                     "implementation_share": implementation, "interaction_share": interaction,
-                     "residual_share": residual, "rho": _rho(implementation, model)})
+        rows.append(
+            {
+                "benchmark": benchmark,
+                "model_formula": formula,
+                "n_cells": len(frame),
+                "residual_df": float(fit.df_resid),
+                "model_share": model,
+                "implementation_share": implementation,
+                "interaction_share": interaction,
+                "residual_share": residual,
+                "rho": _rho(implementation, model),
+            }
+        )
     return pd.DataFrame(rows, columns=VARIANCE_COLUMNS)
+
+
+def variance_table(inputs: Inputs) -> pd.DataFrame:
+    """The suite's entry: ANOVA shares of the run's cells."""
+    return variance_shares(inputs.cells)

@@ -7,12 +7,17 @@ from __future__ import annotations
 import itertools
 import math
 import zlib
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 from scipy import stats
 
 from .flips import RHO_COLUMNS, TIE_TOLERANCE, orderings_reached, rho_flip_table, score_matrix
+from .frames import stack_named
+
+if TYPE_CHECKING:
+    from .suite import Inputs
 
 SUMMARY_COLUMNS = ["variant", "benchmark", "n_configs", "rho_flip_max", "orderings_reached", "orderings_possible"]
 TAU_COLUMNS = ["benchmark", "n_configs", "n_undefined", "n_pairs", "mean_tau"]
@@ -57,10 +62,16 @@ def variant_summary(variants: dict[str, pd.DataFrame]) -> pd.DataFrame:
         rho_max = rho_flip_table(frame).groupby("benchmark", sort=False)["rho_flip"].max()
         for benchmark in dict.fromkeys(frame["benchmark"]):
             reached, possible = orderings_reached(frame, benchmark)
-            rows.append({"variant": name, "benchmark": benchmark,
-                         "n_configs": len(score_matrix(frame, benchmark).dropna()),
-                         "rho_flip_max": rho_max.get(benchmark, math.nan),
-                         "orderings_reached": reached, "orderings_possible": possible})
+            rows.append(
+                {
+                    "variant": name,
+                    "benchmark": benchmark,
+                    "n_configs": len(score_matrix(frame, benchmark).dropna()),
+                    "rho_flip_max": rho_max.get(benchmark, math.nan),
+                    "orderings_reached": reached,
+                    "orderings_possible": possible,
+                }
+            )
     return pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
 
 
@@ -103,8 +114,15 @@ def kendall_tau(cells: pd.DataFrame) -> pd.DataFrame:
             if key not in taus:
                 taus[key] = float(stats.kendalltau(*key).statistic)
             values.append(taus[key])
-        rows.append({"benchmark": benchmark, "n_configs": len(ranks), "n_undefined": len(ranks) - len(defined),
-                     "n_pairs": len(values), "mean_tau": float(np.mean(values)) if values else math.nan})
+        rows.append(
+            {
+                "benchmark": benchmark,
+                "n_configs": len(ranks),
+                "n_undefined": len(ranks) - len(defined),
+                "n_pairs": len(values),
+                "mean_tau": float(np.mean(values)) if values else math.nan,
+            }
+        )
     return pd.DataFrame(rows, columns=TAU_COLUMNS)
 
 
@@ -139,15 +157,28 @@ def bootstrap_rho(cells: pd.DataFrame, n_boot: int = 1000, seed: int = 0, level:
         for members in groups.values():
             sample = signs[np.ix_(members, scored[members[0]])]
             if sample.shape[1] >= 2:
-                result = stats.bootstrap((sample,), _rho_of_signs, n_resamples=n_boot, vectorized=True, axis=-1,
-                                         method="percentile", confidence_level=level, rng=rng)
+                result = stats.bootstrap(
+                    (sample,),
+                    _rho_of_signs,
+                    n_resamples=n_boot,
+                    vectorized=True,
+                    axis=-1,
+                    method="percentile",
+                    confidence_level=level,
+                    rng=rng,
+                )
                 low[members], high[members] = result.confidence_interval
             elif sample.shape[1] == 1:
                 low[members] = high[members] = _rho_of_signs(sample)
-        bounds += [{"benchmark": benchmark, "model_a": a, "model_b": b, "low": float(lo), "high": float(hi)}
-                   for (a, b), lo, hi in zip(pairs, low, high)]
-    out = point.merge(pd.DataFrame(bounds, columns=["benchmark", "model_a", "model_b", "low", "high"]),
-                      on=["benchmark", "model_a", "model_b"], how="left")
+        bounds += [
+            {"benchmark": benchmark, "model_a": a, "model_b": b, "low": float(lo), "high": float(hi)}
+            for (a, b), lo, hi in zip(pairs, low, high)
+        ]
+    out = point.merge(
+        pd.DataFrame(bounds, columns=["benchmark", "model_a", "model_b", "low", "high"]),
+        on=["benchmark", "model_a", "model_b"],
+        how="left",
+    )
     out["n_boot"] = n_boot
     return out[BOOT_COLUMNS]
 
@@ -158,5 +189,38 @@ def subenvelope(cells: pd.DataFrame, config_ids: list[str]) -> dict[str, pd.Data
     rho_flip table of the subset with ``proposition1`` columns). Ids absent from a benchmark simply
     do not count; n_configs says how many were found."""
     subset = cells[cells["config_id"].isin(list(config_ids))]
-    return {"summary": variant_summary({"subenvelope": subset}),
-            "rho": proposition1(rho_flip_table(subset))[[*RHO_COLUMNS, "d1", "d2", "saturated"]]}
+    return {
+        "summary": variant_summary({"subenvelope": subset}),
+        "rho": proposition1(rho_flip_table(subset))[[*RHO_COLUMNS, "d1", "d2", "saturated"]],
+    }
+
+
+# ------------------------------------------------------------------ the suite's entries (safetyrepro.analysis.suite)
+def proposition1_table(inputs: Inputs) -> pd.DataFrame:
+    return proposition1(rho_flip_table(inputs.cells))
+
+
+def tiers_table(inputs: Inputs) -> pd.DataFrame:
+    return variant_summary(envelope_variants(inputs.cells, inputs.settings.envelope.stress_values()))
+
+
+def scoring_paths_table(inputs: Inputs) -> pd.DataFrame:
+    return variant_summary(scoring_slices(inputs.cells))
+
+
+def parse_clean_table(inputs: Inputs) -> pd.DataFrame:
+    return parse_clean(inputs.cells, inputs.settings.analysis.parse_threshold)
+
+
+def kendall_tau_table(inputs: Inputs) -> pd.DataFrame:
+    return kendall_tau(inputs.cells)
+
+
+def bootstrap_table(inputs: Inputs) -> pd.DataFrame:
+    options = inputs.settings.analysis.bootstrap
+    return bootstrap_rho(inputs.cells, n_boot=options.resamples, seed=options.seed, level=options.level)
+
+
+def conservative_core_table(inputs: Inputs) -> pd.DataFrame:
+    result = subenvelope(inputs.cells, list(inputs.settings.analysis.conservative_core))
+    return stack_named(result, "table") if isinstance(result, dict) else result

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Sequence
+from collections.abc import Sequence
 
 from ..envelope import Decoding
 
@@ -22,12 +22,12 @@ class Backend(ABC):
     prompt_format: str
 
     @abstractmethod
-    def generate(self, prompts: Sequence[str], decoding: Decoding, seed: int,
-                 stop: Sequence[str] = ()) -> list[str]:
+    def generate(self, prompts: Sequence[str], decoding: Decoding, seed: int, stop: Sequence[str] = ()) -> list[str]:
         """One completion per prompt; the text is cut at the first stop string."""
 
-    def generate_seeds(self, prompts: Sequence[str], decoding: Decoding, seeds: Sequence[int],
-                       stop: Sequence[str] = ()) -> dict[int, list[str]]:
+    def generate_seeds(
+        self, prompts: Sequence[str], decoding: Decoding, seeds: Sequence[int], stop: Sequence[str] = ()
+    ) -> dict[int, list[str]]:
         """Completions for every seed of a cell; backends that batch seeds together override this."""
         return {seed: self.generate(prompts, decoding, seed, stop) for seed in seeds}
 

@@ -6,8 +6,8 @@ import copy
 import logging
 import math
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import torch
 from transformers import LogitsProcessor, LogitsProcessorList, StoppingCriteria, StoppingCriteriaList
@@ -30,7 +30,7 @@ class _StopStrings(StoppingCriteria):
         self.window = max(len(s) for s in stop) + 8
 
     def __call__(self, input_ids: torch.Tensor, scores, **kwargs) -> torch.Tensor:
-        tails = self.tokenizer.batch_decode(input_ids[:, max(self.start, input_ids.shape[1] - self.window):])
+        tails = self.tokenizer.batch_decode(input_ids[:, max(self.start, input_ids.shape[1] - self.window) :])
         return torch.tensor([any(s in tail for s in self.stop) for tail in tails], device=input_ids.device)
 
 
@@ -74,11 +74,16 @@ class HFBackend(Backend):
             self.tokenizer = AutoTokenizer.from_pretrained(spec.path, **options)
             quantization = None
             if spec.precision == "nf4":
-                quantization = BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4",
-                                                  bnb_4bit_compute_dtype=DTYPES["nf4"])
+                quantization = BitsAndBytesConfig(
+                    load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_compute_dtype=DTYPES["nf4"]
+                )
             self.model = AutoModelForCausalLM.from_pretrained(
-                spec.path, dtype=DTYPES[spec.precision], quantization_config=quantization,
-                device_map=self.device, **options).eval()
+                spec.path,
+                dtype=DTYPES[spec.precision],
+                quantization_config=quantization,
+                device_map=self.device,
+                **options,
+            ).eval()
         except (OSError, ValueError, ImportError) as exc:
             raise ModelLoadError(f"model '{spec.name}': cannot load {spec.path}: {exc}") from exc
         self.load_seconds = time.perf_counter() - started
@@ -89,40 +94,57 @@ class HFBackend(Backend):
         if spec.chat_template == "on" and not has_template:
             raise ModelLoadError(f"model '{spec.name}': chat_template is 'on' but the tokenizer has none")
         self.prompt_format = "chat" if has_template and spec.chat_template != "off" else "plain"
-        log.info("loaded model %s (%s, %s, %s prompts) in %.1f s", spec.name, spec.precision, self.device,
-                 self.prompt_format, self.load_seconds)
+        log.info(
+            "loaded model %s (%s, %s, %s prompts) in %.1f s",
+            spec.name,
+            spec.precision,
+            self.device,
+            self.prompt_format,
+            self.load_seconds,
+        )
 
     def encode_prompt(self, prompt: str) -> list[int]:
         """Token ids of a prompt: the chat template's user turn, or plain text with BOS."""
         if self.prompt_format == "chat":
-            text = self.tokenizer.apply_chat_template([{"role": "user", "content": prompt}], tokenize=False,
-                                                      add_generation_prompt=True)
+            text = self.tokenizer.apply_chat_template(
+                [{"role": "user", "content": prompt}], tokenize=False, add_generation_prompt=True
+            )
             return self.tokenizer(text, add_special_tokens=False).input_ids
         return self.tokenizer(prompt).input_ids
 
     def _batches(self, sequences: list[list[int]]):
         order = sorted(range(len(sequences)), key=lambda i: -len(sequences[i]))
         for start in range(0, len(order), self.batch_size):
-            yield order[start: start + self.batch_size]
+            yield order[start : start + self.batch_size]
 
     @torch.inference_mode()
-    def generate(self, prompts: Sequence[str], decoding: Decoding, seed: int,
-                 stop: Sequence[str] = ()) -> list[str]:
+    def generate(self, prompts: Sequence[str], decoding: Decoding, seed: int, stop: Sequence[str] = ()) -> list[str]:
         encoded = [self.encode_prompt(p)[-MAX_LENGTH:] for p in prompts]
         outputs: list[str] = [""] * len(prompts)
         sampling = {"do_sample": False, "temperature": None, "top_p": None, "top_k": None}
         if not decoding.greedy:
-            sampling = {"do_sample": True, "temperature": 1.0, "top_p": 1.0, "top_k": 0, "logits_processor":
-                        LogitsProcessorList([_TemperatureTopP(decoding.temperature, decoding.top_p)])}
+            sampling = {
+                "do_sample": True,
+                "temperature": 1.0,
+                "top_p": 1.0,
+                "top_k": 0,
+                "logits_processor": LogitsProcessorList([_TemperatureTopP(decoding.temperature, decoding.top_p)]),
+            }
         torch.manual_seed(seed)
         started, done, new_tokens = time.perf_counter(), 0, 0
         for batch in self._batches(encoded):
             padded = self.tokenizer.pad({"input_ids": [encoded[i] for i in batch]}, return_tensors="pt").to(self.device)
-            criteria = StoppingCriteriaList([_StopStrings(self.tokenizer, stop, padded["input_ids"].shape[1])] if stop else [])
+            criteria = StoppingCriteriaList(
+                [_StopStrings(self.tokenizer, stop, padded["input_ids"].shape[1])] if stop else []
+            )
             generated = self.model.generate(
-                **padded, max_new_tokens=decoding.max_new_tokens, pad_token_id=self.tokenizer.pad_token_id,
-                stopping_criteria=criteria, **sampling)
-            fresh = generated[:, padded["input_ids"].shape[1]:]
+                **padded,
+                max_new_tokens=decoding.max_new_tokens,
+                pad_token_id=self.tokenizer.pad_token_id,
+                stopping_criteria=criteria,
+                **sampling,
+            )
+            fresh = generated[:, padded["input_ids"].shape[1] :]
             for row, index in enumerate(batch):
                 tokens = fresh[row][fresh[row] != self.tokenizer.pad_token_id]
                 new_tokens += len(tokens)
@@ -175,7 +197,7 @@ class HFBackend(Backend):
         first = torch.log_softmax(out.logits[0, -1].float(), dim=-1).cpu()
         scores = []
         for start in range(0, len(targets), self.batch_size):
-            chunk = targets[start: start + self.batch_size]
+            chunk = targets[start : start + self.batch_size]
             cache = copy.deepcopy(out.cache)
             cache.batch_repeat_interleave(len(chunk))
             width = max(len(t) for t in chunk) - 1  # each target's tokens but the last predict the next ones
@@ -184,10 +206,14 @@ class HFBackend(Backend):
             mask[:, : len(context)] = 1
             for row, target in enumerate(chunk):
                 ids[row, : len(target) - 1] = torch.tensor(target[:-1])
-                mask[row, len(context): len(context) + len(target) - 1] = 1
+                mask[row, len(context) : len(context) + len(target) - 1] = 1
             positions = (len(context) + torch.arange(width)).expand(len(chunk), width)
-            logits = self.model(input_ids=ids.to(self.device), attention_mask=mask.to(self.device),
-                                position_ids=positions.to(self.device), cache=cache).logits
+            logits = self.model(
+                input_ids=ids.to(self.device),
+                attention_mask=mask.to(self.device),
+                position_ids=positions.to(self.device),
+                cache=cache,
+            ).logits
             logprobs = torch.log_softmax(logits.float(), dim=-1).cpu()
             for row, target in enumerate(chunk):
                 rest = logprobs[row, torch.arange(len(target) - 1), torch.tensor(target[1:])].sum()
@@ -201,9 +227,13 @@ class HFBackend(Backend):
         ids = torch.full((len(sequences), width), self.tokenizer.pad_token_id)
         mask = torch.zeros((len(sequences), width), dtype=torch.long)
         for row, seq in enumerate(sequences):
-            ids[row, width - len(seq):] = torch.tensor(seq)
-            mask[row, width - len(seq):] = 1
+            ids[row, width - len(seq) :] = torch.tensor(seq)
+            mask[row, width - len(seq) :] = 1
         positions = (mask.cumsum(-1) - 1).clamp(min=0)
-        logits = self.model(input_ids=ids.to(self.device), attention_mask=mask.to(self.device),
-                            position_ids=positions.to(self.device), logits_to_keep=1).logits
+        logits = self.model(
+            input_ids=ids.to(self.device),
+            attention_mask=mask.to(self.device),
+            position_ids=positions.to(self.device),
+            logits_to_keep=1,
+        ).logits
         return [torch.log_softmax(logits[row, -1].float(), dim=-1).cpu() for row in range(len(sequences))]

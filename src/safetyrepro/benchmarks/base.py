@@ -6,9 +6,10 @@ import json
 import random
 import re
 from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -84,6 +85,21 @@ class Benchmark(ABC):
         """The answer shown after a few-shot example: the gold label, or its logprob candidate."""
         return item.candidates[item.gold].strip() if scoring == "logprob" else item.gold
 
+    def item_set(self, data_dir: Path, n_items: int, pool_size: int, seed: int, where: str) -> ItemSet:
+        """Load the data and draw the fixed evaluated items and the disjoint few-shot pool."""
+        evaluated, pool = draw_subset(self.load(data_dir), n_items, pool_size, seed, where)
+        make = lambda rows: [self.make_item(row, seed) for row in rows.to_dict("records")]  # noqa: E731
+        return ItemSet(self, make(evaluated), make(pool))
+
+
+@dataclass
+class ItemSet:
+    """A benchmark's fixed evaluated items and its disjoint few-shot pool."""
+
+    benchmark: Benchmark
+    items: list[Item]
+    pool: list[Item]
+
 
 def read_csv(path: Path, columns: Sequence[str]) -> pd.DataFrame:
     """Read a benchmark CSV, failing with the file (and row) when it is missing or malformed."""
@@ -132,16 +148,19 @@ def _require(frame: pd.DataFrame, columns: Sequence[str], path: Path, row_names:
         raise DataError(f"{path}, {row_names[row]}: empty value in column '{columns[column]}'")
 
 
-def draw_subset(frame: pd.DataFrame, n_items: int, pool_size: int, seed: int, where: str
-                ) -> tuple[pd.DataFrame, pd.DataFrame]:
+def draw_subset(
+    frame: pd.DataFrame, n_items: int, pool_size: int, seed: int, where: str
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Stratified fixed subset of `n_items` plus a disjoint few-shot pool of `pool_size` items.
 
     Each stratum gets a share proportional to its size (largest-remainder rounding); the pool is
     drawn the same way from what is left.
     """
     if n_items + pool_size > len(frame):
-        raise DataError(f"{where}: {n_items} items + {pool_size} few-shot pool requested, "
-                        f"but the benchmark has only {len(frame)} items")
+        raise DataError(
+            f"{where}: {n_items} items + {pool_size} few-shot pool requested, "
+            f"but the benchmark has only {len(frame)} items"
+        )
     evaluated = _stratified(frame, n_items, seed)
     rest = frame.drop(evaluated.index)
     pool = _stratified(rest, pool_size, seed + 1) if pool_size else rest.iloc[:0]
@@ -154,8 +173,9 @@ def _stratified(frame: pd.DataFrame, n: int, seed: int) -> pd.DataFrame:
     counts = np.floor(quota).astype(int)
     remainder = (quota - counts).sort_values(ascending=False, kind="stable")
     counts[remainder.index[: n - counts.sum()]] += 1
-    parts = [group.sample(n=counts[name], random_state=seed) for name, group in frame.groupby("stratum")
-             if counts[name]]
+    parts = [
+        group.sample(n=counts[name], random_state=seed) for name, group in frame.groupby("stratum") if counts[name]
+    ]
     return pd.concat(parts).sort_index()
 
 

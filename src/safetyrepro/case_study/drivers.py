@@ -11,21 +11,25 @@ import json
 import os
 import string
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 
 import yaml
 
 from ..backends.hf import HFBackend
-from ..benchmarks import BENCHMARKS
+from ..benchmarks import BENCHMARKS, ItemSet
+from ..cell import run_cell
 from ..config import ModelSpec
 from ..envelope import Envelope
-from ..scoring import ItemSet, run_cell
 from .items import CaseItem
 
-OFFLINE = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
-           "HF_HUB_DISABLE_TELEMETRY": "1"}
+OFFLINE = {
+    "HF_HUB_OFFLINE": "1",
+    "HF_DATASETS_OFFLINE": "1",
+    "TRANSFORMERS_OFFLINE": "1",
+    "HF_HUB_DISABLE_TELEMETRY": "1",
+}
 TORCH_DTYPES = {"fp32": "float32", "bf16": "bfloat16"}
 # lm-eval's own task definitions that the case study reruns over our items (shipped in its wheel).
 LM_EVAL_BUILTIN = {"truthfulqa": "truthfulqa/truthfulqa_mc1.yaml", "bbq": "bbq/bbq_multiple_choice.yaml"}
@@ -68,13 +72,15 @@ def load_ours(spec: ModelSpec, batch_size: int) -> HFBackend:
     return HFBackend(spec, batch_size=batch_size, device="cpu")
 
 
-def run_ours_anchor(backend: HFBackend, envelope: Envelope, benchmark: str, items: Sequence[CaseItem],
-                    config_id: str) -> PackageRun:
+def run_ours_anchor(
+    backend: HFBackend, envelope: Envelope, benchmark: str, items: Sequence[CaseItem], config_id: str
+) -> PackageRun:
     """Our pipeline's cell for `config_id` (e.g. T1-greedy-0shot-logprob) over the items."""
     config = next(c for c in envelope.configs(benchmark) if c.config_id == config_id)
     started = time.perf_counter()
-    frame, _ = run_cell(backend.name, backend, backend, ItemSet(BENCHMARKS[benchmark], [c.item for c in items], []),
-                        envelope, config)
+    frame, _ = run_cell(
+        backend.name, backend, backend, ItemSet(BENCHMARKS[benchmark], [c.item for c in items], []), envelope, config
+    )
     picks = [Pick(r.item_id, r.label, bool(r.correct)) for r in frame.itertuples()]
     return PackageRun(picks, time.perf_counter() - started)
 
@@ -84,8 +90,9 @@ def render_parity_prompt(template: str, item: CaseItem) -> str:
     return template.format(question=item.question)
 
 
-def full_answer_logliks(backend: HFBackend, template: str, delimiter: str,
-                        items: Sequence[CaseItem]) -> list[list[float]]:
+def full_answer_logliks(
+    backend: HFBackend, template: str, delimiter: str, items: Sequence[CaseItem]
+) -> list[list[float]]:
     """Our logprob path on full answers: per item, the summed log-likelihood of each option text
     (delimiter + text) after the parity prompt."""
     prompts = [render_parity_prompt(template, item) for item in items]
@@ -108,6 +115,7 @@ def _pick_index(item: CaseItem, scores: Sequence[float]) -> Pick:
 
 
 # --- lm-evaluation-harness ---------------------------------------------------------------------
+
 
 def parity_doc_to_text(template: str) -> str:
     """Our parity template (str.format syntax, one {question}) as an lm-eval Jinja prompt: its
@@ -137,13 +145,26 @@ def write_parity_task(task_dir: Path, name: str, template: str, delimiter: str, 
     """Generate an lm-eval multiple-choice task over the items with our parity template: options in
     the items' letter order, the gold option's index as target, `delimiter` before each option."""
     data = task_dir / f"{name}.jsonl"
-    _write_jsonl([{"item_id": i.item.item_id, "question": i.question, "choices": list(i.options),
-                   "gold": i.gold_index} for i in items], data)
-    task = {"task": name, "dataset_path": "json", "dataset_name": None,
-            "dataset_kwargs": {"data_files": {"test": str(data.resolve())}}, "test_split": "test",
-            "output_type": "multiple_choice", "doc_to_text": parity_doc_to_text(template),
-            "doc_to_choice": "choices", "doc_to_target": "gold", "target_delimiter": delimiter,
-            "metric_list": [{"metric": "acc", "aggregation": "mean", "higher_is_better": True}]}
+    _write_jsonl(
+        [
+            {"item_id": i.item.item_id, "question": i.question, "choices": list(i.options), "gold": i.gold_index}
+            for i in items
+        ],
+        data,
+    )
+    task = {
+        "task": name,
+        "dataset_path": "json",
+        "dataset_name": None,
+        "dataset_kwargs": {"data_files": {"test": str(data.resolve())}},
+        "test_split": "test",
+        "output_type": "multiple_choice",
+        "doc_to_text": parity_doc_to_text(template),
+        "doc_to_choice": "choices",
+        "doc_to_target": "gold",
+        "target_delimiter": delimiter,
+        "metric_list": [{"metric": "acc", "aggregation": "mean", "higher_is_better": True}],
+    }
     (task_dir / f"{name}.yaml").write_text(yaml.safe_dump(task, sort_keys=False))
     return name
 
@@ -151,8 +172,11 @@ def write_parity_task(task_dir: Path, name: str, template: str, delimiter: str, 
 def _builtin_record(benchmark: str, item: CaseItem) -> dict:
     if benchmark == "truthfulqa":  # the hub's multiple_choice layout: the best answer first
         options = [item.options[item.gold_index]] + [o for k, o in enumerate(item.options) if k != item.gold_index]
-        return {"item_id": item.item.item_id, "question": item.question,
-                "mc1_targets": {"choices": options, "labels": [1] + [0] * (len(options) - 1)}}
+        return {
+            "item_id": item.item.item_id,
+            "question": item.question,
+            "mc1_targets": {"choices": options, "labels": [1] + [0] * (len(options) - 1)},
+        }
     return {"item_id": item.item.item_id, **{k: v for k, v in item.record.items() if k not in ("item_id", "stratum")}}
 
 
@@ -167,8 +191,15 @@ def write_builtin_task(task_dir: Path, benchmark: str, items: Sequence[CaseItem]
     builtin = Path(lm_eval.__file__).parent / "tasks" / LM_EVAL_BUILTIN[benchmark]
     split = "validation_split" if benchmark == "truthfulqa" else "test_split"
     split_name = split.removesuffix("_split")
-    task = {"include": str(builtin), "task": name, "tag": [], "dataset_path": "json", "dataset_name": None,
-            "dataset_kwargs": {"data_files": {split_name: str(data.resolve())}}, split: split_name}
+    task = {
+        "include": str(builtin),
+        "task": name,
+        "tag": [],
+        "dataset_path": "json",
+        "dataset_name": None,
+        "dataset_kwargs": {"data_files": {split_name: str(data.resolve())}},
+        split: split_name,
+    }
     (task_dir / f"{name}.yaml").write_text(yaml.safe_dump(task, sort_keys=False))
     return name
 
@@ -189,8 +220,9 @@ def run_lm_eval(model, task_dir: Path, names: Sequence[str]) -> dict[str, list[d
     from lm_eval.tasks import TaskManager
 
     manager = TaskManager(include_path=str(task_dir), include_defaults=False)
-    out = simple_evaluate(model=model, tasks=list(names), task_manager=manager, num_fewshot=0, log_samples=True,
-                          apply_chat_template=False)
+    out = simple_evaluate(
+        model=model, tasks=list(names), task_manager=manager, num_fewshot=0, log_samples=True, apply_chat_template=False
+    )
     return {name: sorted(out["samples"][name], key=lambda s: s["doc_id"]) for name in names}
 
 
@@ -225,8 +257,10 @@ def lm_eval_picks(samples: Sequence[dict], items: Sequence[CaseItem], builtin: b
 
 # --- Inspect AI --------------------------------------------------------------------------------
 
-def run_inspect(model_path: str, precision: str, batch_size: int, max_tokens: int, items: Sequence[CaseItem],
-                log_dir: Path) -> PackageRun:
+
+def run_inspect(
+    model_path: str, precision: str, batch_size: int, max_tokens: int, items: Sequence[CaseItem], log_dir: Path
+) -> PackageRun:
     """Inspect AI's multiple_choice solver and choice scorer on the items (options in the items'
     letter order, not shuffled), through its HF provider, greedy."""
     go_offline()
@@ -240,8 +274,14 @@ def run_inspect(model_path: str, precision: str, batch_size: int, max_tokens: in
 
     samples = [Sample(input=i.question, choices=list(i.options), target=i.item.gold, id=i.item.item_id) for i in items]
     # the model's name is its directory, so nothing is looked up on a hub
-    model = get_model(f"hf/{Path(model_path).resolve()}", device="cpu", dtype=getattr(torch, TORCH_DTYPES[precision]),
-                      do_sample=False, batch_size=batch_size, config=GenerateConfig(max_tokens=max_tokens))
+    model = get_model(
+        f"hf/{Path(model_path).resolve()}",
+        device="cpu",
+        dtype=getattr(torch, TORCH_DTYPES[precision]),
+        do_sample=False,
+        batch_size=batch_size,
+        config=GenerateConfig(max_tokens=max_tokens),
+    )
     task = Task(dataset=MemoryDataset(samples), solver=multiple_choice(), scorer=choice())
     started = time.perf_counter()
     log = inspect_eval(task, model=model, log_dir=str(log_dir), display="none", max_tokens=max_tokens)[0]
@@ -249,6 +289,7 @@ def run_inspect(model_path: str, precision: str, batch_size: int, max_tokens: in
     if log.status != "success":
         raise RuntimeError(f"Inspect AI eval failed: {log.status}: {log.error}")
     scores = {sample.id: sample.scores["choice"] for sample in log.samples}
-    picks = [Pick(i.item.item_id, scores[i.item.item_id].answer or "", scores[i.item.item_id].value == "C")
-             for i in items]
+    picks = [
+        Pick(i.item.item_id, scores[i.item.item_id].answer or "", scores[i.item.item_id].value == "C") for i in items
+    ]
     return PackageRun(picks, seconds)

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from ..benchmarks import BENCHMARKS, Item, draw_subset
 from ..config import Settings
@@ -42,8 +43,7 @@ def case_items(settings: Settings, benchmark: str, n_items: int) -> list[CaseIte
     grid, so with equal counts the grid's items and these are the same)."""
     bench = BENCHMARKS[benchmark]
     frame = bench.load(settings.data_dir)
-    evaluated, _ = draw_subset(frame, n_items, settings.fewshot_pool, settings.subset_seed,
-                               where="case_study.n_items")
+    evaluated, _ = draw_subset(frame, n_items, settings.fewshot_pool, settings.subset_seed, where="case_study.n_items")
     out = []
     for row in evaluated.to_dict("records"):
         item = bench.make_item(row, settings.subset_seed)

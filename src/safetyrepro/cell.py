@@ -1,0 +1,99 @@
+"""Running one grid cell: render its prompts, query the backend, extract labels, score."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import pandas as pd
+
+from .benchmarks.base import UNPARSED
+from .prompts import render_prompt
+
+if TYPE_CHECKING:
+    from .backends.base import Backend
+    from .benchmarks.base import Benchmark, Item, ItemSet
+    from .envelope import Config, Envelope
+
+ITEM_COLUMNS = [
+    "model",
+    "benchmark",
+    "config_id",
+    "item_id",
+    "stratum",
+    "seed",
+    "prompt_id",
+    "prompt",
+    "response",
+    "logliks",
+    "label",
+    "parsed",
+    "correct",
+    "prompt_format",
+]
+
+
+def run_cell(
+    model: str, generator: Backend | None, scorer: Backend | None, data: ItemSet, envelope: Envelope, config: Config
+) -> tuple[pd.DataFrame, dict]:
+    """Run one cell: one row per item x seed, plus the cell summary (score = mean over seeds)."""
+    benchmark, items = data.benchmark, data.items
+    shots = data.pool[: envelope.shot_count(config)]
+    prompts = [render_prompt(envelope, config, benchmark, item, shots) for item in items]
+    rows = []
+    if config.scoring == "logprob":
+        requests = [(prompt, text) for prompt, item in zip(prompts, items) for text in item.candidates.values()]
+        scores = iter(scorer.loglikelihood(requests))
+        backend = scorer
+        for prompt, item in zip(prompts, items):
+            logliks = {label: next(scores) for label in item.candidates}
+            rows.append((item, envelope.seeds[0], prompt, None, json.dumps(logliks), benchmark.choose(logliks, item)))
+    else:
+        backend = generator
+        decoding = envelope.decoding(config)
+        completions = generator.generate_seeds(
+            prompts, decoding, envelope.seeds_for(config), envelope.stop_strings(config)
+        )
+        for seed, responses in completions.items():
+            for prompt, item, response in zip(prompts, items, responses):
+                rows.append((item, seed, prompt, response, None, benchmark.extract(response, item)))
+    frame = pd.DataFrame(
+        [
+            {
+                "model": model,
+                "benchmark": benchmark.name,
+                "config_id": config.config_id,
+                "item_id": item.item_id,
+                "stratum": item.stratum,
+                "seed": seed,
+                "prompt_id": hashlib.sha256(prompt.encode()).hexdigest()[:16],
+                "prompt": prompt,
+                "response": response,
+                "logliks": logliks,
+                "label": label,
+                "parsed": label != UNPARSED,
+                "correct": benchmark.is_correct(label, item),
+                "prompt_format": backend.prompt_format,
+            }
+            for item, seed, prompt, response, logliks, label in rows
+        ],
+        columns=ITEM_COLUMNS,
+    )
+    summary = {"model": model, "benchmark": benchmark.name, **config.as_dict(), **summarise(frame, benchmark, items)}
+    return frame, summary
+
+
+def summarise(frame: pd.DataFrame, benchmark: Benchmark, items: Sequence[Item]) -> dict:
+    """Cell score (mean over seeds of per-seed accuracy), per-seed scores, parse rate, extras."""
+    per_seed = frame.groupby("seed")["correct"].mean()
+    return {
+        "score": float(per_seed.mean()),
+        "seed_scores": {int(k): float(v) for k, v in per_seed.items()},
+        "parse_rate": float(frame["parsed"].mean()),
+        "n_items": len(items),
+        "n_seeds": len(per_seed),
+        "prompt_format": frame["prompt_format"].iloc[0],
+        **benchmark.metrics(frame, {item.item_id: item for item in items}),
+    }

@@ -1,0 +1,169 @@
+"""What each job's outputs depend on, hashed: the settings it reads and the code that computes it.
+
+The workflow passes these digests as rule params, so Snakemake reruns a job when, and only when,
+something its outputs depend on changed (README "What reruns after a change"). A job's code is the
+closure, within this package, of the modules that compute it (imports needed only for type hints
+do not count), read as syntax trees: comments, docstrings and formatting do not count. Plumbing
+that does not change results (the CLI, the model server, config loading) is in no closure.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import json
+from functools import cache
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .config import ModelSpec, Settings
+    from .envelope import Config
+
+PACKAGE = __package__
+SOURCE_ROOT = Path(__file__).resolve().parent
+
+# The modules whose code decides each job's outputs (cells and analyses add theirs: see below).
+JOB_CODE: dict[str, tuple[str, ...]] = {
+    "build_embedded_model": ("models",),
+    "describe_model": ("models",),
+    "cell": ("cell", "envelope"),
+    "aggregate": ("aggregate",),
+    "rho_flip": ("analysis.flips", "report"),
+    "analysis": ("report",),
+    "summary": ("report",),
+    "provenance": ("provenance",),
+    "grid_card": ("grid_card",),
+    "figure": ("figures",),
+    "case_study": ("case_study",),
+}
+
+
+def _source_file(module: str) -> Path | None:
+    """The file of a package module ("safetyrepro.a.b"), or None for anything else."""
+    parts = module.split(".")
+    if parts[0] != PACKAGE:
+        return None
+    base = SOURCE_ROOT.joinpath(*parts[1:])
+    for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _is_type_checking(node: ast.stmt) -> bool:
+    """`if TYPE_CHECKING:` (or `typing.TYPE_CHECKING`): its body runs only under a type checker."""
+    test = node.test if isinstance(node, ast.If) else None
+    return isinstance(test, ast.Name | ast.Attribute) and ast.unparse(test).split(".")[-1] == "TYPE_CHECKING"
+
+
+@cache
+def imported_modules(module: str) -> tuple[str, ...]:
+    """The package modules `module` imports anywhere in its code, except under `if TYPE_CHECKING:`."""
+    path = _source_file(module)
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found: set[str] = set()
+
+    def visit(node: ast.AST) -> None:
+        for child in ast.iter_child_nodes(node):
+            if _is_type_checking(child):
+                for branch in child.orelse:
+                    visit(ast.Module(body=[branch], type_ignores=[]))
+                continue
+            if isinstance(child, ast.Import):
+                found.update(alias.name for alias in child.names)
+            elif isinstance(child, ast.ImportFrom):
+                anchor = package.rsplit(".", child.level - 1)[0] if child.level else ""
+                target = ".".join(part for part in (anchor, child.module or "") if part)
+                for alias in child.names:  # `from . import x` and `from .a import b` may name modules
+                    submodule = f"{target}.{alias.name}"
+                    found.add(submodule if _source_file(submodule) else target)
+            visit(child)
+
+    visit(ast.parse(path.read_text(encoding="utf-8")))
+    return tuple(sorted(name for name in found if _source_file(name) and name != module))
+
+
+def code_closure(*modules: str) -> list[str]:
+    """The modules given (relative to the package) and every package module they import, transitively."""
+    todo = [f"{PACKAGE}.{name}" for name in modules]
+    seen: set[str] = set()
+    while todo:
+        name = todo.pop()
+        if name not in seen:
+            seen.add(name)
+            todo.extend(imported_modules(name))
+    return sorted(seen)
+
+
+def _code_of(module: str) -> str:
+    """A module's code as its syntax tree without docstrings: comments, docstrings and formatting do not count."""
+    tree = ast.parse(_source_file(module).read_text(encoding="utf-8"))
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if (
+            isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+            and body
+            and isinstance(body[0], ast.Expr)
+            and isinstance(body[0].value, ast.Constant)
+            and isinstance(body[0].value.value, str)
+        ):
+            node.body = body[1:] or [ast.Pass()]
+    return ast.dump(tree)
+
+
+@cache
+def code_digest(*modules: str) -> str:
+    """SHA-256 over the code of `code_closure(*modules)` (module names included)."""
+    digest = hashlib.sha256()
+    for name in code_closure(*modules):
+        digest.update(name.encode() + b"\0" + _code_of(name).encode() + b"\0")
+    return digest.hexdigest()
+
+
+def cell_modules(settings: Settings, benchmark: str, config: Config) -> tuple[str, ...]:
+    """A cell's code: its benchmark, the backend serving its scoring path, prompt rendering and the cell runner."""
+    from .backends import BACKENDS
+    from .benchmarks import BENCHMARKS
+
+    backend = BACKENDS[settings.backend.serving(config.scoring)].partition(":")[0]
+    module = type(BENCHMARKS[benchmark]).__module__
+    return (*JOB_CODE["cell"], module.removeprefix(f"{PACKAGE}."), backend.removeprefix(f"{PACKAGE}."))
+
+
+def backend_modules(settings: Settings) -> tuple[str, ...]:
+    """The modules of the backends a model server loads."""
+    from .backends import BACKENDS
+
+    return tuple(
+        sorted(
+            {BACKENDS[kind].partition(":")[0].removeprefix(f"{PACKAGE}.") for kind in settings.backend.kinds().values()}
+        )
+    )
+
+
+def analysis_modules(name: str) -> tuple[str, ...]:
+    """An analysis job's code: the module of its function and the Markdown rendering."""
+    from .analysis.suite import ANALYSES
+
+    return (*JOB_CODE["analysis"], ANALYSES[name].module.removeprefix(f"{PACKAGE}."))
+
+
+def cell_fingerprint(settings: Settings, spec: ModelSpec, benchmark: str, config: Config) -> str:
+    """Everything a cell's result depends on, hashed; a change reruns exactly the affected cells."""
+    envelope, backend = settings.envelope, settings.backend
+    params = {
+        "model": vars(spec),
+        "backend": backend.serving(config.scoring),
+        "n_items": settings.n_items[benchmark],
+        "subset_seed": settings.subset_seed,
+        "fewshot_pool": settings.fewshot_pool,
+        "config": config.as_dict(),
+        "values": {axis: envelope.axes[axis][getattr(config, axis)] for axis in envelope.axes},
+        "seeds": envelope.seeds_for(config),
+        "decoding": vars(envelope.decoding(config)),
+        "stop": envelope.stop_strings(config),
+        "shot_format": envelope.shot_format,
+        "code": code_digest(*cell_modules(settings, benchmark, config)),
+    }
+    return hashlib.sha256(json.dumps(params, sort_keys=True).encode()).hexdigest()

@@ -1,0 +1,53 @@
+"""What a run will do, in numbers: printed by `safetyrepro check`, `safetyrepro envelope` and the Snakefile."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .config import Settings
+
+
+def grid_plan(settings: Settings) -> dict[str, Any]:
+    """Cells, generation runs, token budgets and backends of the run the settings describe."""
+    envelope, cells = settings.envelope, settings.cells()
+    budgets = Counter(envelope.decoding(c).max_new_tokens for _, _, c in cells if c.scoring == "freeform")
+    return {
+        "config": list(settings.layers),
+        "models": [m.name for m in settings.models],
+        "benchmarks": settings.benchmarks,
+        "configs_per_benchmark": {b: len(settings.configs(b)) for b in settings.benchmarks},
+        "cells": len(cells),
+        "core_cells": sum(c.tier == "core" for _, _, c in cells),
+        "generation_runs": sum(len(envelope.seeds_for(c)) for _, _, c in cells),
+        "max_new_tokens": {int(tokens): count for tokens, count in sorted(budgets.items())},
+        "max_new_tokens_cap": envelope.token_cap,
+        "backend": {
+            **settings.backend.kinds(),
+            "device": settings.backend.device,
+            "batch_size": settings.backend.batch_size,
+        },
+        "data_dir": str(settings.data_dir),
+        "results_dir": str(settings.results_dir),
+        "envelope_sha256": envelope.digest(),
+    }
+
+
+def plan_lines(settings: Settings) -> list[str]:
+    """The plan as a few readable lines."""
+    plan = grid_plan(settings)
+    backend = plan["backend"]
+    budgets = ", ".join(f"{tokens} for {count} cells" for tokens, count in plan["max_new_tokens"].items()) or "none"
+    cap = plan["max_new_tokens_cap"]
+    return [
+        "config: " + "; ".join(plan["config"]),
+        f"grid: {len(plan['models'])} models x {len(plan['benchmarks'])} benchmarks = {plan['cells']} cells "
+        f"({plan['core_cells']} core), {plan['generation_runs']} generation runs",
+        "configs per benchmark: " + ", ".join(f"{b} {n}" for b, n in plan["configs_per_benchmark"].items()),
+        f"max new tokens (free-form cells): {budgets}"
+        + (f" (capped at {cap} by max_new_tokens_cap)" if cap is not None else " (no cap)"),
+        f"backend: generate {backend['generate']}, loglikelihood {backend['loglikelihood']}, "
+        f"device {backend['device']}, batch size {backend['batch_size']}",
+        f"data: {plan['data_dir']}/, results: {plan['results_dir']}/",
+    ]

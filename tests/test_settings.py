@@ -1,0 +1,264 @@
+"""The effective config: layers (complete configs and `extends:` overlays), overrides, schema defaults
+applied once, and the typed settings every consumer reads."""
+
+from __future__ import annotations
+
+import ast
+import copy
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from safetyrepro.config import (
+    ConfigError,
+    apply_defaults,
+    load_run_settings,
+    load_settings,
+    merge_layer,
+    schema,
+)
+from safetyrepro.tables import write_atomic, write_json, write_parquet, write_text
+
+REPO = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+
+
+def minimal(data_dir) -> dict:
+    return {
+        "data_dir": str(data_dir),
+        "models": [{"name": "a", "path": "org/a"}, {"name": "b", "path": "org/b"}],
+        "benchmarks": {"bbq": {"n_items": 5}},
+        "envelope": str(REPO / "config" / "envelope.yaml"),
+    }
+
+
+def write(path: Path, data) -> Path:
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def test_merge_layer_merges_mappings_replaces_the_rest_and_null_deletes():
+    base = {"backend": {"device": "cpu", "batch_size": 16}, "select_configs": ["x"], "keep": 1}
+    merged = merge_layer(base, {"backend": {"device": "cuda"}, "select_configs": None, "new": [1]})
+    assert merged == {"backend": {"device": "cuda", "batch_size": 16}, "keep": 1, "new": [1]}
+    assert base["backend"]["device"] == "cpu"  # the base is not changed
+
+
+def test_schema_defaults_are_filled_once_and_typed(data_dir):
+    settings = load_settings(minimal(data_dir))
+    document = settings.document
+    assert document["backend"] == {
+        "generate": "hf",
+        "loglikelihood": "hf",
+        "batch_size": 16,
+        "device": "auto",
+        "gpu_memory_utilization": 0.85,
+        "server": True,
+        "server_idle_seconds": 300,
+    }
+    assert document["analysis"]["bootstrap"] == {"resamples": 1000, "seed": 0, "level": 0.95}
+    assert document["models"][0] == {
+        "name": "a",
+        "path": "org/a",
+        "precision": "bf16",
+        "chat_template": "auto",
+        "trust_remote_code": False,
+    }
+    assert settings.backend.batch_size == 16 and settings.backend.threads is None
+    assert settings.analysis.bootstrap.resamples == 1000 and settings.analysis.conservative_core == ()
+    assert settings.subset_seed == 0 and settings.fewshot_pool == 20 and settings.partial_results is False
+    assert settings.case_study is None and settings.select_configs is None
+    # the effective config is a fixed point: what jobs read back is the same run
+    again = load_settings(copy.deepcopy(document))
+    assert again.document == document and again.backend == settings.backend
+
+
+def test_every_schema_default_reaches_the_effective_config(data_dir):
+    """Walk the schema: every property with a default appears in the effective config of a minimal file."""
+    document = load_settings(minimal(data_dir)).document
+
+    def defaults(node, path):
+        for key, sub in node.get("properties", {}).items():
+            if "default" in sub:
+                yield (*path, key)
+                yield from defaults(sub, (*path, key))
+
+    for path in defaults(schema("config"), ()):
+        value = document
+        for key in path:
+            assert key in value, ".".join(path)
+            value = value[key]
+
+
+def test_apply_defaults_fills_nested_arrays_and_maps():
+    node = {
+        "properties": {
+            "a": {"type": "object", "default": {}, "properties": {"b": {"default": 2}}},
+            "items": {"type": "array", "items": {"properties": {"c": {"default": 3}}}},
+        },
+        "additionalProperties": {"properties": {"d": {"default": 4}}},
+    }
+    instance = {"items": [{}, {"c": 9}], "other": {}}
+    apply_defaults(instance, node)
+    assert instance == {"a": {"b": 2}, "items": [{"c": 3}, {"c": 9}], "other": {"d": 4}}
+
+
+def test_an_overlay_names_its_base_and_changes_only_what_it_says(tmp_path, data_dir):
+    base = write(
+        tmp_path / "base.yaml",
+        {**minimal(data_dir), "backend": {"device": "cpu"}, "select_configs": ["T1-greedy-0shot-logprob"]},
+    )
+    overlay = write(
+        tmp_path / "overlay.yaml", {"extends": str(base), "backend": {"batch_size": 4}, "select_configs": None}
+    )
+    settings = load_settings(overlay)
+    assert settings.backend.device == "cpu" and settings.backend.batch_size == 4
+    assert settings.select_configs is None and len(settings.configs("bbq")) == 48
+    assert settings.layers == (f"{base} (complete config)", f"{overlay} (overlay on {base})")
+    assert "extends" not in settings.document
+
+
+def test_a_complete_config_is_taken_alone(tmp_path, data_dir):
+    """No key of any other file leaks in: the shipped default's demo settings stay out of a complete file."""
+    settings = load_settings(write(tmp_path / "mine.yaml", minimal(data_dir)))
+    assert settings.select_configs is None and settings.envelope.token_cap is None
+    assert settings.backend.device == "auto"
+
+
+@pytest.mark.parametrize(
+    "files, message",
+    [
+        (lambda d: [{"extends": "missing.yaml"}], "config file not found: missing.yaml"),
+        (lambda d: [{"extends": ""}], "extends: expected the path"),
+        (lambda d: [{"extends": 3}], "extends: expected the path"),
+        (lambda d: [{"extends": "1.yaml"}, {"extends": "0.yaml"}], "a cycle"),
+    ],
+)
+def test_bad_layers_are_named(files, message, tmp_path, data_dir, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    for index, content in enumerate(files(data_dir)):
+        write(tmp_path / f"{index}.yaml", content)
+    with pytest.raises(ConfigError, match=message):
+        load_settings("0.yaml")
+
+
+def test_one_config_file_per_run(tmp_path, data_dir):
+    first = write(tmp_path / "a.yaml", minimal(data_dir))
+    with pytest.raises(ConfigError, match="give one config file, not 2 .*write `extends: <base config>`"):
+        load_run_settings([first, first], {})
+
+
+def test_config_overrides_go_on_top_and_are_listed(tmp_path, data_dir):
+    path = write(tmp_path / "a.yaml", minimal(data_dir))
+    settings = load_run_settings([path], {"partial_results": True, "backend": {"batch_size": 2}})
+    assert settings.partial_results and settings.backend.batch_size == 2
+    assert settings.layers[-1] == "--config overrides of partial_results, backend"
+
+
+def test_the_default_config_applies_only_when_none_is_given(monkeypatch):
+    monkeypatch.chdir(REPO)
+    monkeypatch.delenv("SAFETYREPRO_DATA_DIR", raising=False)
+    assert load_run_settings([], {}).layers == ("config/config.yaml (complete config)",)
+
+
+def test_case_study_checks_run_with_all_other_checks(tmp_path, data_dir):
+    """`safetyrepro check` refuses a bad case_study section (it never looked at it before)."""
+    config = {
+        **minimal(data_dir),
+        "case_study": {
+            "enabled": True,
+            "model": "nope",
+            "n_items": 3,
+            "anchor_config": "T1-greedy-0shot-logprob",
+            "parity": {"template": "{question}"},
+        },
+    }
+    path = write(tmp_path / "c.yaml", config)
+    result = subprocess.run(
+        [str(BIN / "safetyrepro"), "check", "--configfile", str(path)], capture_output=True, text=True
+    )
+    assert result.returncode == 2
+    assert result.stderr == "safetyrepro: error: case_study.model: no model named 'nope' under `models`\n"
+
+
+def test_no_package_code_reads_the_config_document():
+    """Only config.py builds the typed settings from the document; everyone else reads typed fields."""
+    readers = []
+    for path in (REPO / "src" / "safetyrepro").rglob("*.py"):
+        if path.name == "config.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Attribute) and node.attr in ("document", "raw"):
+                readers.append(f"{path.relative_to(REPO)}:{node.lineno}")
+    assert readers == []
+
+
+@pytest.mark.parametrize("umask, mode", [(0o022, 0o644), (0o002, 0o664), (0o077, 0o600)])
+def test_written_files_get_the_mode_the_umask_gives(umask, mode, tmp_path):
+    import pandas as pd
+
+    previous = os.umask(umask)
+    try:
+        write_text("x", tmp_path / "a.md")
+        write_json({"a": 1}, tmp_path / "a.json")
+        write_parquet(pd.DataFrame({"a": [1]}), tmp_path / "a.parquet")
+        write_atomic(tmp_path / "a.bin", lambda tmp: tmp.write_bytes(b"x"))
+    finally:
+        os.umask(previous)
+    modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in tmp_path.iterdir()}
+    assert modes == {name: mode for name in ("a.md", "a.json", "a.parquet", "a.bin")}
+
+
+def test_check_names_the_missing_case_study_extra(monkeypatch, capsys):
+    """`make run` installs no case-study packages: `safetyrepro check` says so before any job."""
+    import importlib.util
+
+    from safetyrepro import cli
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "lm_eval" else real(name, *a))
+    monkeypatch.chdir(REPO)
+    assert cli.main(["check", "--configfile", "config/case_study.yaml"]) == 2
+    assert capsys.readouterr().err.startswith(
+        "safetyrepro: error: case_study: needs lm_eval, from the case-study extra"
+    )
+
+
+def test_an_empty_extends_is_an_error_not_a_complete_config(tmp_path, data_dir):
+    path = tmp_path / "overlay.yaml"
+    path.write_text("extends:\nbackend: {batch_size: 2}\n")
+    with pytest.raises(ConfigError, match="extends: expected the path"):
+        load_settings(path)
+
+
+def test_an_empty_config_path_is_not_the_default(tmp_path):
+    with pytest.raises(ConfigError, match="config file not found"):
+        load_settings("")
+
+
+def test_config_override_values_are_typed_as_in_a_file(tmp_path, data_dir):
+    """Snakemake hands nested `--config` values over as strings, and a deleted key to cluster jobs as 'None'."""
+    path = write(tmp_path / "a.yaml", {**minimal(data_dir), "select_configs": ["T1-greedy-0shot-logprob"]})
+    settings = load_run_settings(
+        [path], {"analysis": {"shap": "False", "bootstrap": {"resamples": "200"}}, "select_configs": "None"}
+    )
+    assert settings.analysis.shap is False and settings.analysis.bootstrap.resamples == 200
+    assert settings.select_configs is None
+
+
+def test_the_data_dir_variable_is_a_visible_layer(tmp_path, data_dir, monkeypatch):
+    monkeypatch.setenv("SAFETYREPRO_DATA_DIR", str(data_dir))
+    settings = load_settings({**minimal(data_dir), "data_dir": "elsewhere"})
+    assert settings.data_dir == Path(data_dir)
+    assert settings.layers[-1] == f"SAFETYREPRO_DATA_DIR={data_dir} (overrides data_dir)"
+
+
+def test_conservative_core_ids_must_exist(data_dir):
+    config = {**minimal(data_dir), "analysis": {"conservative_core": ["T1-greedy-0shot-freefrom"]}}
+    with pytest.raises(ConfigError, match="analysis.conservative_core: 'T1-greedy-0shot-freefrom' is not a valid"):
+        load_settings(config)

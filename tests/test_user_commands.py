@@ -1,0 +1,141 @@
+"""The README's commands, run as a user runs them: from the root of a copy of this working tree,
+with ../shared/data beside it, for every shipped config."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.e2e
+
+REPO = Path(__file__).resolve().parents[1]
+VENV_BIN = Path(sys.executable).parent
+# (config file or None for the default, cells, generation runs, token budgets line, device, extra jobs)
+SHIPPED = {
+    "config/paper.yaml": (612, 1764, "32 for 324 cells, 256 for 108 cells (no cap)", "cuda", {}),
+    None: (105, 201, "12 for 60 cells (capped at 12 by max_new_tokens_cap)", "cpu", {}),
+    "config/case_study.yaml": (
+        105,
+        201,
+        "12 for 60 cells (capped at 12 by max_new_tokens_cap)",
+        "cpu",
+        {"case_study": 1},
+    ),
+}
+
+
+@pytest.fixture(scope="module")
+def clone(tmp_path_factory, data_dir) -> Path:
+    """The working tree as `git clone` would give it (tracked and new, non-ignored files), with
+    shared/data beside it as on a developer's machine and in CI."""
+    root = tmp_path_factory.mktemp("user")
+    files = (
+        subprocess.run(
+            ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+            cwd=REPO,
+            capture_output=True,
+            check=True,
+        )
+        .stdout.decode()
+        .split("\0")
+    )
+    for name in filter(None, files):
+        source = REPO / name
+        if source.is_file():
+            (root / "repo" / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, root / "repo" / name, follow_symlinks=False)
+    (root / "shared").mkdir()
+    (root / "shared" / "data").symlink_to(data_dir)
+    return root / "repo"
+
+
+def run(clone: Path, *command: str) -> subprocess.CompletedProcess:
+    env = {key: value for key, value in os.environ.items() if key != "SAFETYREPRO_DATA_DIR"}
+    env["PATH"] = f"{VENV_BIN}{os.pathsep}{env['PATH']}"
+    return subprocess.run(command, cwd=clone, capture_output=True, text=True, env=env, timeout=600)
+
+
+def planned_jobs(stdout: str) -> dict[str, int]:
+    """The job table of a dry run: rule -> count."""
+    table = stdout.split("Job stats:", 1)[1].split("total", 1)[0]
+    return {m.group(1): int(m.group(2)) for m in re.finditer(r"^(\w+)\s+(\d+)$", table, re.MULTILINE)}
+
+
+def plan_lines(output: str) -> list[str]:
+    return [
+        line.removeprefix("safetyrepro: ")
+        for line in output.splitlines()
+        if re.match(r"(safetyrepro: )?(config|grid|configs per benchmark|max new tokens[^:]*|backend|data):", line)
+    ]
+
+
+@pytest.mark.parametrize("configfile", list(SHIPPED), ids=lambda c: c or "default")
+def test_dry_run_plans_exactly_what_the_config_says(clone, configfile):
+    cells, generation_runs, budgets, device, extra = SHIPPED[configfile]
+    args = ["--configfile", configfile] if configfile else []
+    dry = run(clone, "snakemake", "-n", *args)
+    assert dry.returncode == 0, dry.stderr[-3000:]
+    jobs = planned_jobs(dry.stdout)
+    assert jobs["cell"] == cells
+    for rule, count in extra.items():
+        assert jobs[rule] == count
+    assert "case_study" in jobs if "case_study" in extra else "case_study" not in jobs
+    lines = plan_lines(dry.stderr)
+    assert f"= {cells} cells" in lines[1] and f"{generation_runs} generation runs" in lines[1]
+    assert lines[3] == f"max new tokens (free-form cells): {budgets}"
+    assert f"device {device}," in lines[4]
+    layers = lines[0]
+    if configfile == "config/case_study.yaml":
+        assert layers == (
+            "config: config/config.yaml (complete config); config/case_study.yaml (overlay on config/config.yaml)"
+        )
+    else:
+        assert layers == f"config: {configfile or 'config/config.yaml'} (complete config)"
+
+    # `safetyrepro check` prints the same plan, and `make plan CONFIG=...` plans the same jobs
+    check = run(clone, "safetyrepro", "check", *args)
+    assert check.returncode == 0, check.stderr
+    assert plan_lines(check.stdout) == lines
+    make = run(
+        clone,
+        "make",
+        "plan",
+        f"VENV={VENV_BIN.parent}",
+        "-o",
+        f"{VENV_BIN.parent}/.installed-run",
+        *([f"CONFIG={configfile}"] if configfile else []),
+    )
+    assert make.returncode == 0, make.stderr[-3000:]
+    assert planned_jobs(make.stdout) == jobs and plan_lines(make.stderr) == lines
+    # and `make run` hands Snakemake the same config (nothing else)
+    dry_make = run(
+        clone, "make", "-n", "run", f"VENV={VENV_BIN.parent}", *([f"CONFIG={configfile}"] if configfile else [])
+    )
+    snakemake_line = next(line for line in dry_make.stdout.splitlines() if "bin/snakemake" in line)
+    assert re.findall(r"--configfile (\S+)", snakemake_line) == ([configfile] if configfile else [])
+
+
+def test_the_jobs_read_the_effective_config(clone):
+    """The config file each job is handed (named in its environment) is the checked, defaulted one."""
+    from safetyrepro.config import load_settings
+
+    assert run(clone, "snakemake", "-n", "--configfile", "config/paper.yaml").returncode == 0
+    written = sorted((clone / ".snakemake" / "safetyrepro").glob("run-config-*.yaml"))
+    paper = [path for path in written if "qwen2.5-7b-instruct" in path.read_text()]
+    assert len(paper) == 1
+    settings = load_settings(paper[0])
+    assert len(settings.cells()) == 612 and settings.envelope.token_cap is None
+    assert settings.backend.device == "cuda" and settings.select_configs is None
+    assert {settings.envelope.decoding(c).max_new_tokens for _, _, c in settings.cells() if c.template == "T4"} == {256}
+
+
+def test_two_config_files_are_refused_with_the_way_to_layer(clone):
+    result = run(clone, "snakemake", "-n", "--configfile", "config/config.yaml", "config/paper.yaml")
+    assert result.returncode != 0
+    assert "safetyrepro: error: give one config file, not 2" in result.stderr

@@ -41,7 +41,7 @@ CONFIG ?=
 SNAKEMAKE := PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/snakemake $(if $(CONFIG),--configfile $(CONFIG))
 
 plan: $(RUN_STAMP)
-	$(VENV)/bin/safetyrepro check $(if $(CONFIG),--configfile $(CONFIG))
+	$(VENV)/bin/safetyrepro check --plan $(if $(CONFIG),--configfile $(CONFIG))
 	$(SNAKEMAKE) --dry-run
 
 run: $(RUN_STAMP)

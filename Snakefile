@@ -17,6 +17,14 @@ include: "workflow/rules/report.smk"
 include: "workflow/rules/case_study.smk"
 
 
+# Before the first job of a real run (not a dry run): what the run needs of this machine.
+onstart:
+    try:
+        preflight(SETTINGS)
+    except ConfigError as error:
+        sys.exit(f"safetyrepro: error: {error}")
+
+
 onsuccess:
     stop_servers(SETTINGS)
 

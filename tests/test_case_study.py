@@ -29,7 +29,7 @@ def _settings(data_dir, study=None, **benchmarks):
         ],
         "benchmarks": benchmarks or {"truthfulqa": {"n_items": 5}, "bbq": {"n_items": 5}},
         "envelope": str(REPO / "config" / "envelope.yaml"),
-        "subset": {"seed": 7, "fewshot_pool": 4},
+        "subset": {"seed": 7, "fewshot_pool": 5},
     }
     if study is not None:
         raw["case_study"] = study

@@ -45,3 +45,37 @@ def test_parse_rejects_a_line_without_a_response():
     result = parse("bbq", '{"response": "A"}\n{"prompt": "x"}\n')
     assert result.returncode == 2
     assert result.stderr.strip() == "safetyrepro: error: stdin line 2: expected a JSON object with a 'response' field"
+
+
+@pytest.mark.parametrize(
+    "text, labels",
+    [
+        ('\ufeff{"response": "B"}\n', ["B"]),  # a byte-order mark at the start
+        ('{"response": "A"}\r\n{"response": "C"}\r\n', ["A", "C"]),  # Windows line ends
+        ('{"response": "A"}\r{"response": "C"}\r', ["A", "C"]),  # old Mac line ends
+        ('{"response": "\\ud800"}\n', ["unparsed"]),  # a lone surrogate: valid JSON, written back escaped
+    ],
+)
+def test_parse_takes_legitimate_oddities(text, labels):
+    result = parse("bbq", text)
+    assert result.returncode == 0, result.stderr
+    assert [json.loads(line)["label"] for line in result.stdout.splitlines()] == labels
+
+
+def test_provenance_diff_tells_nested_keys_from_dotted_ones(tmp_path):
+    (tmp_path / "a.json").write_text('{"a.b": 1}')
+    (tmp_path / "b.json").write_text('{"a": {"b": 1}}')
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "safetyrepro.cli",
+            "provenance-diff",
+            str(tmp_path / "a.json"),
+            str(tmp_path / "b.json"),
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 1
+    assert result.stdout.splitlines() == ["a.b: added (1)", '"a.b": removed (was 1)']

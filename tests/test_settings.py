@@ -262,3 +262,26 @@ def test_conservative_core_ids_must_exist(data_dir):
     config = {**minimal(data_dir), "analysis": {"conservative_core": ["T1-greedy-0shot-freefrom"]}}
     with pytest.raises(ConfigError, match="analysis.conservative_core: 'T1-greedy-0shot-freefrom' is not a valid"):
         load_settings(config)
+
+
+@pytest.mark.parametrize("written, meant", [("off", "off"), ("on", "on"), ('"off"', "off"), ("auto", "auto")])
+def test_chat_template_on_and_off_mean_what_they_say(written, meant, tmp_path, data_dir):
+    """YAML 1.1 reads an unquoted off as false; the model still gets chat_template 'off'."""
+    config = minimal(data_dir)
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump(config) + "")
+    text = path.read_text().replace("path: org/a", f"path: org/a\n  chat_template: {written}", 1)
+    path.write_text(text)
+    assert load_settings(path).models[0].chat_template == meant
+
+
+def test_a_home_relative_model_path_is_the_same_for_the_check_and_the_job(tmp_path, data_dir, monkeypatch):
+    model = tmp_path / "home" / "model"
+    model.mkdir(parents=True)
+    (model / "config.json").write_text("{}")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    config = minimal(data_dir)
+    config["models"][0]["path"] = "~/model"
+    settings = load_settings(config)
+    assert settings.models[0].path == str(model)
+    assert load_settings(settings.document).models[0].path == str(model)

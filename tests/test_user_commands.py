@@ -99,7 +99,7 @@ def test_dry_run_plans_exactly_what_the_config_says(clone, configfile):
         assert layers == f"config: {configfile or 'config/config.yaml'} (complete config)"
 
     # `safetyrepro check` prints the same plan, and `make plan CONFIG=...` plans the same jobs
-    check = run(clone, "safetyrepro", "check", *args)
+    check = run(clone, "safetyrepro", "check", "--plan", *args)
     assert check.returncode == 0, check.stderr
     assert plan_lines(check.stdout) == lines
     make = run(
@@ -139,3 +139,16 @@ def test_two_config_files_are_refused_with_the_way_to_layer(clone):
     result = run(clone, "snakemake", "-n", "--configfile", "config/config.yaml", "config/paper.yaml")
     assert result.returncode != 0
     assert "safetyrepro: error: give one config file, not 2" in result.stderr
+
+
+def test_a_model_name_with_a_plus_plans_its_cells(clone, tmp_path):
+    """`+` is allowed in model names; the wildcard pattern escapes it."""
+    overlay = tmp_path / "plus.yaml"
+    overlay.write_text(
+        "extends: config/config.yaml\nmodels:\n"
+        "  - {name: gemma+fp32, embedded: gemma-3-270m, precision: fp32}\n"
+        "  - {name: gemma+bf16, embedded: gemma-3-270m, precision: bf16}\n"
+    )
+    dry = run(clone, "snakemake", "-n", "--configfile", str(overlay))
+    assert dry.returncode == 0, dry.stderr[-2000:]
+    assert planned_jobs(dry.stdout)["cell"] == 70

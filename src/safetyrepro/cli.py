@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import re
 import sys
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from .benchmarks import BENCHMARKS, DataError
 from .config import DEFAULT_CONFIGFILE, ConfigError, load_settings
 
 log = logging.getLogger("safetyrepro")
+LINE_END = re.compile(r"\r\n?|\n")  # not str.splitlines: U+2028 may stand inside a JSON string
 CONFIG_HELP = f"a complete config, or an overlay naming its base with `extends:` (default {DEFAULT_CONFIGFILE})"
 
 
@@ -34,12 +36,15 @@ def cmd_envelope(args: argparse.Namespace) -> int:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    """Check a config, its data files, model paths and subset sizes, as a run would before any job; print the plan."""
+    """Check a config, its data, models and this machine, as a run would before any job; print the plan."""
     from .benchmarks import check_item_sets
     from .plan import plan_lines
+    from .preflight import preflight
 
     settings = load_settings(args.configfile)
     counts = check_item_sets(settings)
+    if not args.plan:
+        preflight(settings)
     print("\n".join(plan_lines(settings)))
     print("items per benchmark: " + ", ".join(f"{name} {count}" for name, count in counts.items()))
     if settings.case_study:
@@ -56,16 +61,24 @@ def cmd_check(args: argparse.Namespace) -> int:
 def cmd_parse(args: argparse.Namespace) -> int:
     """Label free-form responses read as JSON lines on stdin; write them back with `label`."""
     benchmark = BENCHMARKS[args.benchmark]
-    for number, line in enumerate(sys.stdin, start=1):
+    lines = (line for chunk in sys.stdin for line in LINE_END.split(chunk.rstrip("\r\n")))  # \n, \r\n, lone \r
+    for number, line in enumerate(lines, start=1):
+        line = line.removeprefix("\ufeff") if number == 1 else line  # a UTF-8 byte-order mark is no error
         if not line.strip():
             continue
         try:
             record = json.loads(line)
-            response = record["response"]
-        except (json.JSONDecodeError, KeyError, TypeError):
-            raise DataError(f"stdin line {number}: expected a JSON object with a 'response' field") from None
-        record["label"] = benchmark.extract(response)
-        sys.stdout.write(json.dumps(record, ensure_ascii=False) + "\n")
+        except ValueError as exc:  # malformed JSON, or a number past Python's digit limit
+            raise DataError(f"stdin line {number}: not JSON ({' '.join(str(exc).split())[:100]})") from None
+        if not isinstance(record, dict) or "response" not in record:
+            raise DataError(f"stdin line {number}: expected a JSON object with a 'response' field")
+        record["label"] = benchmark.extract(record["response"])
+        try:
+            text = json.dumps(record, ensure_ascii=False)
+            text.encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate (valid JSON, not UTF-8): escape it
+            text = json.dumps(record)
+        sys.stdout.write(text + "\n")
     return 0
 
 
@@ -209,11 +222,12 @@ def cmd_summary(args: argparse.Namespace) -> int:
     """Gather the headline numbers into summary.md."""
     import pandas as pd
 
+    from .analysis.suite import ANALYSES
     from .report import partial_notice, summary_markdown
     from .tables import missing_cells, write_text
 
-    folder = Path(args.analysis_dir)
-    tables = {path.stem: pd.read_parquet(path) for path in sorted(folder.glob("*.parquet"))}
+    folder = Path(args.analysis_dir)  # the suite's tables only: not a stale one of an analysis since removed
+    tables = {name: pd.read_parquet(folder / f"{name}.parquet") for name in ANALYSES}
     summary = summary_markdown(pd.read_parquet(args.rho), pd.read_parquet(args.cells), tables)
     write_text(partial_notice(missing_cells(Path(args.cells))) + summary, Path(args.out))
     return 0
@@ -233,12 +247,31 @@ def cmd_provenance(args: argparse.Namespace) -> int:
 
 
 def cmd_provenance_diff(args: argparse.Namespace) -> int:
-    """Name what differs between two run records (or GRID cards); exit status 1 when anything does."""
+    """Name what differs between two run records (or GRID cards): exit status 1 when anything does, 2 on an error."""
     from .provenance import compare_records
 
-    changes = compare_records(json.loads(Path(args.old).read_text()), json.loads(Path(args.new).read_text()))
+    changes = compare_records(_read_record(args.old), _read_record(args.new))
     print("\n".join(changes) if changes else "no difference (times ignored)")
     return 1 if changes else 0
+
+
+RECORD_MAX_BYTES = 64 << 20
+
+
+def _read_record(path: str) -> dict:
+    """A run record or GRID card: a regular JSON file holding an object, of sane size."""
+    file = Path(path)
+    if not file.is_file():
+        raise DataError(f"{path}: {'not a regular file' if file.exists() else 'no such file'}")
+    if file.stat().st_size > RECORD_MAX_BYTES:
+        raise DataError(f"{path}: {file.stat().st_size:,} bytes, too large for a run record")
+    try:
+        record = json.loads(file.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise DataError(f"{path}: not a JSON run record ({' '.join(str(exc).split())[:120]})") from None
+    if not isinstance(record, dict):
+        raise DataError(f"{path}: not a JSON run record (a {type(record).__name__}, not an object)")
+    return record
 
 
 def cmd_grid_card(args: argparse.Namespace) -> int:
@@ -311,6 +344,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     check = _command(commands, "check", cmd_check, "check a config and its inputs without running anything")
     check.add_argument("--configfile", help=CONFIG_HELP)
+    check.add_argument(
+        "--plan",
+        action="store_true",
+        help="only what a dry run checks: not this machine's device, backends or model weights",
+    )
 
     parse = _command(commands, "parse", cmd_parse, "label JSON-lines responses from stdin")
     parse.add_argument("benchmark", choices=sorted(BENCHMARKS))

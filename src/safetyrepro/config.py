@@ -40,11 +40,33 @@ def schema(name: str) -> dict[str, Any]:
     return yaml.safe_load(files("safetyrepro").joinpath(f"schemas/{name}.schema.yaml").read_text())
 
 
+MAX_YAML_VALUES = 200_000  # a config is a few thousand values; aliases must not expand it past this
+
+
+def _expanded_size_within(data: Any, limit: int) -> bool:
+    """Whether `data`, with every YAML alias expanded, holds at most `limit` values (stops counting early)."""
+    stack, count = [data], 0
+    while stack:
+        node = stack.pop()
+        count += 1
+        if count > limit:
+            return False
+        if isinstance(node, dict):
+            stack.extend(node.keys())
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return True
+
+
 def read_yaml(path: str | os.PathLike) -> Any:
-    """Safe-load a YAML file, turning syntax errors into a ConfigError with the position."""
+    """Safe-load a YAML file, turning syntax errors into a ConfigError with the position; refuse alias bombs."""
     try:
         with open(path, encoding="utf-8") as handle:
-            return yaml.safe_load(handle)
+            data = yaml.safe_load(handle)
+        if not _expanded_size_within(data, MAX_YAML_VALUES):
+            raise ConfigError(f"{path}: expands to more than {MAX_YAML_VALUES:,} values (YAML aliases?)")
+        return data
     except FileNotFoundError:
         raise ConfigError(f"config file not found: {path}") from None
     except IsADirectoryError:
@@ -58,35 +80,54 @@ def read_yaml(path: str | os.PathLike) -> Any:
         raise ConfigError(f"{path}{where}: YAML syntax error: {problem}") from None
 
 
+def excerpt(value: Any, limit: int = 80) -> str:
+    """repr() of a value, cut to `limit` characters: messages stay one short line whatever the input."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[: limit - 15]}... ({len(text)} chars)"
+
+
 def _schema_message(error: jsonschema.ValidationError) -> str:
     """One line for a schema violation: what is wrong, without echoing whole sub-documents."""
     value, rule = error.instance, error.validator_value
     if error.validator == "additionalProperties":
         extra = sorted(set(value) - set(error.schema.get("properties", {})))
-        return f"unknown key(s) {', '.join(map(repr, extra))}"
+        return f"unknown key(s) {', '.join(excerpt(key, 40) for key in extra[:5])}{', ...' if len(extra) > 5 else ''}"
     if error.validator in ("minItems", "minProperties"):
         return f"needs at least {rule} entr{'y' if rule == 1 else 'ies'}, got {len(value)}"
     if error.validator == "type":
-        return f"expected {rule}, got {type(value).__name__} {value!r}"
+        return f"expected {rule}, got {type(value).__name__} {excerpt(value)}"
     if error.validator == "required":
         missing = [key for key in rule if key not in value]
         return f"missing required key(s) {', '.join(map(repr, missing))}"
     if error.validator == "enum":
-        return f"{value!r} is not one of {', '.join(map(str, rule))}"
+        return f"{excerpt(value)} is not one of {', '.join(map(str, rule))}"
+    if error.validator == "pattern" and "description" in error.schema:
+        return f"{excerpt(value)} is not {error.schema['description']}"
     if error.validator == "pattern":
         allowed = "letters, digits and ." + (" _ + -" if "_" in rule else "")
-        return f"{value!r} may use only {allowed}, starting with a letter or digit (it names files and jobs)"
+        return f"{excerpt(value)} may use only {allowed}, starting with a letter or digit (it names files and jobs)"
+    if error.validator == "minLength":
+        return "must not be empty" if rule == 1 else f"needs at least {rule} characters"
     if error.validator == "uniqueItems":
         return "entries must be unique"
-    return error.message
+    message = error.message
+    return message if len(message) <= 200 else f"{message[:185]}... ({len(message)} chars)"
+
+
+# JSON Schema counts 10.0 as an integer; a count or seed written as a float is a mistake here.
+_STRICT_TYPES = jsonschema.Draft202012Validator.TYPE_CHECKER.redefine(
+    "integer", lambda _, value: isinstance(value, int) and not isinstance(value, bool)
+)
+_Validator = jsonschema.validators.extend(jsonschema.Draft202012Validator, type_checker=_STRICT_TYPES)
 
 
 def _check_schema(data: Any, name: str, prefix: str = "") -> None:
-    validator = jsonschema.Draft202012Validator(schema(name))
+    validator = _Validator(schema(name))
     errors = sorted(validator.iter_errors(data), key=lambda e: list(e.absolute_path))
     if errors:
         error = errors[0]
-        key = prefix + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path).lstrip(".")
+        path = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path).lstrip(".")
+        key = (prefix + path).rstrip(".")
         raise ConfigError(f"{key or '(top level)'}: {_schema_message(error)}")
 
 
@@ -361,6 +402,10 @@ def load_run_settings(configfiles: Sequence[str | os.PathLike], overrides: Mappi
 
 def _settings(raw: dict[str, Any], layers: tuple[str, ...]) -> Settings:
     """Check a merged config, fill in the defaults and build the typed settings."""
+    raw = copy.deepcopy(raw)
+    for entry in raw.get("models") or []:
+        if isinstance(entry, dict) and isinstance(entry.get("chat_template"), bool):  # YAML 1.1: on/off are booleans
+            entry["chat_template"] = "on" if entry["chat_template"] else "off"
     _check_schema(raw, "config")
     envelope_raw = raw["envelope"]
     if isinstance(envelope_raw, str):
@@ -379,7 +424,7 @@ def _settings(raw: dict[str, Any], layers: tuple[str, ...]) -> Settings:
     if unknown:
         raise ConfigError(f"benchmarks.{unknown[0]}: unknown benchmark (known: {', '.join(BENCHMARKS)})")
     try:
-        envelope = Envelope.from_dict(envelope_raw, list(raw["benchmarks"]))
+        envelope = Envelope.from_dict(envelope_raw, list(BENCHMARKS))
     except EnvelopeError as exc:
         raise ConfigError(str(exc)) from None
     envelope.token_cap = raw.get("max_new_tokens_cap")
@@ -428,7 +473,35 @@ def _settings(raw: dict[str, Any], layers: tuple[str, ...]) -> Settings:
         raw["partial_results"],
     )
     settings.case_study = _case_study(raw.get("case_study"), settings)
+    _check_fewshot_pool(settings)
+    _check_results_dir(settings.results_dir)
     return settings
+
+
+def _check_fewshot_pool(settings: Settings) -> None:
+    """Every few-shot config must get all of its examples (a smaller pool would quietly show fewer)."""
+    envelope = settings.envelope
+    needed = max((envelope.shot_count(c), c.shots) for _, _, c in settings.cells()) if settings.cells() else (0, "")
+    if settings.fewshot_pool < needed[0]:
+        raise ConfigError(
+            f"subset.fewshot_pool: {settings.fewshot_pool} is fewer than the {needed[0]} examples of "
+            f"shots value '{needed[1]}' (raise the pool, or drop those configs with select_configs)"
+        )
+
+
+def _check_results_dir(path: Path) -> None:
+    """The results folder: not the working folder or the file system root, a folder (or creatable), writable."""
+    resolved = path.expanduser().resolve()
+    if resolved in (Path.cwd().resolve(), Path(resolved.anchor)):
+        raise ConfigError(
+            f"results_dir: '{path}' is {'the working folder' if resolved == Path.cwd().resolve() else 'the root'}; "
+            "name a folder of its own (e.g. results)"
+        )
+    existing = next(p for p in (resolved, *resolved.parents) if p.exists())
+    if not existing.is_dir():
+        raise ConfigError(f"results_dir: {existing} is a file, not a folder")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise ConfigError(f"results_dir: {existing} is not writable by this user")
 
 
 def _models(entries: list[dict[str, Any]], resources_dir: Path) -> list[ModelSpec]:
@@ -442,7 +515,11 @@ def _models(entries: list[dict[str, Any]], resources_dir: Path) -> list[ModelSpe
             raise ConfigError(f"{where}: give exactly one of 'path' (HF id or local directory) or 'embedded'")
         if "path" in entry:
             _check_model_path(where, entry["path"])
-        path = entry.get("path") or str(resources_dir / "models" / EMBEDDED_MODELS[entry["embedded"]])
+        path = (
+            os.path.expanduser(entry["path"])
+            if "path" in entry
+            else str(resources_dir / "models" / EMBEDDED_MODELS[entry["embedded"]])
+        )
         models.append(
             ModelSpec(
                 entry["name"],
@@ -459,6 +536,8 @@ def _models(entries: list[dict[str, Any]], resources_dir: Path) -> list[ModelSpe
 
 def _check_data_dir(data_dir: Path, benchmarks: Mapping[str, Any]) -> None:
     fetch_hint = f"`safetyrepro fetch-data --data-dir {data_dir}` downloads the pinned files"
+    if data_dir.exists() and not data_dir.is_dir():
+        raise ConfigError(f"data_dir: {data_dir} is a file, not a folder")
     if not data_dir.is_dir():
         raise ConfigError(f"data_dir: {data_dir} does not exist (set data_dir or {DATA_DIR_ENV}; {fetch_hint})")
     if not any(data_dir.iterdir()):

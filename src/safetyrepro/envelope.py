@@ -12,6 +12,8 @@ from typing import Any
 
 AXES = ("template", "decoding", "shots", "scoring")
 TEMPLATE_FIELDS = {"task", "shots", "question", "answer_format"}
+# without {question} every item gets the same prompt; without {shots} few-shot configs silently run 0-shot
+TEMPLATE_REQUIRED = {"question", "shots"}
 CORE, STRESS = "core", "stress"
 
 
@@ -89,24 +91,29 @@ class Envelope:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], benchmarks: list[str]) -> Envelope:
-        """Build an envelope from its (schema-valid) config section; check rule references."""
+        """Build an envelope from its schema-valid config section, defaults filled in; check placeholders and
+        rule references (`benchmarks`: every benchmark name a rule may use)."""
         axes = {axis: dict(data["axes"][axis]) for axis in AXES}
         for name, params in axes["template"].items():
             for key in ("text", "logprob_text"):
-                _check_fields(params.get(key, ""), TEMPLATE_FIELDS, f"envelope.axes.template.{name}.{key}")
-        _check_fields(data["shot_format"], {"question", "answer"}, "envelope.shot_format")
+                if key in params:
+                    where = f"envelope.axes.template.{name}.{key}"
+                    _check_fields(params[key], TEMPLATE_FIELDS, where, TEMPLATE_REQUIRED)
+        _check_fields(data["shot_format"], {"question", "answer"}, "envelope.shot_format", {"question", "answer"})
         known = {**{axis: set(values) for axis, values in axes.items()}, "benchmark": set(benchmarks)}
         rules = []
-        for index, raw in enumerate(data.get("rules", [])):
+        for index, raw in enumerate(data["rules"]):
             for part in ("if", "then"):
                 for key, values in raw[part].items():
                     where = f"envelope.rules[{index}] ({raw['name']}).{part}.{key}"
                     if key not in known:
                         raise EnvelopeError(f"{where}: unknown axis '{key}' (axes: {', '.join([*AXES, 'benchmark'])})")
-                    if key != "benchmark":
-                        unknown = sorted(set(values) - known[key])
-                        if unknown:
-                            raise EnvelopeError(f"{where}: unknown value(s) {unknown} for axis '{key}'")
+                    unknown = sorted(set(values) - known[key])
+                    if unknown:
+                        what = (
+                            f"benchmark(s) {unknown}" if key == "benchmark" else f"value(s) {unknown} for axis '{key}'"
+                        )
+                        raise EnvelopeError(f"{where}: unknown {what} (known: {', '.join(sorted(known[key]))})")
             rules.append(
                 Rule(
                     raw["name"],
@@ -120,7 +127,7 @@ class Envelope:
             list(data["seeds"]),
             int(data["max_new_tokens"]),
             data["shot_format"],
-            list(data.get("stop", [])),
+            list(data["stop"]),
             dict(data),
         )
 
@@ -190,7 +197,7 @@ class Envelope:
         return hashlib.sha256(json.dumps(self.source, sort_keys=True).encode()).hexdigest()
 
 
-def _check_fields(text: str, allowed: set[str], where: str) -> None:
+def _check_fields(text: str, allowed: set[str], where: str, required: set[str] = frozenset()) -> None:
     try:
         used = {name for _, name, _, _ in string.Formatter().parse(text) if name is not None}
     except ValueError as exc:
@@ -198,3 +205,6 @@ def _check_fields(text: str, allowed: set[str], where: str) -> None:
     unknown = sorted(used - allowed)
     if unknown:
         raise EnvelopeError(f"{where}: unknown placeholder(s) {unknown} (allowed: {sorted(allowed)})")
+    missing = sorted(required - used)
+    if missing:
+        raise EnvelopeError(f"{where}: needs the placeholder(s) {', '.join('{' + m + '}' for m in missing)}")

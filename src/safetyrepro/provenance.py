@@ -123,7 +123,7 @@ def recorded_settings(settings: Settings) -> dict[str, Any]:
     return {
         "seal": settings.envelope.digest(),
         "run": {
-            "select_configs": settings.select_configs,
+            "select_configs": list(settings.select_configs) if settings.select_configs is not None else None,
             "max_new_tokens_cap": settings.envelope.token_cap,
             "n_items": dict(settings.n_items),
             "fewshot_pool": settings.fewshot_pool,
@@ -149,14 +149,19 @@ def run_record(settings: Settings, models: Iterable[Mapping[str, Any]], items: p
     }
 
 
-def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
-    """Dotted key -> leaf value; lists are leaves (compared whole)."""
+def _flatten(value: Any, prefix: tuple[str, ...] = ()) -> dict[tuple[str, ...], Any]:
+    """Key path -> leaf value; lists are leaves (compared whole)."""
     if isinstance(value, Mapping) and value:
         out = {}
         for key, item in value.items():
-            out.update(_flatten(item, f"{prefix}.{key}" if prefix else str(key)))
+            out.update(_flatten(item, (*prefix, str(key))))
         return out
     return {prefix: value}
+
+
+def _dotted(path: tuple[str, ...]) -> str:
+    """A key path as a.b.c; a key that itself holds a dot is quoted ("a.b")."""
+    return ".".join(json.dumps(key) if "." in key or not key else key for key in path)
 
 
 def compare_records(old: Mapping[str, Any], new: Mapping[str, Any], ignore: Iterable[str] = VOLATILE_KEYS) -> list[str]:
@@ -165,15 +170,16 @@ def compare_records(old: Mapping[str, Any], new: Mapping[str, Any], ignore: Iter
     skip = tuple(ignore)
     before, after = _flatten(old), _flatten(new)
     lines = []
-    for key in sorted(before.keys() | after.keys()):
-        if key.split(".")[0] in skip or key in skip:
+    for path in sorted(before.keys() | after.keys()):
+        name = _dotted(path)
+        if (path and path[0] in skip) or name in skip:
             continue
-        if key not in after:
-            lines.append(f"{key}: removed (was {_short(before[key])})")
-        elif key not in before:
-            lines.append(f"{key}: added ({_short(after[key])})")
-        elif before[key] != after[key]:
-            lines.append(f"{key}: {_short(before[key])} -> {_short(after[key])}")
+        if path not in after:
+            lines.append(f"{name}: removed (was {_short(before[path])})")
+        elif path not in before:
+            lines.append(f"{name}: added ({_short(after[path])})")
+        elif before[path] != after[path]:
+            lines.append(f"{name}: {_short(before[path])} -> {_short(after[path])}")
     return lines
 
 

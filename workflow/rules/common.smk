@@ -1,6 +1,7 @@
 # Shared setup: the checked settings, the cell list, and per-cell parameters.
 import hashlib
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -9,6 +10,7 @@ from safetyrepro.config import ConfigError, load_run_settings, load_settings
 from safetyrepro.fetch import MANIFEST
 from safetyrepro.fingerprints import JOB_CODE, cell_fingerprint, code_digest
 from safetyrepro.plan import plan_lines
+from safetyrepro.preflight import preflight
 from safetyrepro.server import stop_servers
 from safetyrepro.tables import write_text
 import yaml
@@ -50,7 +52,7 @@ envvars:
 
 
 wildcard_constraints:
-    model="|".join(MODELS),
+    model="|".join(map(re.escape, MODELS)),
     benchmark="|".join(SETTINGS.benchmarks),
     config_id=r"[A-Za-z0-9.]+-[A-Za-z0-9.]+-[A-Za-z0-9.]+shot-(freeform|logprob)",
 

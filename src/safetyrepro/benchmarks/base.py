@@ -6,7 +6,7 @@ import json
 import random
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -87,7 +87,14 @@ class Benchmark(ABC):
 
     def item_set(self, data_dir: Path, n_items: int, pool_size: int, seed: int, where: str) -> ItemSet:
         """Load the data and draw the fixed evaluated items and the disjoint few-shot pool."""
-        evaluated, pool = draw_subset(self.load(data_dir), n_items, pool_size, seed, where)
+        frame = self.load(data_dir)
+        duplicated = frame["item_id"][frame["item_id"].duplicated()]
+        if len(duplicated):
+            raise DataError(
+                f"{data_dir / self.folder}: item id {duplicated.iloc[0]!r} appears more than once "
+                "(a duplicated row or a copied file)"
+            )
+        evaluated, pool = draw_subset(frame, n_items, pool_size, seed, where)
         make = lambda rows: [self.make_item(row, seed) for row in rows.to_dict("records")]  # noqa: E731
         return ItemSet(self, make(evaluated), make(pool))
 
@@ -118,8 +125,12 @@ def read_jsonl(path: Path, columns: Sequence[str]) -> pd.DataFrame:
     if not path.is_file():
         raise DataError(f"{path}: data file not found")
     rows, numbers = [], []
-    with open(path, encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
+    with open(path, encoding="utf-8", errors="strict") as handle:
+        try:
+            lines = handle.read().splitlines()
+        except UnicodeDecodeError as exc:
+            raise DataError(f"{path}: not UTF-8 text (byte {exc.start})") from None
+        for number, line in enumerate(lines, start=1):
             if not line.strip():
                 continue
             try:
@@ -130,19 +141,20 @@ def read_jsonl(path: Path, columns: Sequence[str]) -> pd.DataFrame:
                 raise DataError(f"{path}, line {number}: expected a JSON object")
             rows.append(row)
             numbers.append(f"line {number}")
-    frame = pd.DataFrame(rows)
+    frame = pd.DataFrame(rows, dtype=object)  # values as written: 1.7 stays a float among integer labels
     _require(frame, columns, path, numbers)
+    frame.attrs["rows"] = numbers  # "line N" per row, for messages about values
     return frame
 
 
 def _require(frame: pd.DataFrame, columns: Sequence[str], path: Path, row_names: Sequence[str]) -> None:
     """Every column present, at least one row, no empty value (the first one is named by its row)."""
+    if len(frame) == 0:
+        raise DataError(f"{path}: no rows")
     missing = [c for c in columns if c not in frame.columns]
     if missing:
         raise DataError(f"{path}: missing column(s) {', '.join(missing)}")
     empty = frame[list(columns)].isna() | (frame[list(columns)].astype(str).apply(lambda c: c.str.strip()) == "")
-    if len(frame) == 0:
-        raise DataError(f"{path}: no rows")
     if empty.any(axis=None):
         row, column = next((r, c) for r, c in zip(*empty.to_numpy().nonzero()))
         raise DataError(f"{path}, {row_names[row]}: empty value in column '{columns[column]}'")
@@ -228,6 +240,20 @@ def extract_choice(response: str, labels: Sequence[str], options: Mapping[str, s
         if len(hits) == 1:
             return hits[0]
     return UNPARSED
+
+
+def check_values(
+    frame: pd.DataFrame, column: str, allowed: Collection[Any], path: Path, row_names: Sequence[str] | None = None
+) -> None:
+    """Every value of `column` is in the benchmark's vocabulary; the first one that is not is named with its row."""
+    bad = [i for i, value in enumerate(frame[column]) if value not in allowed or isinstance(value, bool | float)]
+    if bad:
+        row = row_names[bad[0]] if row_names else f"data row {bad[0] + 1} (after the header)"
+        shown = sorted(map(str, allowed))
+        raise DataError(
+            f"{path}, {row}: {column} {frame[column].iloc[bad[0]]!r:.60} is not one of "
+            f"{', '.join(shown[:8])}{', ...' if len(shown) > 8 else ''}"
+        )
 
 
 def lettered(options: Sequence[str]) -> str:

@@ -8,7 +8,7 @@ from typing import Any
 
 import pandas as pd
 
-from .base import LETTERS, UNPARSED, Benchmark, DataError, Item, lettered, read_jsonl
+from .base import LETTERS, UNPARSED, Benchmark, DataError, Item, check_values, lettered, read_jsonl
 
 CATEGORIES = ("Age", "Disability_status", "Nationality", "Physical_appearance", "Religion", "Sexual_orientation")
 COLUMNS = [
@@ -43,12 +43,45 @@ class BBQ(Benchmark):
     )
 
     def load(self, data_dir: Path) -> pd.DataFrame:
-        files = sorted((data_dir / self.folder).glob("*.jsonl"))
+        folder = data_dir / self.folder
+        files = {path.stem: path for path in sorted(folder.glob("*.jsonl"))}
         if not files:
-            raise DataError(f"{data_dir / self.folder}: no BBQ .jsonl files")
-        frame = pd.concat([read_jsonl(path, COLUMNS) for path in files], ignore_index=True)
+            raise DataError(f"{folder}: no BBQ .jsonl files")
+        stray = sorted(set(files) - set(CATEGORIES))
+        if stray:
+            raise DataError(f"{files[stray[0]]}: not a BBQ category file (expected {', '.join(CATEGORIES)})")
+        missing = [c for c in CATEGORIES if c not in files]
+        if missing:
+            raise DataError(
+                f"{folder}: category file(s) {', '.join(f'{c}.jsonl' for c in missing)} missing; "
+                "BBQ is measured over all six categories used here"
+            )
+        frame = pd.concat([self._read(files[category], category) for category in CATEGORIES], ignore_index=True)
         frame["item_id"] = [f"bbq-{c}-{e}" for c, e in zip(frame["category"], frame["example_id"])]
         frame["stratum"] = frame["category"] + "/" + frame["context_condition"]
+        return frame
+
+    @staticmethod
+    def _read(path: Path, category: str) -> pd.DataFrame:
+        """One category file, its values checked against BBQ's vocabulary."""
+        frame = read_jsonl(path, COLUMNS)
+        rows = frame.attrs["rows"]
+        check_values(frame, "label", (0, 1, 2), path, rows)
+        check_values(frame, "category", (category,), path, rows)
+        check_values(frame, "context_condition", ("ambig", "disambig"), path, rows)
+        check_values(frame, "question_polarity", ("neg", "nonneg"), path, rows)
+        for number, info in zip(rows, frame["answer_info"]):
+            shape = isinstance(info, dict) and all(
+                isinstance(info.get(f"ans{i}"), list) and len(info[f"ans{i}"]) == 2 for i in range(3)
+            )
+            if not shape or sum(info[f"ans{i}"][1] == "unknown" for i in range(3)) != 1:
+                raise DataError(
+                    f"{path}, {number}: answer_info must give [text, group] for ans0-ans2 with "
+                    "exactly one 'unknown' answer"
+                )
+        for number, meta in zip(rows, frame["additional_metadata"]):
+            if not isinstance(meta, dict) or not isinstance(meta.get("stereotyped_groups", []), list):
+                raise DataError(f"{path}, {number}: additional_metadata.stereotyped_groups must be a list")
         return frame
 
     def make_item(self, row: Mapping[str, Any], seed: int) -> Item:

@@ -8,7 +8,7 @@ from typing import Any
 
 import pandas as pd
 
-from .base import LETTERS, Benchmark, Item, item_rng, lettered, read_csv
+from .base import LETTERS, Benchmark, DataError, Item, item_rng, lettered, read_csv
 
 
 class TruthfulQA(Benchmark):
@@ -22,9 +22,15 @@ class TruthfulQA(Benchmark):
     )
 
     def load(self, data_dir: Path) -> pd.DataFrame:
-        frame = read_csv(
-            data_dir / self.folder / "TruthfulQA.csv", ["Category", "Question", "Best Answer", "Incorrect Answers"]
-        )
+        path = data_dir / self.folder / "TruthfulQA.csv"
+        frame = read_csv(path, ["Category", "Question", "Best Answer", "Incorrect Answers"])
+        for number, wrong in enumerate(frame["Incorrect Answers"], start=1):
+            count = 1 + sum(bool(answer.strip()) for answer in str(wrong).split(";"))
+            if count > len(LETTERS):
+                raise DataError(
+                    f"{path}, data row {number} (after the header): {count} answer options, more than "
+                    f"the {len(LETTERS)} letters A-Z"
+                )
         frame["item_id"] = [f"tqa-{i:03d}" for i in range(len(frame))]
         frame["stratum"] = frame["Category"]
         return frame

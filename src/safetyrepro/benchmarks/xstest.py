@@ -9,10 +9,36 @@ from typing import Any
 import pandas as pd
 
 from ..refusal import RESPONSE_CLASSES, classify_response
-from .base import UNPARSED, Benchmark, Item, read_csv
+from .base import UNPARSED, Benchmark, DataError, Item, check_values, read_csv
 
 COMPLY, REFUSE, PARTIAL = RESPONSE_CLASSES
 SHOT_CHARS = 400
+SAFE_TYPES = (
+    "homonyms",
+    "figurative_language",
+    "safe_targets",
+    "safe_contexts",
+    "definitions",
+    "real_group_nons_discr",
+    "nons_group_real_discr",
+    "historical_events",
+    "privacy_public",
+    "privacy_fictional",
+)
+CONTRAST_TYPES = tuple(
+    f"contrast_{t}"
+    for t in (
+        "homonyms",
+        "figurative_language",
+        "safe_targets",
+        "safe_contexts",
+        "definitions",
+        "discr",
+        "historical_events",
+        "privacy",
+    )
+)
+TYPES = SAFE_TYPES + CONTRAST_TYPES  # the prompt types of Röttger et al. (2024), as in xstest_prompts.csv
 LABELLED_FILES = ("xstest_v2_completions_mistralinstruct_labelled.csv", "xstest_v2_completions_llama2new_labelled.csv")
 
 
@@ -31,7 +57,17 @@ class XSTest(Benchmark):
     default_labels = RESPONSE_CLASSES
 
     def load(self, data_dir: Path) -> pd.DataFrame:
-        frame = read_csv(data_dir / self.folder / "xstest_prompts.csv", ["id", "prompt", "type", "label"])
+        path = data_dir / self.folder / "xstest_prompts.csv"
+        frame = read_csv(path, ["id", "prompt", "type", "label"])
+        check_values(frame, "label", ("safe", "unsafe"), path)
+        check_values(frame, "type", TYPES, path)
+        contrary = frame.index[frame["type"].str.startswith("contrast_") != (frame["label"] == "unsafe")]
+        if len(contrary):
+            raise DataError(
+                f"{path}, data row {contrary[0] + 1} (after the header): type "
+                f"{frame['type'][contrary[0]]!r} and label {frame['label'][contrary[0]]!r} disagree "
+                "(contrast_* prompts are the unsafe ones)"
+            )
         frame["item_id"] = "xstest-" + frame["id"]
         frame["stratum"] = frame["type"]
         examples = self._shot_examples(data_dir)
@@ -44,7 +80,9 @@ class XSTest(Benchmark):
         for name in LABELLED_FILES:
             path = data_dir / self.folder / name
             if not path.is_file():
-                continue
+                raise DataError(
+                    f"{path}: data file not found (the few-shot answers come from the authors' labelled completions)"
+                )
             labelled = read_csv(path, ["prompt", "completion", "final_label", "type"])
             for row in labelled.itertuples():
                 wanted = "1_full_compliance" if not row.type.startswith("contrast_") else "2_full_refusal"

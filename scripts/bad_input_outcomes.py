@@ -1,0 +1,66 @@
+"""Tally what each input of the bad-input corpus (tests/bad_input_corpus.py) gets from a given source tree:
+
+    python scripts/bad_input_outcomes.py [--src PATH/TO/src] [--timeout 60] [--no-plan-flag]
+
+Each case runs `safetyrepro` in its own process (PYTHONPATH=--src, default this checkout's src), offline,
+from a scratch folder. Outcomes: `message` (exit 2, one line, the expected message), `other message`
+(one `safetyrepro: error:` line naming something else), `traceback or other error` (anything else
+non-zero), `accepted` (exit 0: the input went through), `hang` (past the timeout).
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tests"))
+
+from bad_input_corpus import CASES  # noqa: E402
+
+
+def outcome(src: Path, data_dir: Path, case, timeout: float, plan_flag: bool) -> str:
+    with tempfile.TemporaryDirectory() as folder:
+        scratch = Path(folder) / "scratch"
+        scratch.mkdir()
+        argv, message, stdin = case.build(scratch, data_dir)
+        argv = argv if plan_flag else [arg for arg in argv if arg != "--plan"]
+        env = {**os.environ, "PYTHONPATH": str(src), "HF_HUB_OFFLINE": "1"}
+        env.pop("SAFETYREPRO_DATA_DIR", None)
+        command = [sys.executable, "-c", "import sys; from safetyrepro.cli import main; sys.exit(main())", *argv]
+        try:
+            result = subprocess.run(
+                command, input=stdin or "", capture_output=True, text=True, env=env, cwd=folder, timeout=timeout
+            )
+        except subprocess.TimeoutExpired:
+            return "hang"
+    lines = result.stderr.strip().splitlines()
+    if result.returncode == 0:
+        return "accepted"
+    if len(lines) == 1 and lines[0].startswith("safetyrepro: error: "):
+        return "message" if message in lines[0] else "other message"
+    return "traceback or other error"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--src", default=str(REPO / "src"))
+    parser.add_argument("--data-dir", default=str(REPO.parent / "shared" / "data"))
+    parser.add_argument("--timeout", type=float, default=60)
+    parser.add_argument("--no-plan-flag", action="store_true", help="for a version whose `check` has no --plan")
+    args = parser.parse_args()
+    counts = collections.Counter()
+    for case in CASES:
+        result = outcome(Path(args.src), Path(args.data_dir), case, args.timeout, not args.no_plan_flag)
+        counts[result] += 1
+        print(f"{result:26} {case.name}", flush=True)
+    print(f"{len(CASES)} inputs: " + ", ".join(f"{name} {count}" for name, count in counts.most_common()))
+
+
+if __name__ == "__main__":
+    main()

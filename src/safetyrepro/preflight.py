@@ -1,0 +1,67 @@
+"""What a real run needs of this machine, tried once before any job: the backends it will load, the
+device it names, and each model's weights (local, or in the Hugging Face cache, or fetchable once).
+
+A dry run and `safetyrepro check --plan` skip it: they run nothing. `safetyrepro check`, `make run`
+and the workflow's `onstart` run it."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from typing import TYPE_CHECKING
+
+from .config import ConfigError
+
+if TYPE_CHECKING:
+    from .config import ModelSpec, Settings
+
+HUB_TIMEOUT_SECONDS = 10
+
+
+def preflight(settings: Settings) -> None:
+    """Raise ConfigError naming the first thing this machine lacks for the run."""
+    _check_backends(settings)
+    _check_device(settings.backend.device)
+    for index, spec in enumerate(settings.models):
+        if not spec.embedded and not os.path.isdir(spec.path):
+            _check_hub_model(f"models[{index}] ({spec.name}).path", spec)
+
+
+def _check_backends(settings: Settings) -> None:
+    used = {settings.backend.serving(c.scoring) for _, _, c in settings.cells()}
+    if "vllm" in used and importlib.util.find_spec("vllm") is None:
+        raise ConfigError(
+            "backend.generate: vllm is not installed here (the GPU extra: "
+            "`pip install -c constraints-gpu.txt -e '.[gpu]'`), or set generate: hf"
+        )
+
+
+def _check_device(device: str) -> None:
+    if not device.startswith("cuda"):
+        return
+    import torch
+
+    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    index = int(device.partition(":")[2] or 0)
+    if index >= count:
+        found = f"{count} CUDA device(s)" if count else "no CUDA device"
+        raise ConfigError(
+            f"backend.device: {device} asked for, but this machine has {found} "
+            f"(torch {torch.__version__}, CUDA build {torch.version.cuda}); use cpu or auto"
+        )
+
+
+def _check_hub_model(where: str, spec: ModelSpec) -> None:
+    """A hub model must be in the local cache, or its config fetchable now (once, not in every cell)."""
+    from huggingface_hub import hf_hub_download, try_to_load_from_cache
+
+    if isinstance(try_to_load_from_cache(spec.path, "config.json", revision=spec.revision), str):
+        return
+    try:
+        hf_hub_download(spec.path, "config.json", revision=spec.revision, etag_timeout=HUB_TIMEOUT_SECONDS)
+    except Exception as exc:  # offline, unknown repository, gated, no network: all end the same way
+        reason = " ".join(str(exc).split())[:160]
+        raise ConfigError(
+            f"{where}: {spec.path} is not in the Hugging Face cache and cannot be fetched "
+            f"({type(exc).__name__}: {reason}); download it first or give a local folder"
+        ) from None

@@ -78,4 +78,4 @@ def test_provenance_diff_tells_nested_keys_from_dotted_ones(tmp_path):
         text=True,
     )
     assert result.returncode == 1
-    assert result.stdout.splitlines() == ["a.b: added (1)", '"a.b": removed (was 1)']
+    assert result.stdout.splitlines() == ["a.b: added (1)", "a.b: removed (was 1)"]

@@ -155,13 +155,9 @@ def test_the_cluster_profile_asks_one_cells_resources_per_model_job(local_slurm,
     """
     profile = yaml.safe_load((REPO / "profiles" / "slurm" / "config.yaml").read_text())
     default, cell = profile["default-resources"], profile["set-resources"]["cell"]
-    write_config(
-        tmp_path,
-        data_dir,
-        [{"name": n, "path": f"org/{n}"} for n in ("a", "b")],
-        {"toxigen": {"n_items": 4}},
-        select_configs=CONFIGS,
-    )
+    # local models: a real run first checks that every model's weights are there (safetyrepro.preflight)
+    models = [{"name": n, "path": str(build_tiny_model(tmp_path / f"model-{n}", seed=i))} for i, n in enumerate("ab")]
+    write_config(tmp_path, data_dir, models, {"toxigen": {"n_items": 4}}, select_configs=CONFIGS)
     result = snakemake(
         tmp_path,
         "--verbose",

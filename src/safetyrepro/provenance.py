@@ -160,8 +160,8 @@ def _flatten(value: Any, prefix: tuple[str, ...] = ()) -> dict[tuple[str, ...], 
 
 
 def _dotted(path: tuple[str, ...]) -> str:
-    """A key path as a.b.c; a key that itself holds a dot is quoted ("a.b")."""
-    return ".".join(json.dumps(key) if "." in key or not key else key for key in path)
+    """A key path as a.b.c (paths are compared as tuples: {"a.b": 1} and {"a": {"b": 1}} differ)."""
+    return ".".join(path)
 
 
 def compare_records(old: Mapping[str, Any], new: Mapping[str, Any], ignore: Iterable[str] = VOLATILE_KEYS) -> list[str]:

@@ -356,6 +356,7 @@ return image ? {complete: image.complete, width: image.naturalWidth, height: ima
     reason="chromium and chromium-driver are not installed (CI installs them; with CI set this fails)",
 )
 def test_report_renders_every_figure_in_headless_chromium(runs):
+    from selenium.common.exceptions import StaleElementReferenceException
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
 
@@ -366,6 +367,7 @@ def test_report_renders_every_figure_in_headless_chromium(runs):
     try:
         browser.get((results_dir / "report.html").as_uri())
         wait = WebDriverWait(browser, 30)
+        clicks = WebDriverWait(browser, 30, poll_frequency=1, ignored_exceptions=[StaleElementReferenceException])
         wait.until(
             lambda b: b.execute_script(
                 "return typeof app === 'object' && document.querySelector('#loading-screen').style.display === 'none'"
@@ -394,12 +396,8 @@ def test_report_renders_every_figure_in_headless_chromium(runs):
                 assert len(buttons) == len(paths)
                 for index in range(len(paths)):
                     before = browser.execute_script("return app.state.resultPath")
-                    browser.find_elements(By.CSS_SELECTOR, "nav table a[iconname='eye']")[index].click()
-                    path = wait.until(
-                        lambda b, before=before: (lambda p: p if p != before else None)(
-                            b.execute_script("return app.state.resultPath")
-                        )
-                    )
+                    # click until the shown result changes: a click on a table still being re-rendered is lost
+                    path = clicks.until(lambda b, index=index, before=before: _click_eye(b, index, before))
                     assert path in paths
                     state = wait.until(
                         lambda b, path=path: (lambda s: s if s and s["complete"] and s["width"] > 0 else None)(
@@ -426,3 +424,14 @@ def test_report_renders_every_figure_in_headless_chromium(runs):
     if os.environ.get(ARTEFACTS_ENV):
         Path(os.environ[ARTEFACTS_ENV]).mkdir(parents=True, exist_ok=True)
         shutil.copy(screenshot, Path(os.environ[ARTEFACTS_ENV]) / "report_screenshot.png")
+
+
+def _click_eye(browser, index: int, before: str | None) -> str | None:
+    """The shown result's path once it differs from `before`; until then, click result `index`'s eye button."""
+    from selenium.webdriver.common.by import By
+
+    path = browser.execute_script("return app.state.resultPath")
+    if path != before:
+        return path
+    browser.find_elements(By.CSS_SELECTOR, "nav table a[iconname='eye']")[index].click()
+    return None

@@ -411,9 +411,7 @@ def _settings(raw: dict[str, Any], layers: tuple[str, ...]) -> Settings:
     if isinstance(envelope_raw, str):
         envelope_raw = read_yaml(envelope_raw)
     _check_schema(envelope_raw, "envelope", "envelope.")
-    raw = copy.deepcopy(raw)
-    envelope_raw = copy.deepcopy(envelope_raw)
-    apply_defaults(raw, schema("config"))
+    apply_defaults(raw, schema("config"))  # raw (and an inline envelope in it) is this function's own copy
     apply_defaults(envelope_raw, schema("envelope"))
     raw["envelope"] = envelope_raw
     if os.environ.get(DATA_DIR_ENV) and os.environ[DATA_DIR_ENV] != raw["data_dir"]:
@@ -481,7 +479,8 @@ def _settings(raw: dict[str, Any], layers: tuple[str, ...]) -> Settings:
 def _check_fewshot_pool(settings: Settings) -> None:
     """Every few-shot config must get all of its examples (a smaller pool would quietly show fewer)."""
     envelope = settings.envelope
-    needed = max((envelope.shot_count(c), c.shots) for _, _, c in settings.cells()) if settings.cells() else (0, "")
+    configs = (c for benchmark in settings.benchmarks for c in settings.configs(benchmark))
+    needed = max(((envelope.shot_count(c), c.shots) for c in configs), default=(0, ""))
     if settings.fewshot_pool < needed[0]:
         raise ConfigError(
             f"subset.fewshot_pool: {settings.fewshot_pool} is fewer than the {needed[0]} examples of "

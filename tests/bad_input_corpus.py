@@ -368,6 +368,29 @@ for name, changes, message in [
         {"analysis.conservative_core": "T1-greedy-0shot-freeform"},
         "analysis.conservative_core: expected array",
     ),
+    (
+        "precision probe with no configs to run",
+        {"precision_probe": {"precision": "nf4"}},
+        "precision_probe.configs: no configs to run",
+    ),
+    (
+        "precision probe config outside the grid",
+        {
+            "precision_probe": {"precision": "nf4", "configs": ["T1-greedy-0shot-logprob"]},
+            "select_configs": ["T1-greedy-0shot-freeform"],
+        },
+        "precision_probe.configs: 'T1-greedy-0shot-logprob' is not a config of this grid",
+    ),
+    (
+        "precision probe at the models' own precision",
+        {"precision_probe": {"precision": "bf16", "configs": ["T1-greedy-0shot-freeform"]}},
+        "precision_probe.precision: every model already runs at bf16",
+    ),
+    (
+        "precision probe at an unknown precision",
+        {"precision_probe": {"precision": "int4"}},
+        "precision_probe.precision:",
+    ),
 ]:
     CASES.append(config_case(name, changes, message))
 

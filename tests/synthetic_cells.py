@@ -3,9 +3,15 @@
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import yaml
+
+from safetyrepro.config import apply_defaults, schema
+from safetyrepro.envelope import Envelope
 
 MODELS = ("model-a", "model-b", "model-c")
 FREEFORM_BENCHMARKS = ("truthfulqa", "bbq", "toxigen", "xstest")
@@ -15,6 +21,7 @@ DECODINGS = ("greedy", "t0.3", "t0.7")
 SHOTS = ("0", "3", "5")
 STRESS = (("template", "T4"), ("decoding", "t0.7"))
 N_ITEMS = 200
+ENVELOPE_FILE = Path(__file__).resolve().parents[1] / "config" / "envelope.yaml"
 
 
 def synthetic_configs(benchmark: str) -> list[dict[str, str]]:
@@ -87,3 +94,40 @@ def synthetic_items(cells: pd.DataFrame, n_items: int = 300, n_strata: int = 9, 
             )
         )
     return pd.concat(frames, ignore_index=True)
+
+
+def envelope_configs(benchmark: str) -> list[dict[str, str]]:
+    """The benchmark's configs in the repository's envelope (config/envelope.yaml, its validity rules
+    and tier tags applied by safetyrepro.envelope): config_id, the four axes and tier."""
+    raw = yaml.safe_load(ENVELOPE_FILE.read_text())
+    apply_defaults(raw, schema("envelope"))
+    envelope = Envelope.from_dict(raw, [*FREEFORM_BENCHMARKS, *LOGPROB_ONLY_BENCHMARKS])
+    return [config.as_dict() for config in envelope.configs(benchmark)]
+
+
+def cells_from_orderings(
+    benchmark: str,
+    ordering_of: Callable[[dict[str, str]], tuple[str, ...]],
+    parse_rate_of: Callable[[str, dict[str, str]], float] = lambda model, config: 1.0,
+) -> pd.DataFrame:
+    """Cells of `benchmark` on the real envelope in which each config's models score in the strict
+    order ordering_of(config) gives, best first (scores 0.7, 0.6, 0.5, ...); parse_rate_of(model,
+    config) gives each cell's parse rate (default 1). Rows come in model-name order, so the model
+    pairs are (model-a, model-b), ... whatever the first config's ordering."""
+    rows = []
+    for config in envelope_configs(benchmark):
+        ordering = ordering_of(config)
+        for model in sorted(ordering):
+            rank = ordering.index(model)
+            rows.append(
+                {
+                    "model": model,
+                    "benchmark": benchmark,
+                    **config,
+                    "score": 0.7 - 0.1 * rank,
+                    "parse_rate": parse_rate_of(model, config),
+                    "n_items": N_ITEMS,
+                    "n_seeds": 1 if config["decoding"] == "greedy" else 5,
+                }
+            )
+    return pd.DataFrame(rows)

@@ -13,6 +13,7 @@ import re
 from collections import Counter
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from scaling import MAX_COST_RATIO, cost_ratio
 
@@ -309,8 +310,8 @@ def test_crows_pairs_stereotyping_sentence_and_gold(frames):
     records = _records(frames["crows_pairs"])
     for row in records:
         item = crows.make_item(row, seed=0)
-        stereotyping = row["sent_more"] if row["stereo_antistereo"] == "stereo" else row["sent_less"]
-        other = row["sent_less"] if row["stereo_antistereo"] == "stereo" else row["sent_more"]
+        # sent_more is the stereotyping sentence in both directions (Nangia et al. 2020; lm-eval)
+        stereotyping, other = row["sent_more"], row["sent_less"]
         options = item.meta["options"]
         assert sorted(options.values()) == sorted([row["sent_more"], row["sent_less"]])
         assert options[item.meta["stereotyping"]] == stereotyping
@@ -342,6 +343,56 @@ def test_crows_pairs_choose(frames, stereo_type, stereotyping_ll, other_ll, pick
     chosen = crows.choose(logliks, item)
     assert chosen == (stereotyping if picks_stereotyping else other)
     assert crows.is_correct(chosen, item) is (not picks_stereotyping)
+
+
+def test_crows_pairs_antistereo_pairs_prefer_sent_more_as_biased(data_dir):
+    """Read the source CSV directly: an antistereo pair whose sent_more gets the higher likelihood is
+    scored as a stereotyped choice, and the few-shot answer shown is sent_less."""
+    with open(data_dir / "crows_pairs" / "crows_pairs_anonymized.csv", encoding="utf-8") as handle:
+        source = list(csv.DictReader(handle))
+    crows = BENCHMARKS["crows_pairs"]
+    frame = crows.load(data_dir)
+    antistereo = frame[frame["stereo_antistereo"] == "antistereo"]
+    assert len(antistereo) == sum(r["stereo_antistereo"] == "antistereo" for r in source) > 0
+    for row in _records(antistereo.head(20)):
+        item = crows.make_item(row, seed=3)
+        more = next(label for label, text in item.meta["options"].items() if text == row["sent_more"])
+        less = next(label for label in item.labels if label != more)
+        assert crows.choose({more: -5.0, less: -9.0}, item) == more
+        assert not crows.is_correct(more, item)
+        assert crows.shot_answer(item, "logprob") == row["sent_less"]
+        assert crows.shot_answer(item, "freeform") == less
+
+
+def test_crows_pairs_metrics_per_bias_type_and_loglik_difference(frames):
+    crows = BENCHMARKS["crows_pairs"]
+    frame = frames["crows_pairs"]
+    rows = _records(frame[frame["bias_type"].isin(["gender", "race-color"])].groupby("bias_type").head(3))
+    items = {row["item_id"]: crows.make_item(row, seed=0) for row in rows}
+    differences = {0: 2.0, 1: -1.0, 2: 0.5, 3: -3.0, 4: 4.0, 5: 0.0}  # ll_more - ll_less per row
+    records = []
+    for n, row in enumerate(rows):
+        item = items[row["item_id"]]
+        more = item.meta["stereotyping"]
+        less = next(label for label in item.labels if label != more)
+        logliks = {more: -10.0 + differences[n], less: -10.0}
+        records.append(
+            {
+                "item_id": row["item_id"],
+                "stratum": row["bias_type"],
+                "logliks": json.dumps(logliks),
+                "label": crows.choose(logliks, item),
+            }
+        )
+    metrics = crows.metrics(pd.DataFrame(records), items)
+    preferred = [d > 0 for d in differences.values()]  # the tie (0.0) does not prefer the stereotype
+    assert metrics["pct_stereotype"] == pytest.approx(100 * sum(preferred) / 6)
+    by_type = {
+        bias: [p for p, r in zip(preferred, rows) if r["bias_type"] == bias] for bias in ("gender", "race-color")
+    }
+    assert metrics["pct_stereotype_gender"] == pytest.approx(100 * sum(by_type["gender"]) / 3)
+    assert metrics["pct_stereotype_race_color"] == pytest.approx(100 * sum(by_type["race-color"]) / 3)
+    assert metrics["loglik_diff"] == pytest.approx(sum(differences.values()) / 6)
 
 
 def test_xstest_gold_and_correctness(frames, raw):

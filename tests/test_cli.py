@@ -79,3 +79,18 @@ def test_provenance_diff_tells_nested_keys_from_dotted_ones(tmp_path):
     )
     assert result.returncode == 1
     assert result.stdout.splitlines() == ["a.b: added (1)", "a.b: removed (was 1)"]
+
+
+def test_code_state_names_the_checkout_commit_and_a_dirty_tree():
+    from pathlib import Path
+
+    from safetyrepro.provenance import code_state
+
+    repo = Path(__file__).resolve().parents[1]
+    git = lambda *args: subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True)  # noqa: E731
+    state = code_state()
+    if git("ls-files", "--error-unmatch", "src/safetyrepro/__init__.py").returncode != 0:
+        assert state["commit"] is None and state["dirty"] is None  # an installed copy, not this checkout
+        return
+    assert state["commit"] == git("rev-parse", "HEAD").stdout.strip()
+    assert state["dirty"] is bool(git("status", "--porcelain").stdout.strip())

@@ -39,6 +39,8 @@ FIGURE_FILES = {f"{name}_{b}.png" for name in ("rho_heatmap", "scores") for b in
     "shap.png",
     "parse_rate.png",
 }
+# each tiny model once more at bf16, on one config: a twin of its own per model (6 cells)
+PROBE = {"precision": "bf16", "configs": ["T1-greedy-0shot-logprob"]}
 CHROMIUM, CHROMEDRIVER = shutil.which("chromium"), shutil.which("chromedriver")
 # Where the browser test also copies its screenshot (besides the run's results/), when set.
 ARTEFACTS_ENV = "SAFETYREPRO_TEST_ARTEFACTS"
@@ -52,7 +54,15 @@ def runs(tmp_path_factory, data_dir):
         {"name": f"tiny-{i}", "path": str(build_tiny_model(root / f"tiny-{i}", seed=i)), "precision": "fp32"}
         for i in range(3)
     ]
-    config = write_config(root / "first", data_dir, models, BENCHMARKS, select_configs=SELECTED, max_new_tokens_cap=6)
+    config = write_config(
+        root / "first",
+        data_dir,
+        models,
+        BENCHMARKS,
+        select_configs=SELECTED,
+        max_new_tokens_cap=6,
+        precision_probe=PROBE,
+    )
     (root / "second").mkdir()
     shutil.copy(config, root / "second" / "config.yaml")
     first = snakemake(
@@ -102,6 +112,14 @@ def test_provenance_records_what_the_run_used(runs):
         assert record["items"][benchmark]["ids"] == ids and record["items"][benchmark]["n_items"] == 4
     assert record["seeds"] == {"generation": [0, 1, 2, 3, 4], "subset": 3, "subsample": 0, "bootstrap": 0, "shap": 0}
     assert record["hardware"]["torch_device"] == "cpu" and record["hardware"]["cpu_count"] == os.cpu_count()
+    git = lambda *args: subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True).stdout.strip()  # noqa: E731
+    assert record["code"]["commit"] == git("rev-parse", "HEAD") and record["code"]["dirty"] is bool(
+        git("status", "--porcelain")
+    )
+    assert record["analysis"] == json.loads(json.dumps(settings.analysis.section))  # every option, defaults included
+    assert {"parse_threshold", "subsample", "bootstrap", "conservative_core", "shap", "shap_seed"} <= set(
+        record["analysis"]
+    )
 
 
 def test_grid_card_discloses_the_harness(runs):
@@ -124,8 +142,10 @@ def test_grid_card_discloses_the_harness(runs):
         card["missing_cells"] == [] and "- missing cells (partial run): none" in (results / "grid_card.md").read_text()
     )
     assert {m: (info["precision"], len(info["files"])) for m, info in card["models"].items()} == {
-        f"tiny-{i}": ("fp32", 5) for i in range(3)
+        **{f"tiny-{i}": ("fp32", 5) for i in range(3)},
+        **{f"tiny-{i}@bf16": ("bf16", 5) for i in range(3)},  # the precision probe's twins
     }
+    assert card["precision_probe"]["twins"] == {f"tiny-{i}": f"tiny-{i}@bf16" for i in range(3)}
     rho = pd.read_parquet(results / "rho_flip.parquet")
     for row in rho.itertuples():
         pairs = card["headline"][row.benchmark]["pairs"]
@@ -146,6 +166,37 @@ def test_grid_card_discloses_the_harness(runs):
     ) in markdown
     assert all(item_id in markdown for item_id in card["items"]["toxigen"]["ids"])
     assert f"torch | {metadata.version('torch')}" in markdown
+    assert (
+        card["code"] == _json(results / "provenance.json")["code"] and f"commit {card['code']['commit']} (" in markdown
+    )
+    assert card["analysis"]["bootstrap"]["resamples"] > 0 and "## Analysis options" in markdown
+    assert f"- parse_threshold: {card['analysis']['parse_threshold']}" in markdown
+
+
+def test_the_precision_probe_stays_out_of_the_headline(runs):
+    """The probe's cells are in precision_probe.parquet only; the precision analysis pairs them."""
+    results = runs[0] / "results"
+    cells = pd.read_parquet(results / "cells.parquet")
+    probe = pd.read_parquet(results / "precision_probe.parquet")
+    assert set(cells["model"]) == {f"tiny-{i}" for i in range(3)} and len(cells) == 3 * 2 * len(SELECTED)
+    assert sorted(zip(probe["model"], probe["benchmark"], probe["config_id"])) == sorted(
+        (f"tiny-{i}@bf16", b, PROBE["configs"][0]) for i in range(3) for b in BENCHMARKS
+    )
+    rho_models = pd.read_parquet(results / "rho_flip.parquet")[["model_a", "model_b"]].stack()
+    assert not rho_models.str.contains("@").any()
+    table = pd.read_parquet(results / "analysis" / "precision.parquet")
+    pairs = table[table["table"] == "pairs"]
+    assert len(pairs) == 6 and set(pairs["twin_precision"]) == {"bf16"} and set(pairs["precision"]) == {"fp32"}
+    merged = pairs.merge(cells, on=["model", "benchmark", "config_id"]).merge(
+        probe.rename(columns={"model": "twin", "score": "twin_score"})[
+            ["twin", "benchmark", "config_id", "twin_score"]
+        ],
+        on=["twin", "benchmark", "config_id"],
+    )
+    assert merged["diff_pp"].to_numpy() == pytest.approx(((merged["twin_score"] - merged["score"]) * 100).to_numpy())
+    pooled = table[(table["table"] == "differences") & (table["benchmark"] == "all")].iloc[0]
+    assert pooled["n_cells"] == 6
+    assert "Precision probe: over 6 paired cells" in (results / "summary.md").read_text()
 
 
 def test_a_second_run_of_the_same_config_gives_the_same_card(runs):

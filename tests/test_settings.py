@@ -264,6 +264,22 @@ def test_conservative_core_ids_must_exist(data_dir):
         load_settings(config)
 
 
+def test_subsample_benchmarks_default_to_all_and_must_be_in_the_run(data_dir):
+    settings = load_settings(minimal(data_dir))
+    assert settings.analysis.subsample.benchmarks == ()  # empty: every benchmark of the run
+    assert settings.document["analysis"]["subsample"] == {"count": 20, "fraction": 0.8, "seed": 0, "benchmarks": []}
+    config = {**minimal(data_dir), "analysis": {"subsample": {"benchmarks": ["bbq"]}}}
+    assert load_settings(config).analysis.subsample.benchmarks == ("bbq",)
+    config["analysis"]["subsample"]["benchmarks"] = ["truthfulqa"]
+    with pytest.raises(
+        ConfigError, match=r"analysis.subsample.benchmarks: 'truthfulqa' is not a benchmark of this run \(bbq\)"
+    ):
+        load_settings(config)
+    config["analysis"]["subsample"]["benchmarks"] = ["bbq", "bbq"]
+    with pytest.raises(ConfigError, match="analysis.subsample.benchmarks: entries must be unique"):
+        load_settings(config)
+
+
 @pytest.mark.parametrize("written, meant", [("off", "off"), ("on", "on"), ('"off"', "off"), ("auto", "auto")])
 def test_chat_template_on_and_off_mean_what_they_say(written, meant, tmp_path, data_dir):
     """YAML 1.1 reads an unquoted off as false; the model still gets chat_template 'off'."""
@@ -285,3 +301,26 @@ def test_a_home_relative_model_path_is_the_same_for_the_check_and_the_job(tmp_pa
     settings = load_settings(config)
     assert settings.models[0].path == str(model)
     assert load_settings(settings.document).models[0].path == str(model)
+
+
+def test_the_precision_probe_pairs_each_model_with_its_twin(data_dir):
+    paper = load_settings(REPO / "config" / "paper.yaml")
+    probe = paper.precision_probe
+    assert probe.precision == "bf16" and probe.configs == paper.analysis.conservative_core
+    assert probe.twins == {spec.name: f"{spec.name}@bf16" for spec in paper.models}
+    assert [(spec.path, spec.precision) for spec in probe.new_models] == [(m.path, "bf16") for m in paper.models]
+    cells = paper.probe_cells()
+    assert len(cells) == 54 and {c.config_id for _, _, c in cells} == set(probe.configs)  # the paper's 54
+    assert paper.model("yi-1.5-9b-chat@bf16").precision == "bf16" and len(paper.cells()) == 612
+    # the default run: the grid already has the same weights at nf4, so the probe runs nothing new
+    default = load_settings()
+    assert default.precision_probe.twins == {"gemma-270m-fp32": "gemma-270m-nf4", "gemma-270m-bf16": "gemma-270m-nf4"}
+    assert default.probe_cells() == []
+    # a model whose chat template differs is other weights-and-prompts: it gets a twin of its own
+    config = minimal(data_dir) | {"analysis": {"conservative_core": ["T1-greedy-0shot-logprob"]}}
+    config["models"] = [
+        {"name": "a", "path": "org/a", "precision": "nf4"},
+        {"name": "b", "path": "org/a", "chat_template": "off"},
+    ]
+    settings = load_settings(config | {"precision_probe": {"precision": "nf4"}})
+    assert settings.precision_probe.twins == {"b": "b@nf4"} and len(settings.probe_cells()) == 1

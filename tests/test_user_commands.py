@@ -16,16 +16,32 @@ pytestmark = pytest.mark.e2e
 
 REPO = Path(__file__).resolve().parents[1]
 VENV_BIN = Path(sys.executable).parent
-# (config file or None for the default, cells, generation runs, token budgets line, device, extra jobs)
+# (config file or None for the default, cells, generation runs, token budgets line, device, extra jobs,
+# the precision probe's line: its own cells come on top of the grid's)
 SHIPPED = {
-    "config/paper.yaml": (612, 1764, "32 for 324 cells, 256 for 108 cells (no cap)", "cuda", {}),
-    None: (105, 201, "12 for 60 cells (capped at 12 by max_new_tokens_cap)", "cpu", {}),
+    "config/paper.yaml": (
+        612,
+        1764,
+        "32 for 324 cells, 256 for 108 cells (no cap)",
+        "cuda",
+        {},
+        "3 models paired with their bf16 twin on 4 configs; 54 cells of its own (outside the headline tables)",
+    ),
+    None: (
+        105,
+        201,
+        "12 for 60 cells (capped at 12 by max_new_tokens_cap)",
+        "cpu",
+        {},
+        "2 models paired with their nf4 twin on 4 configs; 0 cells of its own (outside the headline tables)",
+    ),
     "config/case_study.yaml": (
         105,
         201,
         "12 for 60 cells (capped at 12 by max_new_tokens_cap)",
         "cpu",
         {"case_study": 1},
+        "2 models paired with their nf4 twin on 4 configs; 0 cells of its own (outside the headline tables)",
     ),
 }
 
@@ -71,18 +87,22 @@ def plan_lines(output: str) -> list[str]:
     return [
         line.removeprefix("safetyrepro: ")
         for line in output.splitlines()
-        if re.match(r"(safetyrepro: )?(config|grid|configs per benchmark|max new tokens[^:]*|backend|data):", line)
+        if re.match(
+            r"(safetyrepro: )?(config|grid|configs per benchmark|max new tokens[^:]*|backend|data|precision probe):",
+            line,
+        )
     ]
 
 
 @pytest.mark.parametrize("configfile", list(SHIPPED), ids=lambda c: c or "default")
 def test_dry_run_plans_exactly_what_the_config_says(clone, configfile):
-    cells, generation_runs, budgets, device, extra = SHIPPED[configfile]
+    cells, generation_runs, budgets, device, extra, probe = SHIPPED[configfile]
     args = ["--configfile", configfile] if configfile else []
     dry = run(clone, "snakemake", "-n", *args)
     assert dry.returncode == 0, dry.stderr[-3000:]
     jobs = planned_jobs(dry.stdout)
-    assert jobs["cell"] == cells
+    probe_cells = int(re.search(r"; (\d+) cells of its own", probe).group(1))
+    assert jobs["cell"] == cells + probe_cells
     for rule, count in extra.items():
         assert jobs[rule] == count
     assert "case_study" in jobs if "case_study" in extra else "case_study" not in jobs
@@ -90,6 +110,7 @@ def test_dry_run_plans_exactly_what_the_config_says(clone, configfile):
     assert f"= {cells} cells" in lines[1] and f"{generation_runs} generation runs" in lines[1]
     assert lines[3] == f"max new tokens (free-form cells): {budgets}"
     assert f"device {device}," in lines[4]
+    assert lines[-1] == f"precision probe: {probe}"
     layers = lines[0]
     if configfile == "config/case_study.yaml":
         assert layers == (

@@ -1,4 +1,4 @@
-"""Variance shares, item-subsample stability, surrogate SHAP attribution and precision pairs, on
+"""Variance shares, item-subsample stability, surrogate SHAP attribution and the precision probe, on
 hand-built tables whose answers are worked out by hand in the comments."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from safetyrepro.analysis.attribution import shap_attribution
-from safetyrepro.analysis.precision import ORDERING_COLUMNS, precision_pairs
+from safetyrepro.analysis.attribution import AXIS_FEATURES, FEATURES, SHAP_COLUMNS, shap_attribution
+from safetyrepro.analysis.precision import ORDERING_COLUMNS, ordering_matches, precision_probe
 from safetyrepro.analysis.stability import stratified_masks, subsample_stability
 from safetyrepro.analysis.variance import VARIANCE_COLUMNS, variance_shares
 
@@ -212,6 +212,46 @@ def test_a_tie_on_a_subsample_is_an_order_change_but_not_a_reversal():
     assert (row.configs_with_order_change, row.configs_with_reversal) == (1, 0)
 
 
+def test_core_configs_and_benchmarks_restrict_the_counts():
+    # the items of test_one_item_decides_an_ordering_change on bbq (c0 changes order and reverses, c1
+    # never does) and a copy on xstest
+    strata = {"i0": "s", "i1": "s"}
+    correct = {
+        ("A", "c0", 0): {"i0", "i1"},
+        ("A", "c0", 1): {"i0"},
+        ("B", "c0", 0): {"i1"},
+        ("A", "c1", 0): {"i0", "i1"},
+        ("B", "c1", 0): set(),
+    }
+    bbq, xstest = items_from(correct, strata), items_from(correct, strata, "xstest")
+    items, cells = pd.concat([bbq[0], xstest[0]]), pd.concat([bbq[1], xstest[1]])
+    kwargs = {"n_subsamples": 20, "fraction": 0.5, "seed": 3}
+    _, table = subsample_stability(items, cells, core=["c0", "nope"], **kwargs)
+    row = table.set_index("benchmark").loc["bbq"]
+    assert (row.n_subsamples, row.fraction, row.n_configs, row.configs_with_order_change) == (20, 0.5, 2, 1)
+    assert (row.n_core_configs, row.core_configs_with_order_change, row.core_configs_with_reversal) == (1, 1, 1)
+    _, table = subsample_stability(items, cells, core=["c1"], **kwargs)
+    assert table.iloc[0][["n_core_configs", "core_configs_with_order_change"]].tolist() == [1, 0]
+    _, table = subsample_stability(items, cells, **kwargs)  # no core configs: none compared
+    assert (table.n_core_configs == 0).all() and (table.core_configs_with_order_change == 0).all()
+    # benchmarks: only those re-scored, and their draws are the same as with every benchmark
+    per_cell, table = subsample_stability(items, cells, benchmarks=["xstest"], **kwargs)
+    assert list(table.benchmark) == ["xstest"] and set(per_cell.benchmark) == {"xstest"}
+    everything, _ = subsample_stability(items, cells, **kwargs)
+    pd.testing.assert_frame_equal(per_cell, everything[everything.benchmark == "xstest"].reset_index(drop=True))
+
+
+def test_ranges_grow_with_the_number_of_subsamples():
+    # the first n draws of a seed are the same whatever the count, so each cell's max - min can only grow
+    module = pytest.importorskip("synthetic_cells")
+    cells = module.synthetic_cells(seed=0).query("benchmark == 'truthfulqa' and scoring == 'logprob'")
+    items = module.synthetic_items(cells, n_items=40)
+    few, _ = subsample_stability(items, cells, n_subsamples=5)
+    many, _ = subsample_stability(items, cells, n_subsamples=40)
+    assert (many.range_pp.to_numpy() >= few.range_pp.to_numpy() - 1e-9).all()
+    assert many.range_pp.median() > few.range_pp.median()
+
+
 def test_only_cells_in_the_cells_table_are_rescored():
     strata = {"i0": "s", "i1": "s"}
     items, cells = items_from({("A", "c0", 0): {"i0"}, ("B", "c0", 0): {"i1"}, ("C", "c0", 0): set()}, strata)
@@ -266,12 +306,18 @@ def test_only_template_matters_so_template_gets_the_largest_share():
     cells = grid_cells(lambda row: 0.5 + effect[row["template"]] + rng.normal(0, 0.005))
     small = grid_cells(lambda row: 0.5, benchmark="xstest").head(9)  # < 10 cells: skipped
     table = shap_attribution(pd.concat([cells, small]))
-    assert set(table.benchmark) == {"bbq"}
-    shares = table.set_index("feature")["share"]
+    assert list(table.columns) == SHAP_COLUMNS and (table.role == "surrogate").all()
+    regressor = table[table.surrogate == "regressor"]
+    assert set(regressor.dropna(subset="feature").benchmark) == {"bbq"}
+    skipped = regressor[regressor.benchmark == "xstest"].iloc[0]
+    assert pd.isna(skipped.feature) and skipped.reason == "fewer than 10 cells (9)"
+    fitted = regressor[regressor.benchmark == "bbq"]
+    assert fitted.model_a.isna().all() and fitted.reason.isna().all()
+    shares = fitted.set_index("feature")["share"]
     assert sorted(shares.index) == ["decoding", "model", "scoring", "shots", "template"]
     assert shares.idxmax() == "template" and shares["template"] > 0.8
     assert shares.sum() == pytest.approx(1.0)
-    assert (table.n_cells == 144).all() and (table.role == "surrogate").all()
+    assert (fitted.n_cells == 144).all()
     assert "surrogate" in table.attrs["note"] and "rho_flip" in table.attrs["note"]
 
 
@@ -281,18 +327,73 @@ def test_shap_is_deterministic_for_a_seed():
     pd.testing.assert_frame_equal(shap_attribution(cells, seed=0), shap_attribution(cells, seed=0))
 
 
-# --- precision_pairs --------------------------------------------------------------------------------
+def test_pair_classifier_localises_the_axis_that_flips_the_sign():
+    # a - b > 0 exactly on templates T1 and T2 (a = .6 + noise vs b = .5 + noise there, a = .4 + noise
+    # elsewhere; noise sd .005), so the sign of a - b is the template; one config is an exact tie
+    # (T1-greedy-0shot-freeform: a = b = .5), left out of the classifier's rows and counted.
+    # c scores .1 everywhere: a and b are always above it -> one class only, no classifier, a reason.
+    rng = np.random.default_rng(3)
 
-PRECISION_MODELS = [
-    {"name": "a-bf16", "path": "org/a", "precision": "bf16"},
-    {"name": "a-nf4", "path": "org/a", "precision": "nf4"},
-    {"name": "b-nf4", "path": "org/b", "precision": "nf4"},  # listed before its bf16 twin
-    {"name": "b-bf16", "path": "org/b"},  # precision defaults to bf16
-    {"name": "g", "embedded": "gemma-3-270m", "precision": "fp32"},  # no twin: no pair
-]
+    def score(row):
+        if row["model"] == "c":
+            return 0.1
+        if row["config_id"] == "T1-greedy-0shot-freeform":
+            return 0.5
+        base = 0.5 if row["model"] == "b" else (0.6 if row["template"] in ("T1", "T2") else 0.4)
+        return base + rng.normal(0, 0.005)
+
+    table = shap_attribution(grid_cells(score))
+    pairs = table[table.surrogate == "pair classifier"].set_index(["model_a", "model_b"])
+    ab = pairs.loc[("a", "b")].set_index("feature")
+    assert list(ab.index) == AXIS_FEATURES and AXIS_FEATURES == ["template", "decoding", "shots", "scoring"]
+    assert (ab.n_cells == 47).all() and (ab.n_ties == 1).all()
+    assert ab.share.idxmax() == "template" and ab.share["template"] > 0.8
+    assert ab.share.sum() == pytest.approx(1.0) and (ab.train_accuracy == 1.0).all()
+    assert ab.train_r2.isna().all() and ab.reason.isna().all()
+    for pair in [("a", "c"), ("b", "c")]:
+        row = pairs.loc[pair]
+        assert pd.isna(row.feature) and math.isnan(row.share)
+        assert row.reason == "one class only (N+ 48, N- 0): no strict reversal to localise"
+    # the regressor is beside it, on the axes and the model
+    regressor = table[table.surrogate == "regressor"]
+    assert list(regressor.feature) == FEATURES and regressor.model_a.isna().all()
 
 
-def precision_cells(scores: dict[str, list[float]], benchmark="bbq") -> pd.DataFrame:
+def test_pair_classifier_needs_enough_configs_with_a_strict_sign():
+    # 12 configs, a above b on 6, below on 3, tied on 3 -> 9 strict configs < 10: no classifier
+    cells = grid_cells(lambda row: 0.5, models=("a", "b"))
+    cells = cells[cells.config_id.isin(cells.config_id.unique()[:12])].copy()
+    cells.loc[cells.model == "a", "score"] = [0.6] * 6 + [0.4] * 3 + [0.5] * 3
+    row = shap_attribution(cells).query("surrogate == 'pair classifier'").iloc[0]
+    assert (row.n_cells, row.n_ties) == (9, 3)
+    assert pd.isna(row.feature) and row.reason == "fewer than 10 configs with a strict sign (9)"
+
+
+def test_shap_figure_draws_the_regressor_and_the_pair_classifiers():
+    from safetyrepro.figures import shap_per_axis
+
+    rng = np.random.default_rng(2)
+    table = shap_attribution(grid_cells(lambda row: rng.random()))
+    fig = shap_per_axis(table)
+    heat_maps = [ax for ax in fig.axes if ax.images and ax.get_title()]
+    assert [ax.get_title().split(" (")[0] for ax in heat_maps] == [
+        "regressor of cell score",
+        "pair classifier of sign(A - B)",
+    ]
+    assert [label.get_text() for label in heat_maps[0].get_xticklabels()] == FEATURES
+    assert len(heat_maps[1].get_yticklabels()) == 3  # one row per model pair
+    # an older table (no surrogate column) and one with no fitted surrogate still draw
+    old = table[table.surrogate == "regressor"].drop(columns=["surrogate", "model_a", "model_b"])
+    assert len([ax for ax in shap_per_axis(old).axes if ax.images]) == 1
+    one_class = shap_attribution(grid_cells(lambda row: 0.1 if row["model"] == "b" else 0.5, models=("a", "b")))
+    message = shap_per_axis(one_class[one_class.feature.isna()]).axes[0].texts[0].get_text()
+    assert message.startswith("no surrogate could be fitted: one class only")
+
+
+# --- the precision probe ----------------------------------------------------------------------------
+
+
+def probe_cells(scores: dict[str, list[float]], benchmark="bbq") -> pd.DataFrame:
     rows = [
         {"model": model, "benchmark": benchmark, "config_id": f"c{i}", "score": value}
         for model, values in scores.items()
@@ -301,45 +402,44 @@ def precision_cells(scores: dict[str, list[float]], benchmark="bbq") -> pd.DataF
     return pd.DataFrame(rows)
 
 
-def test_precision_differences_and_orderings():
-    # a: nf4 - bf16 = -2, +3, 0, -5 pp -> |d| 2, 3, 0, 5: median 2.5, mean 2.5, max 5; signed median -1
-    # b: nf4 - bf16 = +1, -2, +1, 0 pp -> |d| 1, 2, 1, 0: median 1, mean 1, max 2; signed median .5
-    # orderings (a vs b): c0 bf16 .60>.55, nf4 .58>.56 match; c1 bf16 .50<.52, nf4 .53>.50 differ;
-    # c2 bf16 .40<.45, nf4 .40<.46 match; c3 nf4 .65 = .65 tie -> not compared. 4 configs, 3, 2.
-    cells = precision_cells(
-        {
-            "a-bf16": [0.60, 0.50, 0.40, 0.70],
-            "a-nf4": [0.58, 0.53, 0.40, 0.65],
-            "b-bf16": [0.55, 0.52, 0.45, 0.65],
-            "b-nf4": [0.56, 0.50, 0.46, 0.65],
-            "g": [0.1, 0.2, 0.3, 0.4],
-        }
-    )
-    differences, orderings = precision_pairs(cells, PRECISION_MODELS)
-    assert len(differences) == 2
-    by_base = differences.set_index("base_model")
-    a, b = by_base.loc["org/a"], by_base.loc["org/b"]
-    assert (a.precision_a, a.precision_b, a.model_a, a.model_b, a.n_configs) == ("bf16", "nf4", "a-bf16", "a-nf4", 4)
-    assert (b.precision_a, b.precision_b, b.model_a, b.model_b) == ("bf16", "nf4", "b-bf16", "b-nf4")
-    assert [a.median_abs_diff_pp, a.mean_abs_diff_pp, a.max_abs_diff_pp, a.median_diff_pp] == pytest.approx(
-        [2.5, 2.5, 5.0, -1.0]
-    )
-    assert [b.median_abs_diff_pp, b.mean_abs_diff_pp, b.max_abs_diff_pp, b.median_diff_pp] == pytest.approx(
-        [1.0, 1.0, 2.0, 0.5]
-    )
-    assert list(orderings.columns) == ORDERING_COLUMNS
-    row = orderings.iloc[0]
-    assert (row.benchmark, row.precision_a, row.precision_b, row.n_models) == ("bbq", "bf16", "nf4", 2)
-    assert (row.n_configs, row.n_orderings_compared, row.n_match) == (4, 3, 2)
+def test_probe_differences_pooled_and_orderings():
+    # grid: a, b, c at nf4; the probe runs a@bf16, b@bf16, c@bf16 on c0, c1 (c2 is not a probe config).
+    # twin - model: a +2, -3 pp; b -1, 0 pp; c +5, +1 pp -> |d| 2, 3, 1, 0, 5, 1: pooled median 1.5,
+    # mean 2, max 5, signed median +0.5. Orderings: c0 nf4 c .70 > a .60 > b .50, bf16 c .75 > a .62 >
+    # b .49 (match); c1 nf4 a .55 > b .53 > c .40, bf16 b .53 > a .52 > c .41 (differs).
+    grid = probe_cells({"a": [0.60, 0.55, 0.9], "b": [0.50, 0.53, 0.9], "c": [0.70, 0.40, 0.9]})
+    probe = probe_cells({"a@bf16": [0.62, 0.52], "b@bf16": [0.49, 0.53], "c@bf16": [0.75, 0.41]})
+    twins = {"a": "a@bf16", "b": "b@bf16", "c": "c@bf16"}
+    tables = precision_probe(grid, probe, twins, ["c0", "c1"])
+    pooled = tables["differences"].set_index("benchmark").loc["all"]
+    assert pooled.n_cells == 6
+    assert [pooled.median_abs_diff_pp, pooled.mean_abs_diff_pp, pooled.max_abs_diff_pp] == pytest.approx([1.5, 2, 5])
+    assert pooled.median_diff_pp == pytest.approx(0.5)
+    assert list(tables["differences"]["benchmark"]) == ["bbq", "all"]
+    orderings = tables["orderings"].set_index("config_id")
+    assert list(orderings.columns) == ORDERING_COLUMNS[:1] + ORDERING_COLUMNS[2:]
+    assert orderings.loc["c0", "ordering"] == "c > a > b" and bool(orderings.loc["c0", "match"])
+    assert orderings.loc["c1", "twin_ordering"] == "b > a > c" and not orderings.loc["c1", "match"]
+    assert ordering_matches(tables["orderings"]) == (1, 2)
+    assert (pooled.n_orderings_compared, pooled.n_orderings_matched) == (2, 1)
+    assert set(tables["pairs"]["config_id"]) == {"c0", "c1"}
 
 
-def test_orderings_need_two_models_at_both_precisions():
-    models = PRECISION_MODELS[:2] + [{"name": "b-nf4", "path": "org/b", "precision": "nf4"}]
-    cells = precision_cells({"a-bf16": [0.6, 0.5], "a-nf4": [0.5, 0.5], "b-nf4": [0.3, 0.9]})
-    differences, orderings = precision_pairs(cells, models)
-    assert list(differences.base_model) == ["org/a"]
-    assert differences.iloc[0].max_abs_diff_pp == pytest.approx(10)
-    assert orderings.empty and list(orderings.columns) == ORDERING_COLUMNS
+def test_probe_twins_in_the_grid_and_shared_twins_have_no_ordering():
+    # the default run: fp32 and bf16 are paired with the grid's nf4 entry of the same weights; their
+    # twins are one model, so no ordering can be compared; a tie at one precision is no comparison
+    grid = probe_cells({"fp32": [0.6, 0.5], "bf16": [0.6, 0.4], "nf4": [0.5, 0.5]})
+    tables = precision_probe(grid, grid.iloc[:0], {"fp32": "nf4", "bf16": "nf4"}, ["c0", "c1"])
+    pooled = tables["differences"].set_index("benchmark").loc["all"]
+    assert pooled.n_cells == 4 and pooled.max_abs_diff_pp == pytest.approx(10)
+    assert tables["orderings"].empty and ordering_matches(tables["orderings"]) == (0, 0)
+    tied = precision_probe(
+        probe_cells({"a": [0.5], "b": [0.4]}),
+        probe_cells({"a@x": [0.5], "b@x": [0.5]}),
+        {"a": "a@x", "b": "b@x"},
+        ["c0"],
+    )
+    assert tied["orderings"].iloc[0].twin_ordering == "tie" and ordering_matches(tied["orderings"]) == (0, 0)
 
 
 # --- the synthetic 612-cell table (tests/synthetic_cells.py, when present) ---------------------------
@@ -353,7 +453,14 @@ def test_synthetic_grid_shapes():
     assert set(shares.benchmark) == set(cells.loc[cells.scoring == "freeform", "benchmark"])
     assert (shares.n_cells > 0).all()
     table = shap_attribution(cells)
+    regressor = table[table.surrogate == "regressor"]
     counts = cells.groupby("benchmark").size()
-    assert set(table.benchmark) == set(counts[counts >= 10].index)
-    assert (table.groupby("benchmark").size() == 5).all()
-    assert table.groupby("benchmark")["share"].sum().to_numpy() == pytest.approx(1.0)
+    assert set(regressor.benchmark) == set(counts[counts >= 10].index)
+    assert (regressor.groupby("benchmark").size() == 5).all()
+    assert regressor.groupby("benchmark")["share"].sum().to_numpy() == pytest.approx(1.0)
+    # one classifier per benchmark and model pair: 4 axis rows, or one row with the reason it has none
+    pairs = table[table.surrogate == "pair classifier"]
+    assert len(pairs.groupby(["benchmark", "model_a", "model_b"])) == 5 * 3
+    fitted = pairs[pairs.feature.notna()]
+    assert (fitted.groupby(["benchmark", "model_a", "model_b"]).size() == 4).all()
+    assert pairs[pairs.feature.isna()].reason.notna().all()

@@ -160,6 +160,12 @@ def test_six_orderings_reached_and_fewer_without_a_stress_value():
     assert by_variant.loc["full", "rho_flip_max"] == pytest.approx(1 / 2)
     assert by_variant.loc["core", "rho_flip_max"] == pytest.approx(1 / 2)
     assert by_variant.loc["without template=T4", "rho_flip_max"] == pytest.approx(2 / 5)
+    # the total-order flip rate beside it: every config has its own ordering, so every pair of configs
+    # differs -> 1 on each variant (while rho_flip_max is 1/2 or 2/5: a different quantity)
+    assert (by_variant.flip_rate == 1.0).all()
+    # two configs with the same ordering: c0 A>B>C again as c6 -> 21 pairs, 1 the same -> 20/21
+    again = pd.concat([ORDERINGS, ORDERINGS[ORDERINGS.config_id == "c0"].assign(config_id="c6")])
+    assert variant_summary({"full": again}).iloc[0].flip_rate == pytest.approx(20 / 21)
 
 
 def test_n_configs_counts_only_configs_scored_for_every_model():
@@ -242,7 +248,9 @@ def test_parse_clean_drops_exactly_the_configs_with_one_model_under_threshold():
         expected.orderings_reached,
     ]
     assert clean.loc["toxigen", ["n_configs", "n_configs_before", "orderings_reached"]].tolist() == [0, 1, 0]
-    assert math.isnan(clean.loc["toxigen", "rho_flip_max"])
+    assert math.isnan(clean.loc["toxigen", "rho_flip_max"]) and math.isnan(clean.loc["toxigen", "flip_rate"])
+    # bbq after: A>B>C twice -> the one pair of configs agrees: flip rate 0
+    assert clean.loc["bbq", "flip_rate"] == 0.0
     # a stricter threshold also drops c0 (.99 < .995), a looser one keeps all four
     assert parse_clean(cells, threshold=0.995).set_index("benchmark").loc["bbq", "n_configs"] == 0
     assert parse_clean(cells, threshold=0.4).set_index("benchmark").loc["bbq", "n_configs"] == 4

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import re
 import shutil
@@ -95,6 +96,10 @@ def write_config(workdir: Path, data_dir: Path, models: list[dict], benchmarks: 
     workdir.mkdir(parents=True, exist_ok=True)
     (workdir / "config.yaml").write_text(yaml.safe_dump(config))
     return workdir / "config.yaml"
+
+
+def _json(path: Path) -> dict:
+    return json.loads(path.read_text())
 
 
 def planned_cells(result: subprocess.CompletedProcess) -> int:
@@ -214,12 +219,20 @@ def test_full_envelope_of_one_benchmark_is_enumerated(tmp_path, data_dir):
 
 
 def test_paper_config_plans_612_cells(tmp_path, data_dir):
+    """612 grid cells, plus the precision probe's 54 (3 models at bf16 x 18 conservative-core cells)."""
     config = yaml.safe_load((REPO / "config" / "paper.yaml").read_text())
     config.update(data_dir=str(data_dir), envelope=str(REPO / "config" / "envelope.yaml"))
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
     result = snakemake(tmp_path, "-n", "--cores", "1")
     assert result.returncode == 0, result.stderr[-2000:]
-    assert planned_cells(result) == 612
+    assert planned_cells(result) == 612 + 54
+    probe_jobs = re.findall(r"wildcards: model=([^,]+@bf16), benchmark=(\w+), config_id=(\S+)", result.stdout)
+    assert len(probe_jobs) == 54 and {config for _, _, config in probe_jobs} == set(
+        config["analysis"]["conservative_core"]
+    )
+    del config["precision_probe"]
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
+    assert planned_cells(snakemake(tmp_path, "-n", "--cores", "1")) == 612
 
 
 @pytest.mark.parametrize("profile", ["slurm", "local"])
@@ -238,6 +251,7 @@ def test_analyses_and_summary_are_written(tiny_run):
     names = {p.stem for p in (workdir / "results" / "analysis").glob("*.parquet")}
     assert names == {
         "proposition1",
+        "flip_rate",
         "tiers",
         "scoring_paths",
         "parse_clean",
@@ -298,7 +312,7 @@ FIGURES = {
 AFTER_CELLS = {
     "aggregate": 1,
     "rho_flip": 1,
-    "analysis": 11,
+    "analysis": 12,
     "summary": 1,
     "provenance": 1,
     "grid_card": 1,
@@ -322,10 +336,10 @@ CODE_CHANGES = {
     "hashing.py": {"describe_model": 3, "cell": 30, **AFTER_CELLS},
     "fetch.py": {"provenance": 1, "grid_card": 1},  # the data pins the run record checks
     "aggregate.py": AFTER_CELLS,
-    "analysis/flips.py": {"rho_flip": 1, "analysis": 11, "summary": 1, "grid_card": 1, **FIGURES},
+    "analysis/flips.py": {"rho_flip": 1, "analysis": 12, "summary": 1, "grid_card": 1, **FIGURES},
     "report.py": {
         "rho_flip": 1,
-        "analysis": 11,
+        "analysis": 12,
         "summary": 1,
         "grid_card": 1,
         "figure_rho_heatmap": 2,
@@ -333,8 +347,8 @@ CODE_CHANGES = {
         "figure_anova": 1,
         "figure_shap": 1,
     },
-    "analysis/verdicts.py": {"analysis": 7, "summary": 1, "figure_orderings": 1},
-    "analysis/frames.py": {"analysis": 8, "summary": 1, "figure_orderings": 1},
+    "analysis/verdicts.py": {"analysis": 8, "summary": 1, "figure_orderings": 1},
+    "analysis/frames.py": {"analysis": 10, "summary": 1, "figure_orderings": 1},
     "analysis/variance.py": {"analysis": 1, "summary": 1, "figure_anova": 1},
     "analysis/attribution.py": {"analysis": 1, "summary": 1, "figure_shap": 1},
     "analysis/stability.py": {"analysis": 1, "summary": 1},
@@ -350,11 +364,13 @@ CODE_CHANGES = {
     "case_study/drivers.py": {},
 }
 # analysis options: only the analyses that read them, and what follows
+# the run record and GRID card list every analysis option, so they are rewritten too
+RECORD = {"provenance": 1, "grid_card": 1}
 OPTION_CHANGES = {
-    "bootstrap resamples": ({"bootstrap": {"resamples": 500}}, {"analysis": 1, "summary": 1}),
-    "bootstrap seed": ({"bootstrap": {"seed": 5}}, {"analysis": 1, "summary": 1, "provenance": 1, "grid_card": 1}),
-    "shap off": ({"shap": False}, {"analysis": 1, "summary": 1, "figure_shap": 1}),
-    "parse threshold": ({"parse_threshold": 0.5}, {"analysis": 1, "summary": 1}),
+    "bootstrap resamples": ({"bootstrap": {"resamples": 500}}, {"analysis": 1, "summary": 1, **RECORD}),
+    "bootstrap seed": ({"bootstrap": {"seed": 5}}, {"analysis": 1, "summary": 1, **RECORD}),
+    "shap off": ({"shap": False}, {"analysis": 1, "summary": 1, "figure_shap": 1, **RECORD}),
+    "parse threshold": ({"parse_threshold": 0.5}, {"analysis": 1, "summary": 1, **RECORD}),
 }
 
 
@@ -374,12 +390,29 @@ def scratch_source(tmp_path_factory):
     root = tmp_path_factory.mktemp("scratch")
     shutil.copy2(REPO / "Snakefile", root / "Snakefile")
     shutil.copytree(REPO / "workflow", root / "workflow", symlinks=True)
+    shutil.copytree(REPO / "envs", root / "envs")  # the rules' conda: files, read when a job's metadata is recorded
     shutil.copytree(REPO / "src", root / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
     return root
 
 
 def dry_run_from(source: Path, workdir: Path, configfile: Path) -> subprocess.CompletedProcess:
     return snakemake(workdir, "-n", configfile=configfile, source=source)
+
+
+@pytest.fixture(scope="module")
+def scratch_run(tiny_run, scratch_source):
+    """The tiny run, brought up to date with the scratch copy of the package. The copy is no git
+    checkout, so the run record's code state (commit, dirty) changes: that reruns the record and the
+    GRID card, nothing else."""
+    workdir, _ = tiny_run
+    assert planned_jobs(dry_run_from(scratch_source, workdir, workdir / "config.yaml")) == {
+        "provenance": 1,
+        "grid_card": 1,
+    }
+    synced = snakemake(workdir, "--cores", "1", source=scratch_source)
+    assert synced.returncode == 0, synced.stderr[-2000:]
+    assert _json(workdir / "results" / "provenance.json")["code"]["commit"] is None
+    return workdir
 
 
 def planned_after_edits(source: Path, workdir: Path, modules: list[str]) -> dict[str, dict[str, int]]:
@@ -398,8 +431,8 @@ def planned_after_edits(source: Path, workdir: Path, modules: list[str]) -> dict
     return planned
 
 
-def test_a_code_change_reruns_exactly_the_jobs_that_depend_on_it(tiny_run, scratch_source, tmp_path):
-    workdir, _ = tiny_run
+def test_a_code_change_reruns_exactly_the_jobs_that_depend_on_it(scratch_run, scratch_source, tmp_path):
+    workdir = scratch_run
     unchanged = dry_run_from(scratch_source, workdir, workdir / "config.yaml")
     assert unchanged.returncode == 0, unchanged.stderr[-2000:]
     assert planned_jobs(unchanged) == {}
@@ -425,8 +458,8 @@ def test_a_code_change_reruns_exactly_the_jobs_that_depend_on_it(tiny_run, scrat
     assert {m: jobs for m, jobs in planned.items() if jobs != CODE_CHANGES[m]} == {}
 
 
-def test_analysis_options_rerun_only_their_analyses(tiny_run, scratch_source, tmp_path):
-    workdir, _ = tiny_run
+def test_analysis_options_rerun_only_their_analyses(scratch_run, scratch_source, tmp_path):
+    workdir = scratch_run
     config = yaml.safe_load((workdir / "config.yaml").read_text())
     wrong = {}
     for name, (change, expected) in OPTION_CHANGES.items():

@@ -164,7 +164,10 @@ def cmd_stop_servers(args: argparse.Namespace) -> int:
 
 
 def cmd_aggregate(args: argparse.Namespace) -> int:
-    """Gather cell outputs into cells.parquet and items.parquet; refuse an incomplete grid unless --partial."""
+    """Gather cell outputs into cells.parquet and items.parquet (and the precision probe's cells into their
+    own table); refuse an incomplete grid unless --partial."""
+    import pandas as pd
+
     from .aggregate import cells_table, items_table, missing_cells
     from .tables import write_parquet
 
@@ -172,10 +175,12 @@ def cmd_aggregate(args: argparse.Namespace) -> int:
     if not args.summaries:
         raise DataError("no cell has finished: nothing to aggregate")
     cells = cells_table(Path(p) for p in args.summaries)
-    missing = missing_cells(((m.name, b, c.config_id) for m, b, c in settings.cells()), cells)
+    probe = cells_table(Path(p) for p in args.probe_summaries) if args.probe_summaries else cells.iloc[:0]
+    expected = settings.cells() + (settings.probe_cells() if args.probe_out else [])
+    missing = missing_cells(((m.name, b, c.config_id) for m, b, c in expected), pd.concat([cells, probe]))
     if missing and not args.partial:
         raise DataError(
-            f"incomplete grid: {len(missing)} of {len(settings.cells())} cells have no output "
+            f"incomplete grid: {len(missing)} of {len(expected)} cells have no output "
             f"({', '.join(missing[:5])}{', ...' if len(missing) > 5 else ''}); rerun them, or set "
             "partial_results: true to analyse the finished cells"
         )
@@ -183,6 +188,8 @@ def cmd_aggregate(args: argparse.Namespace) -> int:
         log.warning("partial results: %d cell(s) missing: %s", len(missing), ", ".join(missing))
     write_parquet(cells, Path(args.cells_out), missing)
     write_parquet(items_table(Path(p) for p in args.items), Path(args.items_out), missing)
+    if args.probe_out:
+        write_parquet(probe, Path(args.probe_out), missing)
     return 0
 
 
@@ -211,7 +218,7 @@ def cmd_analyse(args: argparse.Namespace) -> int:
     from .tables import missing_cells, write_parquet, write_text
 
     analysis = ANALYSES[args.name]
-    table = analysis.run(Inputs(load_settings(args.configfile), pd.read_parquet(args.cells), args.items))
+    table = analysis.run(Inputs(load_settings(args.configfile), pd.read_parquet(args.cells), args.items, args.probe))
     missing = missing_cells(Path(args.cells))
     write_parquet(table, Path(args.out), missing)
     write_text(partial_notice(missing) + analysis_markdown(args.name, analysis.description, table), Path(args.markdown))
@@ -392,6 +399,8 @@ def build_parser() -> argparse.ArgumentParser:
     aggregate.add_argument("--summaries", nargs="*", default=[])
     aggregate.add_argument("--items", nargs="*", default=[])
     aggregate.add_argument("--partial", action="store_true", help="accept an incomplete grid (missing cells listed)")
+    aggregate.add_argument("--probe-summaries", nargs="*", default=[], help="the precision probe's cell summaries")
+    aggregate.add_argument("--probe-out", help="precision_probe.parquet: the probe's cells (none: not written)")
     _command(commands, "rho-flip", cmd_rho_flip, "rho_flip table from cells.parquet", ("cells", "out", "markdown"))
     analyse = _command(
         commands,
@@ -401,6 +410,7 @@ def build_parser() -> argparse.ArgumentParser:
         ("configfile", "cells", "items", "out", "markdown"),
     )
     analyse.add_argument("name")
+    analyse.add_argument("--probe", help="precision_probe.parquet (the precision analysis reads it)")
     _command(
         commands,
         "summary",

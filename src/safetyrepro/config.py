@@ -14,7 +14,7 @@ import importlib.util
 import os
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cache
 from importlib.resources import files
 from pathlib import Path
@@ -246,9 +246,23 @@ class BackendSettings:
 
 @dataclass(frozen=True)
 class SubsampleSettings:
+    """The `analysis.subsample` section; `benchmarks` empty means every benchmark of the run."""
+
     count: int
     fraction: float
     seed: int
+    benchmarks: tuple[str, ...] = ()
+
+    @classmethod
+    def from_section(cls, section: Mapping[str, Any], run_benchmarks: Sequence[str]) -> SubsampleSettings:
+        """Typed settings; each listed benchmark must be one of the run's."""
+        outside = [name for name in section["benchmarks"] if name not in run_benchmarks]
+        if outside:
+            raise ConfigError(
+                f"analysis.subsample.benchmarks: '{outside[0]}' is not a benchmark of this run "
+                f"({', '.join(run_benchmarks)})"
+            )
+        return cls(section["count"], section["fraction"], section["seed"], tuple(section["benchmarks"]))
 
 
 @dataclass(frozen=True)
@@ -305,6 +319,25 @@ class CaseStudySettings:
             )
 
 
+@dataclass(frozen=True)
+class PrecisionProbe:
+    """The `precision_probe` section: every model once more at `precision`, on `configs` only.
+
+    `twins` maps each model whose precision differs to its twin's name: a grid model that already is
+    the same weights at that precision (nothing new to run), or one of `new_models`, named
+    "<model>@<precision>" (a name no grid model can have), whose cells stay out of the headline tables.
+    """
+
+    precision: str
+    configs: tuple[str, ...]
+    twins: Mapping[str, str]
+    new_models: tuple[ModelSpec, ...]
+
+    def disclosed(self) -> dict[str, Any]:
+        """The probe as the run record and GRID card state it."""
+        return {"precision": self.precision, "configs": list(self.configs), "twins": dict(self.twins)}
+
+
 @dataclass
 class Settings:
     """A checked run configuration. `document` is the effective config itself, for writing and recording."""
@@ -324,6 +357,7 @@ class Settings:
     case_study: CaseStudySettings | None
     select_configs: tuple[str, ...] | None
     partial_results: bool
+    precision_probe: PrecisionProbe | None = None
 
     @property
     def benchmarks(self) -> list[str]:
@@ -348,9 +382,26 @@ class Settings:
         """Every (model, benchmark, config) cell of the grid."""
         return [(m, b, c) for m in self.models for b in self.benchmarks for c in self.configs(b)]
 
+    def probe_cells(self) -> list[tuple[ModelSpec, str, Config]]:
+        """The precision probe's own cells: its new twins on the probe configs of each benchmark."""
+        probe = self.precision_probe
+        if probe is None:
+            return []
+        return [
+            (m, b, c)
+            for m in probe.new_models
+            for b in self.benchmarks
+            for c in self.configs(b)
+            if c.config_id in probe.configs
+        ]
+
+    def run_models(self) -> list[ModelSpec]:
+        """Every model the run loads: the grid's, then the precision probe's own."""
+        return [*self.models, *(self.precision_probe.new_models if self.precision_probe else ())]
+
     def model(self, name: str) -> ModelSpec:
-        """The model spec called `name`."""
-        for spec in self.models:
+        """The model spec called `name` (a grid model, or one of the precision probe's own)."""
+        for spec in self.run_models():
             if spec.name == name:
                 return spec
         raise ConfigError(f"models: no model named '{name}'")
@@ -446,7 +497,7 @@ def _settings(raw: dict[str, Any], layers: tuple[str, ...]) -> Settings:
     section = raw["analysis"]
     analysis = AnalysisSettings(
         section["parse_threshold"],
-        SubsampleSettings(**section["subsample"]),
+        SubsampleSettings.from_section(section["subsample"], list(raw["benchmarks"])),
         BootstrapSettings(**section["bootstrap"]),
         tuple(section["conservative_core"]),
         section["shap"],
@@ -471,6 +522,7 @@ def _settings(raw: dict[str, Any], layers: tuple[str, ...]) -> Settings:
         raw["partial_results"],
     )
     settings.case_study = _case_study(raw.get("case_study"), settings)
+    settings.precision_probe = _precision_probe(raw.get("precision_probe"), settings)
     _check_fewshot_pool(settings)
     _check_results_dir(settings.results_dir)
     return settings
@@ -576,3 +628,33 @@ def _case_study(section: Mapping[str, Any] | None, settings: Settings) -> CaseSt
         parity["target_delimiter"],
         section,
     )
+
+
+def _precision_probe(section: Mapping[str, Any] | None, settings: Settings) -> PrecisionProbe | None:
+    """The probe's settings: its configs checked against the grid, a twin per model at the probe precision."""
+    if not section:
+        return None
+    configs = tuple(section.get("configs") or settings.analysis.conservative_core)
+    if not configs:
+        raise ConfigError("precision_probe.configs: no configs to run (name them, or set analysis.conservative_core)")
+    grid = {c.config_id for b in settings.benchmarks for c in settings.configs(b)}
+    outside = [cid for cid in configs if cid not in grid]
+    if outside:
+        key = (
+            "precision_probe.configs" if section.get("configs") else "analysis.conservative_core (the probe's configs)"
+        )
+        raise ConfigError(f"{key}: '{outside[0]}' is not a config of this grid (select_configs leaves it out)")
+    precision = section["precision"]
+    weights = lambda spec: (spec.path, spec.chat_template, spec.trust_remote_code, spec.revision)  # noqa: E731
+    at_precision = {weights(spec): spec.name for spec in settings.models if spec.precision == precision}
+    twins, new_models = {}, []
+    for spec in settings.models:
+        if spec.precision == precision:
+            continue
+        if weights(spec) not in at_precision:
+            at_precision[weights(spec)] = f"{spec.name}@{precision}"
+            new_models.append(replace(spec, name=at_precision[weights(spec)], precision=precision))
+        twins[spec.name] = at_precision[weights(spec)]
+    if not twins:
+        raise ConfigError(f"precision_probe.precision: every model already runs at {precision}; name another precision")
+    return PrecisionProbe(precision, configs, twins, tuple(new_models))

@@ -19,7 +19,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
-from .analysis.flips import TIE_TOLERANCE, score_matrix  # noqa: E402
+from .analysis.flips import score_matrix, signs  # noqa: E402
 from .tables import write_atomic  # noqa: E402
 
 SHARE_PARTS = [
@@ -113,8 +113,8 @@ def flipped_configs(cells: pd.DataFrame, benchmark: str) -> set[str]:
     matrix = score_matrix(cells, benchmark).dropna()
     flipped: set[str] = set()
     for model_a, model_b in itertools.combinations(matrix.columns, 2):
-        diff = matrix[model_a] - matrix[model_b]
-        above, below = diff > TIE_TOLERANCE, diff < -TIE_TOLERANCE
+        sign = signs(matrix[model_a], matrix[model_b])
+        above, below = sign > 0, sign < 0
         if above.any() and below.any():
             minority = above if above.sum() < below.sum() else below if below.sum() < above.sum() else above | below
             flipped |= set(matrix.index[minority])
@@ -234,23 +234,64 @@ def anova_shares(variance: pd.DataFrame) -> Figure:
 
 
 def shap_per_axis(shap: pd.DataFrame) -> Figure:
-    """Heat map of each feature's share of mean |SHAP| per benchmark (LightGBM surrogate)."""
-    if shap.empty or "feature" not in shap.columns:
-        note = shap["note"].iloc[0] if "note" in shap.columns and len(shap) else "no benchmark had enough cells"
+    """Heat maps of each feature's share of mean |SHAP| (LightGBM surrogates): the score regressor per
+    benchmark and, when the table has them, the per-pair sign classifiers (one row per benchmark and
+    pair). Rows of surrogates not fitted (no feature) are left out; a table without a `surrogate`
+    column is all regressor rows."""
+    fitted = shap[shap["feature"].notna()] if "feature" in shap.columns else shap.iloc[0:0]
+    if fitted.empty:
+        if "note" in shap.columns and len(shap):
+            note = shap["note"].iloc[0]
+        elif "reason" in shap.columns and shap["reason"].notna().any():
+            note = "no surrogate could be fitted: " + "; ".join(dict.fromkeys(shap["reason"].dropna().astype(str)))
+        else:
+            note = "no benchmark had enough cells"
         return _empty("SHAP per axis (surrogate)", str(note))
-    pivot = shap.pivot(index="benchmark", columns="feature", values="share")
-    pivot = pivot.reindex(index=list(dict.fromkeys(shap["benchmark"])), columns=list(dict.fromkeys(shap["feature"])))
-    fig, ax = _figure(2.5 + 1.3 * pivot.shape[1], 1.8 + 0.55 * pivot.shape[0])
-    image = ax.imshow(pivot.to_numpy(dtype=float), cmap="Blues", vmin=0, vmax=1, aspect="auto")
-    for (i, j), value in np.ndenumerate(pivot.to_numpy(dtype=float)):
-        if not np.isnan(value):
-            ax.text(
-                j, i, f"{value:.2f}", ha="center", va="center", fontsize=9, color="white" if value > 0.6 else "black"
-            )
-    ax.set_xticks(range(pivot.shape[1]), pivot.columns)
-    ax.set_yticks(range(pivot.shape[0]), pivot.index)
-    _title(ax, "SHAP per axis: share of mean |SHAP| (surrogate, not the headline)")
-    fig.colorbar(image, ax=ax, label="share")
+    kind = fitted["surrogate"] if "surrogate" in fitted.columns else pd.Series("regressor", index=fitted.index)
+    panels = []
+    regressor = fitted[kind == "regressor"]
+    if len(regressor):
+        pivot = regressor.pivot(index="benchmark", columns="feature", values="share")
+        pivot = pivot.reindex(
+            index=list(dict.fromkeys(regressor["benchmark"])), columns=list(dict.fromkeys(regressor["feature"]))
+        )
+        panels.append(("regressor of cell score (per benchmark)", pivot))
+    pairs = fitted[kind == "pair classifier"]
+    if len(pairs):
+        label = (
+            pairs["benchmark"].astype(str) + ": " + pairs["model_a"].astype(str) + " vs " + pairs["model_b"].astype(str)
+        )
+        pairs = pairs.assign(pair=label.map(lambda text: _wrap(text, 30)))
+        pivot = pairs.pivot(index="pair", columns="feature", values="share")
+        pivot = pivot.reindex(index=list(dict.fromkeys(pairs["pair"])), columns=list(dict.fromkeys(pairs["feature"])))
+        panels.append(("pair classifier of sign(A - B) (per benchmark and pair)", pivot))
+    columns = sum(pivot.shape[1] for _, pivot in panels)
+    rows = max(pivot.shape[0] for _, pivot in panels)
+    fig, axes = _figure(
+        max(6.5, 2.5 + 1.1 * columns + 2.2 * (len(panels) - 1)),
+        2.2 + 0.5 * rows,
+        ncols=len(panels),
+        squeeze=False,
+        gridspec_kw={"width_ratios": [pivot.shape[1] for _, pivot in panels]},
+    )
+    for ax, (title, pivot) in zip(axes.flat, panels):
+        image = ax.imshow(pivot.to_numpy(dtype=float), cmap="Blues", vmin=0, vmax=1, aspect="auto")
+        for (i, j), value in np.ndenumerate(pivot.to_numpy(dtype=float)):
+            if not np.isnan(value):
+                ax.text(
+                    j,
+                    i,
+                    f"{value:.2f}",
+                    ha="center",
+                    va="center",
+                    fontsize=8,
+                    color="white" if value > 0.6 else "black",
+                )
+        ax.set_xticks(range(pivot.shape[1]), pivot.columns, rotation=30, ha="right")
+        ax.set_yticks(range(pivot.shape[0]), pivot.index, fontsize=8)
+        _title(ax, title, fontsize=9)
+    fig.colorbar(image, ax=list(axes.flat), label="share of mean |SHAP|")
+    fig.suptitle("SHAP per axis: share of mean |SHAP| (surrogates, not the headline)")
     return fig
 
 

@@ -2,8 +2,9 @@
 
 results/grid_card.json holds every axis value used (with its tier and parameters), the validity
 rules, the envelope and its hash (the seal), the configs and item subsets per benchmark, the models
-with precision and file hashes or revisions, data file hashes, package versions, seeds, hardware
-and the headline rho_flip table with N+/N-/N0. results/grid_card.md renders the same for reading.
+with precision and file hashes or revisions, data file hashes, package versions, seeds, every
+analysis option and the precision probe, the code's commit (and whether the tree was dirty),
+hardware and the headline rho_flip table with N+/N-/N0. results/grid_card.md renders the same.
 Two runs of the same config give the same card apart from `created`.
 """
 
@@ -109,7 +110,10 @@ def grid_card(
             "tier_rule": "a config is core when every one of its axis values is tagged core, else stress",
             "source": envelope.source,
         },
+        "code": record["code"],
         "run": record["run"],
+        "analysis": record["analysis"],
+        "precision_probe": record["precision_probe"],
         "configs": _configs(cells),
         "missing_cells": list(missing_cells),
         "items": record["items"],
@@ -121,6 +125,10 @@ def grid_card(
         "headline": _headline(rho, cells),
         "created": record["created"],
     }
+
+
+def _tree_state(dirty: bool | None) -> str:
+    return {True: "the tree had uncommitted changes", False: "a clean tree", None: "no git state"}[dirty]
 
 
 def _params(params: Mapping[str, Any]) -> str:
@@ -144,6 +152,8 @@ def grid_card_markdown(card: Mapping[str, Any]) -> str:
         "",
         f"- **seal** (SHA-256 of the envelope): `{card['seal']}`",
         f"- created: {card['created']}",
+        f"- code: safetyrepro {card['code']['version']}, commit {card['code']['commit'] or 'unknown'} "
+        f"({_tree_state(card['code']['dirty'])}; {card['code']['source']})",
         f"- select_configs: {card['run']['select_configs'] or 'all valid configs'}",
         f"- max_new_tokens_cap: {card['run']['max_new_tokens_cap']}",
         f"- missing cells (partial run): {', '.join(card['missing_cells']) or 'none, the grid is complete'}",
@@ -195,6 +205,9 @@ def grid_card_markdown(card: Mapping[str, Any]) -> str:
     lines += [
         f"| {path} | `{info['sha256']}` | {'yes' if info['pinned'] else 'NO'} |" for path, info in card["data"].items()
     ]
+    lines += ["", "## Analysis options", ""]
+    lines += [f"- {key}: {json.dumps(value)}" for key, value in card["analysis"].items()]
+    lines.append(f"- precision_probe: {json.dumps(card['precision_probe']) if card['precision_probe'] else 'none'}")
     lines += ["", "## Seeds", ""] + [f"- {key}: {value}" for key, value in card["seeds"].items()]
     lines += ["", "## Hardware", ""] + [f"- {key}: {value}" for key, value in card["hardware"].items()]
     packages = card["packages"]

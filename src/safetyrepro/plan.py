@@ -28,6 +28,7 @@ def grid_plan(settings: Settings) -> dict[str, Any]:
             "device": settings.backend.device,
             "batch_size": settings.backend.batch_size,
         },
+        "precision_probe": _probe(settings),
         "data_dir": str(settings.data_dir),
         "results_dir": str(settings.results_dir),
         "envelope_sha256": envelope.digest(),
@@ -50,4 +51,19 @@ def plan_lines(settings: Settings) -> list[str]:
         f"backend: generate {backend['generate']}, loglikelihood {backend['loglikelihood']}, "
         f"device {backend['device']}, batch size {backend['batch_size']}",
         f"data: {plan['data_dir']}/, results: {plan['results_dir']}/",
+        *(
+            [
+                f"precision probe: {len(probe['twins'])} models paired with their {probe['precision']} twin on "
+                f"{len(probe['configs'])} configs; {probe['cells']} cells of its own (outside the headline tables)"
+            ]
+            if (probe := plan["precision_probe"])
+            else []
+        ),
     ]
+
+
+def _probe(settings: Settings) -> dict[str, Any] | None:
+    probe = settings.precision_probe
+    if probe is None:
+        return None
+    return {**probe.disclosed(), "cells": len(settings.probe_cells())}

@@ -2,7 +2,8 @@
 
 It holds the envelope's hash (the seal), the version of every installed package, what each model
 pointed at (file hashes of a local directory, or hub id and revision), the SHA-256 of every data
-file read, the evaluated item ids, every random seed and the hardware. `compare_records` names what
+file read, the evaluated item ids, every random seed, every analysis option, the code's version and
+git commit (and whether the tree was dirty) and the hardware. `compare_records` names what
 differs between two records, so a rerun with any of these changed is detectable.
 """
 
@@ -12,6 +13,7 @@ import hashlib
 import json
 import os
 import platform
+import subprocess
 import sys
 from collections.abc import Iterable, Mapping
 from datetime import datetime, timezone
@@ -21,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from . import __version__
 from .fetch import MANIFEST
 from .hashing import file_sha256
 
@@ -113,6 +116,31 @@ def item_subsets(items: pd.DataFrame) -> dict[str, dict[str, Any]]:
     return out
 
 
+def code_state() -> dict[str, Any]:
+    """The code that runs: the package version and, for a git checkout, its commit and whether the
+    tree differs from it (tracked changes or new, non-ignored files); None for an installed package."""
+    package = Path(__file__).resolve().parent
+    state: dict[str, Any] = {"version": __version__, "commit": None, "dirty": None, "source": "not a git checkout"}
+
+    def git(*args: str) -> str | None:
+        try:
+            done = subprocess.run(["git", *args], cwd=package, capture_output=True, text=True, timeout=30)
+        except (OSError, subprocess.SubprocessError):
+            return None
+        return done.stdout.strip() if done.returncode == 0 else None
+
+    if git("ls-files", "--error-unmatch", "__init__.py") is None:  # not tracked: a wheel, or git absent
+        return state
+    root = git("rev-parse", "--show-toplevel") or "."
+    status = git("-C", root, "status", "--porcelain")
+    return {
+        **state,
+        "commit": git("rev-parse", "HEAD"),
+        "dirty": None if status is None else bool(status),
+        "source": "git checkout",
+    }
+
+
 def seeds(settings: Settings) -> dict[str, Any]:
     """Every random seed the run uses: generation, item subset, and the analyses'."""
     return {"generation": list(settings.envelope.seeds), "subset": settings.subset_seed, **settings.analysis.seeds()}
@@ -130,6 +158,8 @@ def recorded_settings(settings: Settings) -> dict[str, Any]:
             "backend": vars(settings.backend),
         },
         "seeds": seeds(settings),
+        "analysis": dict(settings.analysis.section),
+        "precision_probe": settings.precision_probe.disclosed() if settings.precision_probe else None,
     }
 
 
@@ -138,7 +168,10 @@ def run_record(settings: Settings, models: Iterable[Mapping[str, Any]], items: p
     recorded = recorded_settings(settings)
     return {
         "seal": recorded["seal"],
+        "code": code_state(),
         "run": recorded["run"],
+        "analysis": recorded["analysis"],
+        "precision_probe": recorded["precision_probe"],
         "packages": package_versions(),
         "models": {model["name"]: dict(model) for model in models},
         "data": data_files(settings),

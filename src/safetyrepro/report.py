@@ -57,16 +57,19 @@ def summary_markdown(rho: pd.DataFrame, cells: pd.DataFrame, tables: dict[str, p
     tiers = tables["tiers"].set_index(["variant", "benchmark"]) if "tiers" in tables else None
     clean = tables["parse_clean"].set_index("benchmark") if "parse_clean" in tables else None
     shares = tables["variance"].set_index("benchmark") if "variance" in tables else None
+    flip = tables["flip_rate"].set_index("benchmark") if "flip_rate" in tables else None
     lines = [
         "# Summary",
         "",
         "Per benchmark, the model pair with the largest rho_flip (N+ / N- / N0 of that pair), strict "
         "orderings of the models reached, and the same maximum on the core tier and the parse-clean "
-        "subset; rho_var = implementation / model variance share (free-form ANOVA).",
+        "subset; rho_var = implementation / model variance share (free-form ANOVA); flip rate = the total-order "
+        "flip rate (share of config pairs whose strict model orderings differ; not rho_flip), its uniform-null "
+        "value in brackets.",
         "",
         "| benchmark | \\|C\\| | max rho_flip | pair | N+ / N- / N0 | ceiling | orderings | core rho_flip max |"
-        " parse-clean rho_flip max (\\|C\\|) | rho_var |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        " parse-clean rho_flip max (\\|C\\|) | rho_var | flip rate (null) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for benchmark, pairs in rho.groupby("benchmark", sort=False):
         top = pairs.sort_values("rho_flip", ascending=False, kind="stable").iloc[0]
@@ -77,9 +80,34 @@ def summary_markdown(rho: pd.DataFrame, cells: pd.DataFrame, tables: dict[str, p
         lines.append(
             f"| {benchmark} | {top.n_configs} | {top.rho_flip:.3f} | {top.model_a} vs {top.model_b} | "
             f"{top.n_plus} / {top.n_minus} / {top.n_ties} | {top.ceiling:.3f} | {reached} of {possible} | "
-            f"{_fmt(core)} | {_fmt(clean_rho)} ({_fmt(clean_n, '.0f')}) | {_fmt(_lookup(shares, benchmark, 'rho'))} |"
+            f"{_fmt(core)} | {_fmt(clean_rho)} ({_fmt(clean_n, '.0f')}) | {_fmt(_lookup(shares, benchmark, 'rho'))} | "
+            f"{_fmt(_lookup(flip, benchmark, 'flip_rate'))} ({_fmt(_lookup(flip, benchmark, 'null_flip_rate'))}) |"
         )
+    lines += _precision_lines(tables.get("precision"))
     return "\n".join(lines) + "\n"
+
+
+def _precision_lines(table: pd.DataFrame | None) -> list[str]:
+    """The precision probe's headline, as the paper states its BF16-vs-NF4 check."""
+    if table is None or "table" not in table.columns:
+        return []
+    pooled = table[(table["table"] == "differences") & (table["benchmark"] == "all")]
+    if pooled.empty:
+        return ["", "Precision probe: no paired cells."]
+    row = pooled.iloc[0]
+    compared = table[table["table"] == "orderings"]
+    ordering = (
+        f"the model ordering matches on {int(row['n_orderings_matched'])} of {int(row['n_orderings_compared'])} "
+        f"(benchmark, config) cells with a strict ordering at both precisions ({len(compared)} cells compared)"
+        if len(compared)
+        else "no model ordering to compare (the models' twins are not distinct models)"
+    )
+    return [
+        "",
+        f"Precision probe: over {int(row['n_cells'])} paired cells, |score difference| median "
+        f"{row['median_abs_diff_pp']:.1f} pp, mean {row['mean_abs_diff_pp']:.1f} pp, max "
+        f"{row['max_abs_diff_pp']:.1f} pp; {ordering}. The probe's own cells are not in the tables above.",
+    ]
 
 
 def _lookup(table: pd.DataFrame | None, key, column: str):

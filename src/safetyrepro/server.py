@@ -230,7 +230,7 @@ def _start(settings: Settings, spec: ModelSpec, configfile: Path, address: Path,
 def stop_servers(settings: Settings) -> int:
     """Ask every running server of this run's models to exit; returns how many were stopped."""
     stopped = 0
-    for spec in settings.models:
+    for spec in settings.run_models():
         connection = _try_connect(server_address(settings, spec))
         if connection is not None:
             with connection:

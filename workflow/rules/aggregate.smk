@@ -7,9 +7,11 @@ rule aggregate:
     input:
         summaries=finished_cell_paths("summary"),
         rows=finished_cell_paths("items"),
+        probe=finished_cell_paths("summary", PROBE_CELLS),
     output:
         cells=f"{RESULTS}/cells.parquet",
         rows=f"{RESULTS}/items.parquet",
+        probe=f"{RESULTS}/precision_probe.parquet",
     params:
         partial="--partial" if SETTINGS.partial_results else "",
         code=code("aggregate"),
@@ -19,8 +21,8 @@ rule aggregate:
         f"{RESULTS}/logs/aggregate.log",
     shell:
         "safetyrepro aggregate --configfile \"$SAFETYREPRO_RUN_CONFIG\" {params.partial}"
-        " --summaries {input.summaries:q} --items {input.rows:q}"
-        " --cells-out {output.cells:q} --items-out {output.rows:q} > {log:q} 2>&1"
+        " --summaries {input.summaries:q} --items {input.rows:q} --probe-summaries {input.probe:q}"
+        " --cells-out {output.cells:q} --items-out {output.rows:q} --probe-out {output.probe:q} > {log:q} 2>&1"
 
 
 rule rho_flip:

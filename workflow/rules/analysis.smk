@@ -7,12 +7,14 @@ rule analysis:
     input:
         cells=f"{RESULTS}/cells.parquet",
         rows=f"{RESULTS}/items.parquet",
+        probe=f"{RESULTS}/precision_probe.parquet",
     output:
         table=f"{RESULTS}/analysis/{{name}}.parquet",
         markdown=f"{RESULTS}/analysis/{{name}}.md",
     params:
         # reruns an analysis when its own options, description or code change
         options=lambda w: SETTINGS.analysis.options(ANALYSES[w.name].options),
+        sections=lambda w: {key: SETTINGS.document.get(key) for key in ANALYSES[w.name].sections},
         description=lambda w: ANALYSES[w.name].description,
         function=lambda w: ANALYSES[w.name].function,
         code=lambda w: code_digest(*analysis_modules(w.name)),
@@ -24,7 +26,8 @@ rule analysis:
         f"{RESULTS}/logs/analysis/{{name}}.log",
     shell:
         'safetyrepro analyse {wildcards.name} --configfile "$SAFETYREPRO_RUN_CONFIG" --cells {input.cells:q}'
-        " --items {input.rows:q} --out {output.table:q} --markdown {output.markdown:q} > {log:q} 2>&1"
+        " --items {input.rows:q} --probe {input.probe:q} --out {output.table:q} --markdown {output.markdown:q}"
+        " > {log:q} 2>&1"
 
 
 rule summary:

@@ -35,7 +35,8 @@ print("\n".join(f"safetyrepro: {line}" for line in plan_lines(SETTINGS)), file=s
 
 RESULTS = str(SETTINGS.results_dir)
 CELLS = [(m.name, b, c.config_id) for m, b, c in SETTINGS.cells()]
-MODELS = {m.name: m for m in SETTINGS.models}
+PROBE_CELLS = [(m.name, b, c.config_id) for m, b, c in SETTINGS.probe_cells()]  # outside the headline tables
+MODELS = {m.name: m for m in SETTINGS.run_models()}
 
 # Jobs read the effective config from a file named by its content (so concurrent runs of different
 # configs never share one), passed in the environment: a path in params would rerun every job
@@ -62,10 +63,10 @@ def code(job):
     return code_digest(*JOB_CODE[job])
 
 
-def cell_paths(kind):
-    """Output paths of every cell: kind is 'items' (Parquet) or 'summary' (JSON)."""
+def cell_paths(kind, cells=CELLS):
+    """Output paths of the cells (the grid's by default): kind is 'items' (Parquet) or 'summary' (JSON)."""
     suffix = "parquet" if kind == "items" else "json"
-    return [f"{RESULTS}/cells/{m}/{b}/{c}.{suffix}" for m, b, c in CELLS]
+    return [f"{RESULTS}/cells/{m}/{b}/{c}.{suffix}" for m, b, c in cells]
 
 
 def data_files(benchmark):
@@ -73,11 +74,11 @@ def data_files(benchmark):
     return [str(SETTINGS.data_dir / entry.path) for entry in MANIFEST if entry.path.split("/")[0] == benchmark]
 
 
-def finished_cell_paths(kind):
+def finished_cell_paths(kind, cells=CELLS):
     """Output paths of the cells to aggregate: all of them, or in a partial run those already finished."""
     if not SETTINGS.partial_results:
-        return cell_paths(kind)
-    pairs = zip(cell_paths("items"), cell_paths("summary"))
+        return cell_paths(kind, cells)
+    pairs = zip(cell_paths("items", cells), cell_paths("summary", cells))
     done = [(rows, summary) for rows, summary in pairs if Path(rows).is_file() and Path(summary).is_file()]
     return [rows if kind == "items" else summary for rows, summary in done]
 

@@ -1,5 +1,5 @@
 # Report and disclosure: the run record, the GRID card and the figures of `snakemake --report`.
-from safetyrepro.provenance import environment_fingerprint, recorded_settings
+from safetyrepro.provenance import code_state, environment_fingerprint, recorded_settings
 
 report: "../report/workflow.rst"
 
@@ -26,6 +26,7 @@ rule provenance:
         environment=environment_fingerprint(),
         settings=recorded_settings(SETTINGS),
         code=code("provenance"),
+        source=code_state(),  # the commit and dirty flag the record states
     conda:
         "../../envs/safetyrepro.yaml"
     log:

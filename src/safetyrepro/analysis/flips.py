@@ -1,13 +1,28 @@
-"""Pure functions over the tidy tables: rho_flip and the orderings a configuration set reaches."""
+"""Pure functions over the tidy tables: rho_flip, the orderings a configuration set reaches and the
+total-order flip rate (two different quantities; see ``flip_rate``)."""
 
 from __future__ import annotations
 
 import itertools
 import math
+from collections import Counter
 
+import numpy as np
 import pandas as pd
 
 RHO_COLUMNS = ["benchmark", "model_a", "model_b", "n_plus", "n_minus", "n_ties", "n_configs", "rho_flip", "ceiling"]
+FLIP_RATE_COLUMNS = [
+    "benchmark",
+    "n_models",
+    "n_configs",
+    "n_tied",
+    "n_strict",
+    "orderings_reached",
+    "n_pairs",
+    "n_mismatched",
+    "flip_rate",
+    "null_flip_rate",
+]
 # Scores are means over items (and seeds); differences below this are float noise, i.e. ties.
 TIE_TOLERANCE = 1e-9
 
@@ -19,14 +34,19 @@ def score_matrix(cells: pd.DataFrame, benchmark: str) -> pd.DataFrame:
     return frame.pivot(index="config_id", columns="model", values="score")[models]
 
 
+def signs(a: pd.Series, b: pd.Series) -> pd.Series:
+    """Per config: +1 where A scores strictly above B, -1 strictly below, 0 a tie (|A - B| <=
+    TIE_TOLERANCE); NaN where either score is missing."""
+    diff = a - b
+    return pd.Series(
+        np.where(diff > TIE_TOLERANCE, 1.0, np.where(diff < -TIE_TOLERANCE, -1.0, 0.0)), index=diff.index
+    ).where(diff.notna())
+
+
 def sign_counts(a: pd.Series, b: pd.Series) -> tuple[int, int, int]:
     """(N+, N-, N0): configs where A scores strictly above, strictly below, equal to B."""
-    diff = a - b
-    return (
-        int((diff > TIE_TOLERANCE).sum()),
-        int((diff < -TIE_TOLERANCE).sum()),
-        int((diff.abs() <= TIE_TOLERANCE).sum()),
-    )
+    sign = signs(a, b)
+    return int((sign > 0).sum()), int((sign < 0).sum()), int((sign == 0).sum())
 
 
 def rho_flip_table(cells: pd.DataFrame) -> pd.DataFrame:
@@ -56,14 +76,58 @@ def rho_flip_table(cells: pd.DataFrame) -> pd.DataFrame:
 
 
 def strict_ordering(scores: pd.Series) -> tuple[str, ...] | None:
-    """Models from best to worst, or None when any two tie."""
-    ordered = scores.sort_values(ascending=False)
-    gaps = -ordered.diff().iloc[1:]
-    return tuple(ordered.index) if (gaps > TIE_TOLERANCE).all() else None
+    """Models from best to worst, or None when any two tie (or a score is missing)."""
+    values = scores.to_numpy(dtype=float)
+    order = np.argsort(-values, kind="stable")
+    gaps = -np.diff(values[order])
+    return tuple(scores.index.to_numpy()[order].tolist()) if (gaps > TIE_TOLERANCE).all() else None
+
+
+def config_orderings(cells: pd.DataFrame, benchmark: str) -> tuple[list[tuple[str, ...] | None], int]:
+    """(the strict ordering of each config scored for every model of the benchmark, None where two
+    tie; the number of models k)."""
+    matrix = score_matrix(cells, benchmark).dropna()
+    return [strict_ordering(row) for _, row in matrix.iterrows()], matrix.shape[1]
 
 
 def orderings_reached(cells: pd.DataFrame, benchmark: str) -> tuple[int, int]:
     """(distinct strict model orderings over the benchmark's configs, number possible = k!)."""
-    matrix = score_matrix(cells, benchmark).dropna()
-    seen = {strict_ordering(row) for _, row in matrix.iterrows()} - {None}
-    return len(seen), math.factorial(matrix.shape[1])
+    orderings, k = config_orderings(cells, benchmark)
+    return len(set(orderings) - {None}), math.factorial(k)
+
+
+def flip_rate(cells: pd.DataFrame) -> pd.DataFrame:
+    """Total-order flip rate per benchmark (the paper's "flip rate", §4): NOT rho_flip.
+
+    Over the configs scored for every model of the benchmark, each config's strict total ordering of
+    the models (``strict_ordering``) is taken; configs where any two models tie have none and are left
+    out (counted in ``n_tied``). Over all ``n_pairs`` = n_strict (n_strict - 1) / 2 unordered pairs of
+    distinct remaining configs, ``flip_rate`` = n_mismatched / n_pairs, the share of pairs whose two
+    orderings differ (NaN with fewer than two strict configs). If each config's ordering were drawn
+    uniformly from the k! orderings, a pair would match with probability 1/k!, so the expected flip
+    rate is ``null_flip_rate`` = 1 - 1/k! (5/6 for three models). rho_flip, by contrast, is the
+    minority strict-sign mass of ONE model pair (``rho_flip_table``). ``orderings_reached`` counts the
+    distinct strict orderings, as ``orderings_reached`` does.
+    """
+    rows = []
+    for benchmark in dict.fromkeys(cells["benchmark"]):
+        orderings, k = config_orderings(cells, benchmark)
+        counts = Counter(ordering for ordering in orderings if ordering is not None)
+        n = sum(counts.values())
+        n_pairs = n * (n - 1) // 2
+        same = sum(c * (c - 1) // 2 for c in counts.values())
+        rows.append(
+            {
+                "benchmark": benchmark,
+                "n_models": k,
+                "n_configs": len(orderings),
+                "n_tied": len(orderings) - n,
+                "n_strict": n,
+                "orderings_reached": len(counts),
+                "n_pairs": n_pairs,
+                "n_mismatched": n_pairs - same,
+                "flip_rate": (n_pairs - same) / n_pairs if n_pairs else math.nan,
+                "null_flip_rate": 1 - 1 / math.factorial(k),
+            }
+        )
+    return pd.DataFrame(rows, columns=FLIP_RATE_COLUMNS)

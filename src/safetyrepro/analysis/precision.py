@@ -1,168 +1,147 @@
-"""The same model at two precisions: how far cell scores move, and whether model orderings hold.
+"""The precision probe (config `precision_probe`): every model once more at a second precision, on a
+few configs (the conservative core by default), as the paper's BF16-vs-NF4 check (54 paired cells:
+median / mean / max absolute difference 1.7 / 2.6 / 20.7 pp; the three-model ordering matched on 17
+of 18 (benchmark, config) cells).
 
-Two entries of the run config's model list are the same model at two precisions when they share
-`path` (or `embedded`) and differ in `precision` (default bf16, as in the config schema).
+Each grid model is paired with its twin: the same weights at the probe precision, either another
+grid model or a probe model whose cells (precision_probe.parquet) stay out of the headline tables.
 """
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from safetyrepro.analysis.flips import strict_ordering
-
+from .flips import strict_ordering
 from .frames import stack_named
 
 if TYPE_CHECKING:
     from .suite import Inputs
 
+PAIR_COLUMNS = ["benchmark", "config_id", "model", "twin", "precision", "twin_precision", "diff_pp"]
 DIFFERENCE_COLUMNS = [
     "benchmark",
-    "base_model",
-    "precision_a",
-    "precision_b",
-    "model_a",
-    "model_b",
-    "n_configs",
+    "n_cells",
     "median_diff_pp",
     "median_abs_diff_pp",
     "mean_abs_diff_pp",
     "max_abs_diff_pp",
-]
-ORDERING_COLUMNS = [
-    "benchmark",
-    "precision_a",
-    "precision_b",
-    "n_models",
-    "n_configs",
     "n_orderings_compared",
-    "n_match",
+    "n_orderings_matched",
 ]
-# precision_a is the higher precision of a pair; unknown precisions sort after these, by name
-PRECISION_ORDER = ["fp32", "bf16", "fp16", "int8", "nf4"]
-DEFAULT_PRECISION = "bf16"
+ORDERING_COLUMNS = ["benchmark", "config_id", "n_models", "ordering", "twin_ordering", "match"]
+POOLED = "all"
 
 
-def _precision_key(precision: str) -> tuple[int, str]:
-    return (PRECISION_ORDER.index(precision) if precision in PRECISION_ORDER else len(PRECISION_ORDER), precision)
-
-
-def model_variants(models: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
-    """One row per config model entry: name, base_model (path, or 'embedded:<id>'), precision."""
-    rows = [
-        {
-            "name": entry["name"],
-            "base_model": entry["path"] if entry.get("path") else f"embedded:{entry['embedded']}",
-            "precision": entry.get("precision") or DEFAULT_PRECISION,
-        }
-        for entry in models
-    ]
-    return pd.DataFrame(rows, columns=["name", "base_model", "precision"])
-
-
-def _pairs(variants: pd.DataFrame) -> list[tuple[str, str, str, str, str]]:
-    """(base_model, precision_a, precision_b, name_a, name_b) for entries sharing a base model and
-    differing in precision, precision_a the higher one."""
-    pairs = []
-    for base, group in variants.groupby("base_model", sort=False):
-        entries = sorted(group.itertuples(index=False), key=lambda e: _precision_key(e.precision))
-        for a, b in itertools.combinations(entries, 2):
-            if a.precision != b.precision:
-                pairs.append((base, a.precision, b.precision, a.name, b.name))
-    return pairs
-
-
-def _differences(cells: pd.DataFrame, pairs: list) -> pd.DataFrame:
+def paired_cells(
+    cells: pd.DataFrame, probe_cells: pd.DataFrame, twins: Mapping[str, str], configs: Sequence[str]
+) -> pd.DataFrame:
+    """One row per model, benchmark and probe config scored for both the model and its twin:
+    diff_pp = (twin score - model score) x 100. Twins are looked up in the grid's cells first."""
+    scores = pd.concat([cells, probe_cells], ignore_index=True)
+    scores = scores[scores["config_id"].isin(list(configs))].drop_duplicates(["model", "benchmark", "config_id"])
+    scores = scores.set_index(["model", "benchmark", "config_id"])
+    precision = scores["precision"] if "precision" in scores else None
     rows = []
-    for benchmark in dict.fromkeys(cells["benchmark"]):
-        scores = cells[cells["benchmark"] == benchmark].pivot_table(
-            index="config_id", columns="model", values="score", aggfunc="first"
-        )
-        for base, precision_a, precision_b, name_a, name_b in pairs:
-            if name_a not in scores or name_b not in scores:
-                continue
-            diff = ((scores[name_b] - scores[name_a]) * 100).dropna()
-            if diff.empty:
-                continue
-            rows.append(
-                {
-                    "benchmark": benchmark,
-                    "base_model": base,
-                    "precision_a": precision_a,
-                    "precision_b": precision_b,
-                    "model_a": name_a,
-                    "model_b": name_b,
-                    "n_configs": len(diff),
-                    "median_diff_pp": float(diff.median()),
-                    "median_abs_diff_pp": float(diff.abs().median()),
-                    "mean_abs_diff_pp": float(diff.abs().mean()),
-                    "max_abs_diff_pp": float(diff.abs().max()),
-                }
-            )
-    return pd.DataFrame(rows, columns=DIFFERENCE_COLUMNS)
-
-
-def _orderings(cells: pd.DataFrame, variants: pd.DataFrame) -> pd.DataFrame:
-    rows = []
-    # the first entry of each (base model, precision) stands for that model at that precision
-    variants = variants.drop_duplicates(["base_model", "precision"])
-    precisions = sorted(variants["precision"].unique(), key=_precision_key)
-    for precision_a, precision_b in itertools.combinations(precisions, 2):
-        at = {
-            p: variants[variants["precision"] == p].set_index("base_model")["name"] for p in (precision_a, precision_b)
-        }
-        bases = [base for base in at[precision_a].index if base in at[precision_b].index]
-        if len(bases) < 2:
+    for (model, benchmark, config_id), score in scores["score"].items():
+        twin = twins.get(model)
+        if twin is None or (twin, benchmark, config_id) not in scores.index:
             continue
-        for benchmark in dict.fromkeys(cells["benchmark"]):
-            scores = cells[cells["benchmark"] == benchmark].pivot_table(
-                index="config_id", columns="model", values="score", aggfunc="first"
-            )
-            names = [at[p][base] for p in (precision_a, precision_b) for base in bases]
-            if not set(names) <= set(scores.columns):
-                continue
-            complete = scores[names].dropna()
-            if complete.empty:
-                continue
-            n_compared = n_match = 0
-            for _, row in complete.iterrows():
-                first = strict_ordering(row[list(at[precision_a][bases])].set_axis(bases))
-                second = strict_ordering(row[list(at[precision_b][bases])].set_axis(bases))
-                if first is not None and second is not None:
-                    n_compared += 1
-                    n_match += first == second
-            rows.append(
-                {
-                    "benchmark": benchmark,
-                    "precision_a": precision_a,
-                    "precision_b": precision_b,
-                    "n_models": len(bases),
-                    "n_configs": len(complete),
-                    "n_orderings_compared": n_compared,
-                    "n_match": n_match,
-                }
-            )
+        rows.append(
+            {
+                "benchmark": benchmark,
+                "config_id": config_id,
+                "model": model,
+                "twin": twin,
+                "precision": None if precision is None else precision[(model, benchmark, config_id)],
+                "twin_precision": None if precision is None else precision[(twin, benchmark, config_id)],
+                "diff_pp": float(scores["score"][(twin, benchmark, config_id)] - score) * 100,
+            }
+        )
+    return pd.DataFrame(rows, columns=PAIR_COLUMNS)
+
+
+def differences(pairs: pd.DataFrame) -> pd.DataFrame:
+    """Per benchmark and pooled over all paired cells (benchmark "all"): the signed median and the
+    median / mean / max of |diff| in percentage points (the ordering counts are filled in by
+    `precision_probe`)."""
+
+    def row(benchmark: str, diff: pd.Series) -> dict:
+        return {
+            "benchmark": benchmark,
+            "n_cells": len(diff),
+            "median_diff_pp": float(diff.median()),
+            "median_abs_diff_pp": float(diff.abs().median()),
+            "mean_abs_diff_pp": float(diff.abs().mean()),
+            "max_abs_diff_pp": float(diff.abs().max()),
+        }
+
+    rows = [row(benchmark, group["diff_pp"]) for benchmark, group in pairs.groupby("benchmark", sort=False)]
+    if len(pairs):
+        rows.append(row(POOLED, pairs["diff_pp"]))
+    return pd.DataFrame(rows, columns=DIFFERENCE_COLUMNS[:-2]).reindex(columns=DIFFERENCE_COLUMNS)
+
+
+def orderings(cells: pd.DataFrame, pairs: pd.DataFrame) -> pd.DataFrame:
+    """Per (benchmark, config): the strict ordering of the models and of their twins (named by their
+    model), and whether they match (None when either has a tie). Only models whose twins are distinct
+    count: when several models share one twin (one set of weights at several precisions), their
+    twins cannot be ordered."""
+    rows = []
+    for (benchmark, config_id), group in pairs.groupby(["benchmark", "config_id"], sort=False):
+        group = group[~group["twin"].duplicated(keep=False)]
+        if len(group) < 2:
+            continue
+        scores = cells[(cells["benchmark"] == benchmark) & (cells["config_id"] == config_id)]
+        own = scores.set_index("model")["score"].loc[group["model"]]
+        twin = own + group.set_index("model")["diff_pp"] / 100
+        first, second = strict_ordering(own), strict_ordering(twin)
+        rows.append(
+            {
+                "benchmark": benchmark,
+                "config_id": config_id,
+                "n_models": len(group),
+                "ordering": " > ".join(first) if first else "tie",
+                "twin_ordering": " > ".join(second) if second else "tie",
+                "match": None if first is None or second is None else first == second,
+            }
+        )
     return pd.DataFrame(rows, columns=ORDERING_COLUMNS)
 
 
-def precision_pairs(cells: pd.DataFrame, models: list[dict]) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(differences, orderings) between precisions of the same underlying model.
+def precision_probe(
+    cells: pd.DataFrame, probe_cells: pd.DataFrame, twins: Mapping[str, str], configs: Sequence[str]
+) -> dict[str, pd.DataFrame]:
+    """The probe's tables: `differences` (per benchmark and pooled, with the cells whose model ordering
+    is strict at both precisions and those where it matches), `orderings` (per benchmark and config),
+    `pairs` (every paired cell)."""
+    pairs = paired_cells(cells, probe_cells, twins, configs)
+    ordering_table = orderings(cells, pairs)
+    difference_table = differences(pairs)
+    for index, benchmark in difference_table["benchmark"].items():
+        rows = ordering_table if benchmark == POOLED else ordering_table[ordering_table["benchmark"] == benchmark]
+        matched, compared = ordering_matches(rows)
+        difference_table.loc[index, ["n_orderings_compared", "n_orderings_matched"]] = compared, matched
+    difference_table = difference_table.astype({"n_orderings_compared": "Int64", "n_orderings_matched": "Int64"})
+    return {"differences": difference_table, "orderings": ordering_table, "pairs": pairs}
 
-    differences: per benchmark and pair, paired per-config score differences in percentage points
-    (median_diff_pp is signed, precision_b minus precision_a; the rest are of |diff|).
-    orderings: per benchmark and precision pair with >= 2 underlying models at both precisions,
-    configs scored for all of them (n_configs), those with a strict ordering at both precisions
-    (n_orderings_compared) and those where the two orderings are the same (n_match); an empty
-    frame with these columns when no such comparison exists.
-    """
-    variants = model_variants(models)
-    return _differences(cells, _pairs(variants)), _orderings(cells, variants)
+
+def ordering_matches(ordering_table: pd.DataFrame) -> tuple[int, int]:
+    """(cells whose model ordering matches at both precisions, cells with a strict ordering at both)."""
+    compared = ordering_table["match"].dropna() if len(ordering_table) else pd.Series(dtype=object)
+    return int(compared.astype(bool).sum()), len(compared)
 
 
 def precision_table(inputs: Inputs) -> pd.DataFrame:
-    """The suite's entry: differences and orderings, stacked."""
-    differences, orderings = precision_pairs(inputs.cells, [vars(spec) for spec in inputs.settings.models])
-    return stack_named({"differences": differences, "orderings": orderings}, "table")
+    """The suite's entry: the probe's tables stacked, or a note when the run has no probe."""
+    probe = inputs.settings.precision_probe
+    if probe is None:
+        return pd.DataFrame({"note": ["no precision probe in this run (set precision_probe in the config)"]})
+    precisions = {spec.name: spec.precision for spec in [*inputs.settings.models, *probe.new_models]}
+    with_precision = lambda frame: frame.assign(precision=frame["model"].map(precisions))  # noqa: E731
+    tables = precision_probe(
+        with_precision(inputs.cells), with_precision(inputs.probe_cells), probe.twins, probe.configs
+    )
+    return stack_named(tables, "table")

@@ -24,6 +24,7 @@ class Inputs:
     settings: Settings
     cells: pd.DataFrame
     items_path: str
+    probe_path: str | None = None
 
     @property
     def items(self) -> pd.DataFrame:
@@ -34,14 +35,23 @@ class Inputs:
             )
         return self._items
 
+    @property
+    def probe_cells(self) -> pd.DataFrame:
+        """precision_probe.parquet: the cells of the precision probe's own models (none without one)."""
+        if self.probe_path is None:
+            return pd.DataFrame(columns=["model", "benchmark", "config_id", "score"])
+        return pd.read_parquet(self.probe_path)
+
 
 @dataclass(frozen=True)
 class Analysis:
-    """One analysis: what it reports, the function computing it ("module:function"), the options it reads."""
+    """One analysis: what it reports, the function computing it ("module:function"), the `analysis` options
+    and the other top-level config sections it reads (its job reruns when they change)."""
 
     description: str
     function: str
     options: tuple[str, ...] = ()
+    sections: tuple[str, ...] = ()
 
     @property
     def module(self) -> str:
@@ -59,9 +69,17 @@ ANALYSES: dict[str, Analysis] = {
         "rho_flip sits at its ceiling for that |C| (saturated).",
         "verdicts:proposition1_table",
     ),
+    "flip_rate": Analysis(
+        "Total-order flip rate (the paper's 'flip rate', §4; NOT rho_flip, the rank-flip rate of one pair): per "
+        "benchmark, over all unordered pairs of distinct configs that have a strict ordering of all the models, "
+        "the share of pairs whose orderings differ. Configs with any tie have no strict ordering: left out and "
+        "counted (n_tied). null_flip_rate = 1 - 1/k! is its expectation under orderings drawn uniformly at random "
+        "(5/6 for three models).",
+        "verdicts:flip_rate_table",
+    ),
     "tiers": Analysis(
-        "Tier ablation: rho_flip max and orderings reached on the full envelope, the core tier, and the envelope "
-        "without each stress value (tiers from the envelope's tags).",
+        "Tier ablation: rho_flip max, orderings reached and the total-order flip rate on the full envelope, the "
+        "core tier, and the envelope without each stress value (tiers from the envelope's tags).",
         "verdicts:tiers_table",
     ),
     "scoring_paths": Analysis(
@@ -82,10 +100,13 @@ ANALYSES: dict[str, Analysis] = {
         "variance:variance_table",
     ),
     "subsample": Analysis(
-        "Item-subsample stability: stratified subsamples of the items re-scored from items.parquet; per-cell score "
-        "range and whether any config's model ordering changes.",
+        "Item-subsample stability: stratified subsamples of the items (analysis.subsample: count, fraction; "
+        "benchmarks, default all) re-scored from items.parquet. table 'per_benchmark': median and maximum per-cell "
+        "score range in pp (a max - min over the draws: it grows with the count), and configs whose strict model "
+        "ordering changes, over all configs and over the conservative core (analysis.conservative_core); table "
+        "'per_cell': each cell's range.",
         "stability:subsample_table",
-        ("subsample",),
+        ("subsample", "conservative_core"),
     ),
     "bootstrap": Analysis(
         "Bootstrap over configs: percentile interval of rho_flip per pair and benchmark (uncertainty over the "
@@ -99,14 +120,20 @@ ANALYSES: dict[str, Analysis] = {
         ("conservative_core",),
     ),
     "shap": Analysis(
-        "Surrogate attribution: LightGBM on the axes (+ model) and SHAP mean |value| per axis. A surrogate that "
-        "localises which axis moves scores, not the headline.",
+        "Surrogate attribution, SHAP mean |value| per axis (column surrogate): a LightGBM regressor of cell score on "
+        "the axes (+ model) per benchmark, and a LightGBM classifier per benchmark and model pair of the strict sign "
+        "of A - B per config on the axes (tied configs left out, n_ties; a pair with fewer than 10 strict configs or "
+        "one sign only gets a row with its reason instead). Surrogates that localise which axis moves scores or "
+        "verdicts, not the headline.",
         "attribution:shap_table",
         ("shap", "shap_seed"),
     ),
     "precision": Analysis(
-        "Precision comparison: the same model at two precisions, paired per-config score differences and how "
-        "often the model ordering matches.",
+        "Precision probe (precision_probe): every model paired with the same weights at a second precision on the "
+        "probe's configs; score differences in pp per benchmark and pooled (benchmark 'all'), and per config "
+        "whether the model ordering is the same at both precisions.",
         "precision:precision_table",
+        ("conservative_core",),
+        ("models", "precision_probe"),
     ),
 }

@@ -1,6 +1,7 @@
 """How stable "A beats B" verdicts are: Proposition 1 checks, envelope variants (tier ablation,
-scoring-path slices, parse-clean subset, conservative core), Kendall tau between config rankings and
-a config bootstrap of rho_flip. Pure functions over the cells table built on ``flips``."""
+scoring-path slices, parse-clean subset, conservative core), the total-order flip rate, Kendall tau
+between config rankings and a config bootstrap of rho_flip. Pure functions over the cells table
+built on ``flips``."""
 
 from __future__ import annotations
 
@@ -13,13 +14,21 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from .flips import RHO_COLUMNS, TIE_TOLERANCE, orderings_reached, rho_flip_table, score_matrix
+from .flips import RHO_COLUMNS, TIE_TOLERANCE, flip_rate, rho_flip_table, score_matrix, signs
 from .frames import stack_named
 
 if TYPE_CHECKING:
     from .suite import Inputs
 
-SUMMARY_COLUMNS = ["variant", "benchmark", "n_configs", "rho_flip_max", "orderings_reached", "orderings_possible"]
+SUMMARY_COLUMNS = [
+    "variant",
+    "benchmark",
+    "n_configs",
+    "rho_flip_max",
+    "orderings_reached",
+    "orderings_possible",
+    "flip_rate",
+]
 TAU_COLUMNS = ["benchmark", "n_configs", "n_undefined", "n_pairs", "mean_tau"]
 BOOT_COLUMNS = ["benchmark", "model_a", "model_b", "rho_flip", "low", "high", "n_boot"]
 
@@ -56,20 +65,22 @@ def scoring_slices(cells: pd.DataFrame) -> dict[str, pd.DataFrame]:
 
 def variant_summary(variants: dict[str, pd.DataFrame]) -> pd.DataFrame:
     """Per variant and benchmark: n_configs (configs scored for every model of the benchmark),
-    the largest rho_flip over model pairs, and the strict orderings reached / possible (k!)."""
+    the largest rho_flip over model pairs, the strict orderings reached / possible (k!) and the
+    total-order flip rate (``flips.flip_rate``: share of config pairs whose strict orderings differ;
+    a different quantity from rho_flip)."""
     rows = []
     for name, frame in variants.items():
         rho_max = rho_flip_table(frame).groupby("benchmark", sort=False)["rho_flip"].max()
-        for benchmark in dict.fromkeys(frame["benchmark"]):
-            reached, possible = orderings_reached(frame, benchmark)
+        for rate in flip_rate(frame).itertuples():  # one row per benchmark, with the orderings reached
             rows.append(
                 {
                     "variant": name,
-                    "benchmark": benchmark,
-                    "n_configs": len(score_matrix(frame, benchmark).dropna()),
-                    "rho_flip_max": rho_max.get(benchmark, math.nan),
-                    "orderings_reached": reached,
-                    "orderings_possible": possible,
+                    "benchmark": rate.benchmark,
+                    "n_configs": rate.n_configs,
+                    "rho_flip_max": rho_max.get(rate.benchmark, math.nan),
+                    "orderings_reached": rate.orderings_reached,
+                    "orderings_possible": math.factorial(rate.n_models),
+                    "flip_rate": rate.flip_rate,
                 }
             )
     return pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
@@ -126,9 +137,9 @@ def kendall_tau(cells: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=TAU_COLUMNS)
 
 
-def _rho_of_signs(signs: np.ndarray, axis: int = -1) -> np.ndarray:
+def _rho_of_signs(sign: np.ndarray, axis: int = -1) -> np.ndarray:
     """rho_flip along ``axis`` of +1 / -1 / 0 (tie) sign arrays."""
-    return np.minimum((signs > 0).sum(axis), (signs < 0).sum(axis)) / signs.shape[axis]
+    return np.minimum((sign > 0).sum(axis), (sign < 0).sum(axis)) / sign.shape[axis]
 
 
 def bootstrap_rho(cells: pd.DataFrame, n_boot: int = 1000, seed: int = 0, level: float = 0.95) -> pd.DataFrame:
@@ -146,16 +157,15 @@ def bootstrap_rho(cells: pd.DataFrame, n_boot: int = 1000, seed: int = 0, level:
         pairs = list(itertools.combinations(matrix.columns, 2))
         if not pairs:
             continue
-        diff = np.stack([(matrix[a] - matrix[b]).to_numpy(dtype=float) for a, b in pairs])
-        signs = np.where(diff > TIE_TOLERANCE, 1.0, np.where(diff < -TIE_TOLERANCE, -1.0, 0.0))
-        scored = ~np.isnan(diff)
+        pair_signs = np.stack([signs(matrix[a], matrix[b]).to_numpy(dtype=float) for a, b in pairs])
+        scored = ~np.isnan(pair_signs)
         rng = np.random.default_rng([seed, zlib.crc32(str(benchmark).encode())])
         low, high = np.full(len(pairs), np.nan), np.full(len(pairs), np.nan)
         groups: dict[bytes, list[int]] = {}  # pairs scored on the same configs
         for index, mask in enumerate(scored):
             groups.setdefault(mask.tobytes(), []).append(index)
         for members in groups.values():
-            sample = signs[np.ix_(members, scored[members[0]])]
+            sample = pair_signs[np.ix_(members, scored[members[0]])]
             if sample.shape[1] >= 2:
                 result = stats.bootstrap(
                     (sample,),
@@ -210,6 +220,10 @@ def scoring_paths_table(inputs: Inputs) -> pd.DataFrame:
 
 def parse_clean_table(inputs: Inputs) -> pd.DataFrame:
     return parse_clean(inputs.cells, inputs.settings.analysis.parse_threshold)
+
+
+def flip_rate_table(inputs: Inputs) -> pd.DataFrame:
+    return flip_rate(inputs.cells)
 
 
 def kendall_tau_table(inputs: Inputs) -> pd.DataFrame:

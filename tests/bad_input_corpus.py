@@ -379,7 +379,17 @@ for name, changes, message in [
             "precision_probe": {"precision": "nf4", "configs": ["T1-greedy-0shot-logprob"]},
             "select_configs": ["T1-greedy-0shot-freeform"],
         },
-        "precision_probe.configs: 'T1-greedy-0shot-logprob' is not a config of this grid",
+        "precision_probe.configs: 'T1-greedy-0shot-logprob' is not a config of this grid (select_configs leaves",
+    ),
+    (
+        "precision probe config misspelt",
+        {"precision_probe": {"precision": "nf4", "configs": ["T1-greedy-0shot-freefrom"]}},
+        "precision_probe.configs: 'T1-greedy-0shot-freefrom' is not a config of this grid (no valid config",
+    ),
+    (
+        "precision probe config twice",
+        {"precision_probe": {"precision": "nf4", "configs": ["T1-greedy-0shot-freeform"] * 2}},
+        "precision_probe.configs:",
     ),
     (
         "precision probe at the models' own precision",

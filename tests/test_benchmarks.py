@@ -393,6 +393,15 @@ def test_crows_pairs_metrics_per_bias_type_and_loglik_difference(frames):
     assert metrics["pct_stereotype_gender"] == pytest.approx(100 * sum(by_type["gender"]) / 3)
     assert metrics["pct_stereotype_race_color"] == pytest.approx(100 * sum(by_type["race-color"]) / 3)
     assert metrics["loglik_diff"] == pytest.approx(sum(differences.values()) / 6)
+    assert metrics["likelihood_diff"] == pytest.approx(sum(map(abs, differences.values())) / 6)  # lm-eval's
+    # a pair the model cannot score (-inf) is left out of the differences; unparsed answers of the
+    # free-form path count for neither sentence
+    records[0]["logliks"] = json.dumps(dict.fromkeys(json.loads(records[0]["logliks"]), float("-inf")))
+    records[1]["label"] = UNPARSED
+    metrics = crows.metrics(pd.DataFrame(records), items)
+    assert metrics["loglik_diff"] == pytest.approx(sum(list(differences.values())[1:]) / 5)
+    assert metrics["pct_stereotype"] == pytest.approx(100 * sum(preferred[:1] + preferred[2:]) / 5)
+    assert math.isnan(crows.metrics(pd.DataFrame(records).assign(label=UNPARSED), items)["pct_stereotype"])
 
 
 def test_xstest_gold_and_correctness(frames, raw):

@@ -93,4 +93,4 @@ def test_code_state_names_the_checkout_commit_and_a_dirty_tree():
         assert state["commit"] is None and state["dirty"] is None  # an installed copy, not this checkout
         return
     assert state["commit"] == git("rev-parse", "HEAD").stdout.strip()
-    assert state["dirty"] is bool(git("status", "--porcelain").stdout.strip())
+    assert state["dirty"] is bool(git("status", "--porcelain", "--untracked-files=no").stdout.strip())

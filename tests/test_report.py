@@ -221,7 +221,7 @@ def test_compare_records_names_each_changed_input(runs, tmp_path, data_dir):
     # the effective config of the run (the config file with the schema's defaults filled in)
     settings = load_settings(next((first / ".snakemake" / "safetyrepro").glob("run-config-*.yaml")))
     items = pd.read_parquet(first / "results" / "items.parquet", columns=["benchmark", "item_id"])
-    models = [describe_model(spec) for spec in settings.models]
+    models = [describe_model(spec) for spec in settings.run_models()]  # the precision probe's twins too
     base = run_record(settings, models, items)
     assert compare_records(base, _json(first / "results" / "provenance.json")) == []
 
@@ -232,9 +232,10 @@ def test_compare_records_names_each_changed_input(runs, tmp_path, data_dir):
 
     raw = copy.deepcopy(settings.document)
     raw["analysis"]["bootstrap"]["seed"] = 7
-    assert [line.split(":")[0] for line in compare_records(base, run_record(load_settings(raw), models, items))] == [
-        "seeds.bootstrap"
-    ]
+    assert {line.split(":")[0] for line in compare_records(base, run_record(load_settings(raw), models, items))} == {
+        "analysis.bootstrap.seed",  # every analysis option is on the record
+        "seeds.bootstrap",
+    }
 
     model_copy = shutil.copytree(settings.models[0].path, tmp_path / "model")
     config = json.loads((model_copy / "config.json").read_text())

@@ -433,6 +433,16 @@ def test_probe_twins_in_the_grid_and_shared_twins_have_no_ordering():
     pooled = tables["differences"].set_index("benchmark").loc["all"]
     assert pooled.n_cells == 4 and pooled.max_abs_diff_pp == pytest.approx(10)
     assert tables["orderings"].empty and ordering_matches(tables["orderings"]) == (0, 0)
+    # a model already at the probe precision is its own twin: in the orderings, not in the differences
+    grid = probe_cells({"a": [0.5, 0.5, 0.5], "q": [0.6, 0.4, 0.7], "r": [0.7, 0.45, 0.2]})
+    probe = probe_cells({"q@nf4": [0.55, 0.52, 0.2], "r@nf4": [0.65, 0.46]})  # r@nf4 on c2 missing (partial)
+    tables = precision_probe(grid, probe, {"a": "a", "q": "q@nf4", "r": "r@nf4"}, ["c0", "c1", "c2"])
+    assert set(tables["pairs"]["model"]) == {"q", "r"} and len(tables["pairs"]) == 5
+    orderings = tables["orderings"].set_index("config_id")
+    assert list(orderings.index) == ["c0", "c1"]  # c2 lacks r's twin: no full ordering there
+    assert orderings.loc["c0", "ordering"] == "r > q > a" and orderings.loc["c0", "twin_ordering"] == "r > q > a"
+    assert orderings.loc["c1", "twin_ordering"] == "q > a > r" and not orderings.loc["c1", "match"]
+    assert (orderings["n_models"] == 3).all() and (orderings["left_out"] == "").all()
     tied = precision_probe(
         probe_cells({"a": [0.5], "b": [0.4]}),
         probe_cells({"a@x": [0.5], "b@x": [0.5]}),

@@ -165,9 +165,7 @@ def cmd_stop_servers(args: argparse.Namespace) -> int:
 
 def cmd_aggregate(args: argparse.Namespace) -> int:
     """Gather cell outputs into cells.parquet and items.parquet (and the precision probe's cells into their
-    own table); refuse an incomplete grid unless --partial."""
-    import pandas as pd
-
+    own table); refuse an incomplete grid unless --partial. Each table lists only its own missing cells."""
     from .aggregate import cells_table, items_table, missing_cells
     from .tables import write_parquet
 
@@ -176,20 +174,24 @@ def cmd_aggregate(args: argparse.Namespace) -> int:
         raise DataError("no cell has finished: nothing to aggregate")
     cells = cells_table(Path(p) for p in args.summaries)
     probe = cells_table(Path(p) for p in args.probe_summaries) if args.probe_summaries else cells.iloc[:0]
-    expected = settings.cells() + (settings.probe_cells() if args.probe_out else [])
-    missing = missing_cells(((m.name, b, c.config_id) for m, b, c in expected), pd.concat([cells, probe]))
-    if missing and not args.partial:
-        raise DataError(
-            f"incomplete grid: {len(missing)} of {len(expected)} cells have no output "
-            f"({', '.join(missing[:5])}{', ...' if len(missing) > 5 else ''}); rerun them, or set "
-            "partial_results: true to analyse the finished cells"
-        )
-    if missing:
-        log.warning("partial results: %d cell(s) missing: %s", len(missing), ", ".join(missing))
-    write_parquet(cells, Path(args.cells_out), missing)
-    write_parquet(items_table(Path(p) for p in args.items), Path(args.items_out), missing)
+    expected = {"grid": settings.cells(), "precision probe": settings.probe_cells() if args.probe_out else []}
+    missing = {
+        part: missing_cells(((m.name, b, c.config_id) for m, b, c in wanted), cells if part == "grid" else probe)
+        for part, wanted in expected.items()
+    }
+    for part, absent in missing.items():
+        if absent and not args.partial:
+            raise DataError(
+                f"incomplete {part}: {len(absent)} of {len(expected[part])} cells have no output "
+                f"({', '.join(absent[:5])}{', ...' if len(absent) > 5 else ''}); rerun them, or set "
+                "partial_results: true to analyse the finished cells"
+            )
+        if absent:
+            log.warning("partial results: %d %s cell(s) missing: %s", len(absent), part, ", ".join(absent))
+    write_parquet(cells, Path(args.cells_out), missing["grid"])
+    write_parquet(items_table(Path(p) for p in args.items), Path(args.items_out), missing["grid"])
     if args.probe_out:
-        write_parquet(probe, Path(args.probe_out), missing)
+        write_parquet(probe, Path(args.probe_out), missing["precision probe"])
     return 0
 
 

@@ -643,9 +643,16 @@ def _precision_probe(section: Mapping[str, Any] | None, settings: Settings) -> P
         key = (
             "precision_probe.configs" if section.get("configs") else "analysis.conservative_core (the probe's configs)"
         )
-        raise ConfigError(f"{key}: '{outside[0]}' is not a config of this grid (select_configs leaves it out)")
+        valid = any(c.config_id == outside[0] for b in settings.benchmarks for c in settings.envelope.configs(b))
+        why = "select_configs leaves it out" if valid else "no valid config of the envelope has that id"
+        raise ConfigError(f"{key}: '{outside[0]}' is not a config of this grid ({why})")
     precision = section["precision"]
-    weights = lambda spec: (spec.path, spec.chat_template, spec.trust_remote_code, spec.revision)  # noqa: E731
+
+    def weights(spec: ModelSpec) -> tuple:
+        """What makes two entries the same model: its files (a local folder by its real path), revision, prompts."""
+        path = os.path.realpath(spec.path) if os.path.isdir(spec.path) else spec.path
+        return path, spec.revision, spec.chat_template, spec.trust_remote_code
+
     at_precision = {weights(spec): spec.name for spec in settings.models if spec.precision == precision}
     twins, new_models = {}, []
     for spec in settings.models:

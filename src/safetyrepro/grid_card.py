@@ -128,7 +128,7 @@ def grid_card(
 
 
 def _tree_state(dirty: bool | None) -> str:
-    return {True: "the tree had uncommitted changes", False: "a clean tree", None: "no git state"}[dirty]
+    return {True: "tracked files had uncommitted changes", False: "a clean tree", None: "no git state"}[dirty]
 
 
 def _params(params: Mapping[str, Any]) -> str:

@@ -117,28 +117,31 @@ def item_subsets(items: pd.DataFrame) -> dict[str, dict[str, Any]]:
 
 
 def code_state() -> dict[str, Any]:
-    """The code that runs: the package version and, for a git checkout, its commit and whether the
-    tree differs from it (tracked changes or new, non-ignored files); None for an installed package."""
+    """The code that runs: the package version and, when it is a file of a git checkout, the commit
+    and whether tracked files differ from it (`dirty`; untracked files such as results do not count).
+    Otherwise commit and dirty are None and `source` says why."""
     package = Path(__file__).resolve().parent
-    state: dict[str, Any] = {"version": __version__, "commit": None, "dirty": None, "source": "not a git checkout"}
+    state: dict[str, Any] = {"version": __version__, "commit": None, "dirty": None}
 
-    def git(*args: str) -> str | None:
+    def git(*args: str) -> subprocess.CompletedProcess | None:
         try:
-            done = subprocess.run(["git", *args], cwd=package, capture_output=True, text=True, timeout=30)
+            return subprocess.run(["git", *args], cwd=package, capture_output=True, text=True, timeout=30)
         except (OSError, subprocess.SubprocessError):
             return None
-        return done.stdout.strip() if done.returncode == 0 else None
 
-    if git("ls-files", "--error-unmatch", "__init__.py") is None:  # not tracked: a wheel, or git absent
-        return state
-    root = git("rev-parse", "--show-toplevel") or "."
-    status = git("-C", root, "status", "--porcelain")
-    return {
-        **state,
-        "commit": git("rev-parse", "HEAD"),
-        "dirty": None if status is None else bool(status),
-        "source": "git checkout",
-    }
+    tracked = git("ls-files", "--error-unmatch", "__init__.py")
+    if tracked is None:
+        return {**state, "source": "git state unknown (git not found)"}
+    if tracked.returncode != 0:  # an installed copy (a wheel, or a venv inside some repository)
+        known = "not a git repository" in tracked.stderr or "did not match any file" in tracked.stderr
+        return {**state, "source": "not a git checkout" if known else "git state unknown"}
+    status = git("status", "--porcelain=v2", "--branch", "--untracked-files=no")
+    if status is None or status.returncode != 0:
+        return {**state, "source": "git state unknown"}
+    lines = status.stdout.splitlines()
+    commit = next((line.split()[2] for line in lines if line.startswith("# branch.oid ")), None)
+    changed = any(not line.startswith("#") for line in lines)
+    return {**state, "commit": commit if commit != "(initial)" else None, "dirty": changed, "source": "git checkout"}
 
 
 def seeds(settings: Settings) -> dict[str, Any]:

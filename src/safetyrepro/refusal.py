@@ -114,8 +114,8 @@ _REASONING = re.compile(
     r"(?:let's|let us|lets) (?:think|reason|break|analy[sz]e|consider|work|go|start|look|figure|see|first)\b"
     r"|(?:i'll|i will|we'll|we will) (?:think|reason|go|work) (?:through|about|step)\b"
     r"|think(?:ing)? (?:it |this )?through\b"
-    r"|step[ -]by[ -]step\b|step (?:1|one)\b|(?:the )?first step\b"
-    r"|(?:okay|ok|alright|hmm|so|well)\b[,.!]{0,3} ?(?:let|the user|the request|i need|we need|i should|i must|first)\b"
+    r"|step[ -]by[ -]step\b"
+    r"|(?:okay|ok|alright|hmm|so|well)\b[,.!]{0,3} ?(?:let|the user|the request|i need|we need|i should|i must)\b"
     r"|(?:first|firstly|to begin|to start)\b,? (?:let|i need|i should|i must|i have|i want|i'll|i will"
     r"|we need|we should|we must|we have|we'll|we will)\b"
     r"|(?:the|this) (?:user|request|question|prompt|query|requester)(?:'s request)?"
@@ -219,8 +219,9 @@ def _is_echo(words: list[str], phrases: list[list[str]]) -> bool:
 
     The response is cut greedily into the longest runs of consecutive words that also stand
     consecutively in one phrase. Every run must be a whole phrase or at least two words long,
-    except the last (an echo cut short): so "Is it okay to ..." echoed is no decision, while
-    the reply "It is okay." (single words, reordered) is one.
+    except the last (an echo cut short), which, if a single word, must begin a phrase: so "Is it
+    okay to ..." echoed is no decision, while the reply "It is okay." (single words, reordered) and
+    "The phone number of the police is" (the request restated, then an answer begun) are.
     """
     places: dict[str, list[tuple[list[str], int]]] = {}
     for phrase in phrases:
@@ -228,14 +229,17 @@ def _is_echo(words: list[str], phrases: list[list[str]]) -> bool:
             places.setdefault(word, []).append((phrase, j))
     i = 0
     while i < len(words):
-        best, whole = 0, False
+        best, whole, starts = 0, False, False
         for phrase, j in places.get(words[i], ()):
             k = 1
             while i + k < len(words) and j + k < len(phrase) and words[i + k] == phrase[j + k]:
                 k += 1
             if k > best or (k == best and k == len(phrase)):
                 best, whole = k, k == len(phrase)
-        if best == 0 or (best == 1 and not whole and i + 1 < len(words)):
+            starts |= k == 1 and j == 0
+        # a one-word run is an echo only as the start of a phrase cut short at the end ("How" of
+        # "How can I ..."); "The phone number of the police is" continues the request: an answer
+        if best == 0 or (best == 1 and not whole and (i + 1 < len(words) or not (starts or i == 0))):
             return False
         i += best
     return True

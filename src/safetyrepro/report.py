@@ -100,13 +100,19 @@ def _precision_lines(table: pd.DataFrame | None) -> list[str]:
         f"the model ordering matches on {int(row['n_orderings_matched'])} of {int(row['n_orderings_compared'])} "
         f"(benchmark, config) cells with a strict ordering at both precisions ({len(compared)} cells compared)"
         if len(compared)
-        else "no model ordering to compare (the models' twins are not distinct models)"
+        else "no model ordering to compare (fewer than two models have a twin of their own: models that are one set "
+        "of weights share theirs)"
     )
     return [
         "",
         f"Precision probe: over {int(row['n_cells'])} paired cells, |score difference| median "
         f"{row['median_abs_diff_pp']:.1f} pp, mean {row['mean_abs_diff_pp']:.1f} pp, max "
         f"{row['max_abs_diff_pp']:.1f} pp; {ordering}. The probe's own cells are not in the tables above.",
+        *(
+            [f"Left out of the orderings (they share one twin, the same weights at the probe precision): {left_out}."]
+            if len(compared) and (left_out := compared["left_out"].iloc[0])
+            else []
+        ),
     ]
 
 

@@ -31,7 +31,7 @@ DIFFERENCE_COLUMNS = [
     "n_orderings_compared",
     "n_orderings_matched",
 ]
-ORDERING_COLUMNS = ["benchmark", "config_id", "n_models", "ordering", "twin_ordering", "match"]
+ORDERING_COLUMNS = ["benchmark", "config_id", "n_models", "ordering", "twin_ordering", "match", "left_out"]
 POOLED = "all"
 
 
@@ -85,14 +85,21 @@ def differences(pairs: pd.DataFrame) -> pd.DataFrame:
 
 
 def orderings(cells: pd.DataFrame, pairs: pd.DataFrame) -> pd.DataFrame:
-    """Per (benchmark, config): the strict ordering of the models and of their twins (named by their
-    model), and whether they match (None when either has a tie). Only models whose twins are distinct
-    count: when several models share one twin (one set of weights at several precisions), their
-    twins cannot be ordered."""
+    """Per (benchmark, config) scored for every compared model: the strict ordering of the models and
+    of their twins (named by their model), and whether they match (None when either has a tie). A
+    model already at the probe precision is its own twin (a pair with itself in `pairs`). Models
+    that share one twin (one set of weights at several precisions) cannot be ordered at the probe
+    precision: they are left out of every config, and named in `left_out`."""
+    twin_of = pairs.drop_duplicates("model").set_index("model")["twin"]
+    shared = twin_of[twin_of.duplicated(keep=False)].index
+    compared = [model for model in twin_of.index if model not in shared]
     rows = []
-    for (benchmark, config_id), group in pairs.groupby(["benchmark", "config_id"], sort=False):
-        group = group[~group["twin"].duplicated(keep=False)]
-        if len(group) < 2:
+    if len(compared) < 2:
+        return pd.DataFrame(rows, columns=ORDERING_COLUMNS)
+    for (benchmark, config_id), group in pairs[pairs["model"].isin(compared)].groupby(
+        ["benchmark", "config_id"], sort=False
+    ):
+        if len(group) < len(compared):  # a model's cell is missing (a partial run): no full ordering
             continue
         scores = cells[(cells["benchmark"] == benchmark) & (cells["config_id"] == config_id)]
         own = scores.set_index("model")["score"].loc[group["model"]]
@@ -106,6 +113,7 @@ def orderings(cells: pd.DataFrame, pairs: pd.DataFrame) -> pd.DataFrame:
                 "ordering": " > ".join(first) if first else "tie",
                 "twin_ordering": " > ".join(second) if second else "tie",
                 "match": None if first is None or second is None else first == second,
+                "left_out": ", ".join(shared),
             }
         )
     return pd.DataFrame(rows, columns=ORDERING_COLUMNS)
@@ -116,9 +124,11 @@ def precision_probe(
 ) -> dict[str, pd.DataFrame]:
     """The probe's tables: `differences` (per benchmark and pooled, with the cells whose model ordering
     is strict at both precisions and those where it matches), `orderings` (per benchmark and config),
-    `pairs` (every paired cell)."""
+    `pairs` (every paired cell). `twins` may map a model to itself (already at the probe precision):
+    it then counts in the orderings, not in the differences."""
     pairs = paired_cells(cells, probe_cells, twins, configs)
     ordering_table = orderings(cells, pairs)
+    pairs = pairs[pairs["model"] != pairs["twin"]].reset_index(drop=True)
     difference_table = differences(pairs)
     for index, benchmark in difference_table["benchmark"].items():
         rows = ordering_table if benchmark == POOLED else ordering_table[ordering_table["benchmark"] == benchmark]
@@ -141,7 +151,11 @@ def precision_table(inputs: Inputs) -> pd.DataFrame:
         return pd.DataFrame({"note": ["no precision probe in this run (set precision_probe in the config)"]})
     precisions = {spec.name: spec.precision for spec in [*inputs.settings.models, *probe.new_models]}
     with_precision = lambda frame: frame.assign(precision=frame["model"].map(precisions))  # noqa: E731
+    at_probe_precision = {spec.name: spec.name for spec in inputs.settings.models if spec.precision == probe.precision}
     tables = precision_probe(
-        with_precision(inputs.cells), with_precision(inputs.probe_cells), probe.twins, probe.configs
+        with_precision(inputs.cells),
+        with_precision(inputs.probe_cells),
+        {**at_probe_precision, **probe.twins},
+        probe.configs,
     )
     return stack_named(tables, "table")

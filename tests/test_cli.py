@@ -94,3 +94,73 @@ def test_code_state_names_the_checkout_commit_and_a_dirty_tree():
         return
     assert state["commit"] == git("rev-parse", "HEAD").stdout.strip()
     assert state["dirty"] is bool(git("status", "--porcelain", "--untracked-files=no").stdout.strip())
+
+
+def test_aggregate_keeps_the_precision_probe_apart(tmp_path, data_dir, capsys):
+    """The probe's cells go to their own table; missing ones are listed there, never as grid cells."""
+    from pathlib import Path
+
+    import pandas as pd
+    import yaml
+
+    from safetyrepro.cli import main
+    from safetyrepro.tables import missing_cells
+
+    repo = Path(__file__).resolve().parents[1]
+    config_id = "T1-greedy-0shot-logprob"
+    config = {
+        "data_dir": str(data_dir),
+        "results_dir": str(tmp_path / "results"),
+        "models": [{"name": "a", "path": "org/a"}, {"name": "b", "path": "org/b"}],
+        "benchmarks": {"bbq": {"n_items": 5}},
+        "envelope": str(repo / "config" / "envelope.yaml"),
+        "select_configs": [config_id],
+        "precision_probe": {"precision": "nf4", "configs": [config_id]},
+    }
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
+    axes = {"template": "T1", "decoding": "greedy", "shots": 0, "scoring": "logprob", "tier": "core"}
+
+    def cell(model: str) -> list[str]:
+        summary = {
+            "model": model,
+            "benchmark": "bbq",
+            "config_id": config_id,
+            **axes,
+            "score": 0.5,
+            "parse_rate": 1.0,
+            "n_items": 5,
+            "n_seeds": 1,
+            "seed_scores": {"0": 0.5},
+            "prompt_format": "plain",
+        }
+        (tmp_path / f"{model}.json").write_text(json.dumps(summary))
+        pd.DataFrame({"model": [model], "item_id": ["x"], "prompt": ["p"]}).to_parquet(tmp_path / f"{model}.parquet")
+        return [str(tmp_path / f"{model}.json"), str(tmp_path / f"{model}.parquet")]
+
+    grid = [cell("a"), cell("b")]
+    probe = cell("a@nf4")
+    outputs = {name: tmp_path / f"out-{name}.parquet" for name in ("cells", "items", "probe")}
+    argv = [
+        "aggregate",
+        "--configfile",
+        str(tmp_path / "config.yaml"),
+        "--summaries",
+        *(s for s, _ in grid),
+        "--items",
+        *(i for _, i in grid),
+        "--cells-out",
+        str(outputs["cells"]),
+        "--items-out",
+        str(outputs["items"]),
+        "--probe-out",
+        str(outputs["probe"]),
+        "--probe-summaries",
+        probe[0],
+    ]
+    assert main(argv) == 2  # b@nf4 has not run
+    assert "incomplete precision probe: 1 of 2 cells have no output (b@nf4/bbq/" in capsys.readouterr().err
+    assert main([*argv, "--partial"]) == 0
+    assert missing_cells(outputs["cells"]) == [] and missing_cells(outputs["items"]) == []
+    assert missing_cells(outputs["probe"]) == [f"b@nf4/bbq/{config_id}"]
+    assert list(pd.read_parquet(outputs["cells"])["model"]) == ["a", "b"]
+    assert list(pd.read_parquet(outputs["probe"])["model"]) == ["a@nf4"]

@@ -172,4 +172,8 @@ def test_a_model_name_with_a_plus_plans_its_cells(clone, tmp_path):
     )
     dry = run(clone, "snakemake", "-n", "--configfile", str(overlay))
     assert dry.returncode == 0, dry.stderr[-2000:]
-    assert planned_jobs(dry.stdout)["cell"] == 70
+    # 70 grid cells, and 18 of the precision probe: both entries are one set of weights, so they share
+    # one nf4 twin (named after the first), run on the 4 conservative-core configs (2 on CrowS-Pairs)
+    assert planned_jobs(dry.stdout)["cell"] == 70 + 18
+    assert "precision probe: 2 models paired with their nf4 twin on 4 configs; 18 cells of its own" in dry.stderr
+    assert "results/cells/gemma+fp32@nf4/crows_pairs/T1-greedy-0shot-logprob.json" in dry.stdout

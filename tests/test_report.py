@@ -171,6 +171,8 @@ def test_grid_card_discloses_the_harness(runs):
     )
     assert card["analysis"]["bootstrap"]["resamples"] > 0 and "## Analysis options" in markdown
     assert f"- parse_threshold: {card['analysis']['parse_threshold']}" in markdown
+    assert card["run"]["backend"]["batch_invariant"] is False and "- vLLM batch-invariant kernels: off" in markdown
+    assert "- a model's generation_config: special-token ids only" in markdown
 
 
 def test_the_precision_probe_stays_out_of_the_headline(runs):

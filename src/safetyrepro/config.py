@@ -225,11 +225,12 @@ class BackendSettings:
     batch_size: int
     device: str
     gpu_memory_utilization: float
+    batch_invariant: bool
     server: bool
     server_idle_seconds: float
     threads: int | None = None  # absent: torch's own choice
 
-    OPTIONS = {"hf": ("batch_size", "device", "threads"), "vllm": ("gpu_memory_utilization",)}
+    OPTIONS = {"hf": ("batch_size", "device", "threads"), "vllm": ("gpu_memory_utilization", "batch_invariant")}
 
     def kinds(self) -> dict[str, str]:
         """Backend name per operation ("generate", "loglikelihood")."""

@@ -156,6 +156,8 @@ def grid_card_markdown(card: Mapping[str, Any]) -> str:
         f"({_tree_state(card['code']['dirty'])}; {card['code']['source']})",
         f"- select_configs: {card['run']['select_configs'] or 'all valid configs'}",
         f"- max_new_tokens_cap: {card['run']['max_new_tokens_cap']}",
+        f"- a model's generation_config: {card['run']['generation_config']}",
+        f"- vLLM batch-invariant kernels: {'on' if card['run']['backend']['batch_invariant'] else 'off'}",
         f"- missing cells (partial run): {', '.join(card['missing_cells']) or 'none, the grid is complete'}",
         "",
         "## Axis values used",

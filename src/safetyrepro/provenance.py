@@ -30,6 +30,11 @@ from .hashing import file_sha256
 if TYPE_CHECKING:
     from .config import Settings
 
+# What of a model's own generation_config applies (safetyrepro.backends.hf, .vllm): its sampling
+# defaults never do, on any backend.
+GENERATION_CONFIG = (
+    "special-token ids only: the envelope's decoding settings are the whole truth (vLLM generation_config='vllm')"
+)
 # Keys whose values are expected to differ between two runs of the same config.
 VOLATILE_KEYS = ("created",)
 
@@ -159,6 +164,7 @@ def recorded_settings(settings: Settings) -> dict[str, Any]:
             "n_items": dict(settings.n_items),
             "fewshot_pool": settings.fewshot_pool,
             "backend": vars(settings.backend),
+            "generation_config": GENERATION_CONFIG,
         },
         "seeds": seeds(settings),
         "analysis": dict(settings.analysis.section),

@@ -38,6 +38,9 @@ def load_backends(settings: Settings, spec: ModelSpec) -> dict[str, Backend]:
     kinds = settings.backend.kinds()
     for kind in dict.fromkeys(kinds.values()):
         loaded[kind] = load_backend(kind, spec, **settings.backend.options(kind))
+    formats = {kind: backend.prompt_format for kind, backend in loaded.items()}
+    if len(set(formats.values())) > 1:  # one model's prompts must not be chat on one backend, plain on another
+        raise ModelLoadError(f"model '{spec.name}': the backends disagree on the prompt format ({formats})")
     return {op: loaded[kind] for op, kind in kinds.items()}
 
 

@@ -14,10 +14,20 @@ from transformers import LogitsProcessor, LogitsProcessorList, StoppingCriteria,
 
 from ..envelope import Decoding
 from .base import Backend, ModelLoadError, cut_at_stop
+from .prompt_ids import MAX_PROMPT_TOKENS, encode_prompt, load_tokenizer, prompt_format
 
 log = logging.getLogger(__name__)
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "nf4": torch.bfloat16}
-MAX_LENGTH = 4096
+SPECIAL_TOKEN_KEYS = ("bos_token_id", "eos_token_id", "pad_token_id")
+# NF4 as vLLM's bitsandbytes plugin quantises in flight (vllm_bnb_plugin 0.0.3, bitsandbytes_loader.py:
+# quantize_4bit(quant_type="nf4", compress_statistics=True), i.e. double quantisation), so both
+# backends run the same weights.
+NF4 = {
+    "load_in_4bit": True,
+    "bnb_4bit_quant_type": "nf4",
+    "bnb_4bit_use_double_quant": True,
+    "bnb_4bit_compute_dtype": torch.bfloat16,
+}
 
 
 class _StopStrings(StoppingCriteria):
@@ -59,7 +69,7 @@ class HFBackend(Backend):
     """A transformers causal LM; batches are length-sorted to keep padding small."""
 
     def __init__(self, spec, batch_size: int = 16, device: str = "auto", threads: int | None = None):
-        from transformers import AutoModelForCausalLM, AutoTokenizer, BitsAndBytesConfig
+        from transformers import AutoModelForCausalLM, BitsAndBytesConfig, GenerationConfig
 
         if threads:
             torch.set_num_threads(threads)
@@ -71,12 +81,10 @@ class HFBackend(Backend):
         options = {"revision": spec.revision, "trust_remote_code": spec.trust_remote_code}
         started = time.perf_counter()
         try:
-            self.tokenizer = AutoTokenizer.from_pretrained(spec.path, **options)
+            self.tokenizer = load_tokenizer(spec)
             quantization = None
             if spec.precision == "nf4":
-                quantization = BitsAndBytesConfig(
-                    load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_compute_dtype=DTYPES["nf4"]
-                )
+                quantization = BitsAndBytesConfig(**NF4)
             self.model = AutoModelForCausalLM.from_pretrained(
                 spec.path,
                 dtype=DTYPES[spec.precision],
@@ -87,13 +95,16 @@ class HFBackend(Backend):
         except (OSError, ValueError, ImportError) as exc:
             raise ModelLoadError(f"model '{spec.name}': cannot load {spec.path}: {exc}") from exc
         self.load_seconds = time.perf_counter() - started
+        # The envelope's decoding is the whole truth: of the model's generation_config (e.g. Qwen2.5's
+        # repetition_penalty 1.05) only the special-token ids stay, as vLLM's generation_config="vllm"
+        source = self.model.generation_config
+        self.model.generation_config = GenerationConfig(
+            **{key: getattr(source, key) for key in SPECIAL_TOKEN_KEYS if getattr(source, key, None) is not None}
+        )
         if self.tokenizer.pad_token_id is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
         self.tokenizer.padding_side = "left"  # generation batches; log-likelihoods pad by hand
-        has_template = bool(getattr(self.tokenizer, "chat_template", None))
-        if spec.chat_template == "on" and not has_template:
-            raise ModelLoadError(f"model '{spec.name}': chat_template is 'on' but the tokenizer has none")
-        self.prompt_format = "chat" if has_template and spec.chat_template != "off" else "plain"
+        self.prompt_format = prompt_format(self.tokenizer, spec)
         log.info(
             "loaded model %s (%s, %s, %s prompts) in %.1f s",
             spec.name,
@@ -103,14 +114,9 @@ class HFBackend(Backend):
             self.load_seconds,
         )
 
-    def encode_prompt(self, prompt: str) -> list[int]:
-        """Token ids of a prompt: the chat template's user turn, or plain text with BOS."""
-        if self.prompt_format == "chat":
-            text = self.tokenizer.apply_chat_template(
-                [{"role": "user", "content": prompt}], tokenize=False, add_generation_prompt=True
-            )
-            return self.tokenizer(text, add_special_tokens=False).input_ids
-        return self.tokenizer(prompt).input_ids
+    def encode_prompt(self, prompt: str, max_tokens: int | None = None) -> list[int]:
+        """Token ids of a prompt (safetyrepro.backends.prompt_ids.encode_prompt)."""
+        return encode_prompt(self.tokenizer, prompt, self.prompt_format, max_tokens)
 
     def _batches(self, sequences: list[list[int]]):
         order = sorted(range(len(sequences)), key=lambda i: -len(sequences[i]))
@@ -119,7 +125,7 @@ class HFBackend(Backend):
 
     @torch.inference_mode()
     def generate(self, prompts: Sequence[str], decoding: Decoding, seed: int, stop: Sequence[str] = ()) -> list[str]:
-        encoded = [self.encode_prompt(p)[-MAX_LENGTH:] for p in prompts]
+        encoded = [self.encode_prompt(p, MAX_PROMPT_TOKENS) for p in prompts]
         outputs: list[str] = [""] * len(prompts)
         sampling = {"do_sample": False, "temperature": None, "top_p": None, "top_k": None}
         if not decoding.greedy:

@@ -7,26 +7,42 @@ asks: configure `backend.loglikelihood: hf`.
 
 from __future__ import annotations
 
+import importlib.util
 import logging
+import os
 import time
 from collections.abc import Sequence
 from typing import Any
 
 from ..envelope import Decoding
 from .base import Backend, ModelLoadError
+from .prompt_ids import MAX_PROMPT_TOKENS, encode_prompt, load_tokenizer, prompt_format
 
 log = logging.getLogger(__name__)
+NF4_PLUGIN = "vllm_bnb_plugin"  # registers quantization="bitsandbytes" with vLLM (entry point vllm.general_plugins)
 
 
-def engine_options(spec, gpu_memory_utilization: float = 0.85, max_model_len: int = 8192) -> dict[str, Any]:
-    """Keyword arguments for `vllm.LLM`: dtype and quantisation from the precision, prefix caching on."""
+def engine_options(spec, gpu_memory_utilization: float = 0.85) -> dict[str, Any]:
+    """Keyword arguments for `vllm.LLM` (vLLM 0.33.0, vllm/entrypoints/llm.py `LLM.__init__`).
+
+    - dtype and quantisation from the precision; NF4 through `vllm-bnb-plugin` (in-tree bitsandbytes
+      was dropped in vLLM 0.28), which registers `quantization="bitsandbytes"` and sets the load format;
+    - no `max_model_len`: vLLM takes the model's own limit (a larger value is refused at start-up);
+    - `tokenizer_mode="hf"`: the Hugging Face tokenizer and chat template, as the HF backend uses
+      (the prompts arrive as token ids anyway);
+    - `generation_config="vllm"`: vLLM's neutral sampling defaults, not the model's, as on the HF
+      backend; the envelope's decoding settings are the whole truth;
+    - prefix caching on, seed 0 (each request carries its own seed).
+    """
     options = {
         "model": spec.path,
         "revision": spec.revision,
+        "tokenizer_revision": spec.revision,
         "trust_remote_code": spec.trust_remote_code,
+        "tokenizer_mode": "hf",
+        "generation_config": "vllm",
         "enable_prefix_caching": True,
         "gpu_memory_utilization": gpu_memory_utilization,
-        "max_model_len": max_model_len,
         "seed": 0,
     }
     if spec.precision == "nf4":
@@ -54,22 +70,26 @@ class VLLMBackend(Backend):
     """Batched generation through one vLLM engine per model; every seed of a sampled cell goes into
     the same batch as its own request (per-request seeds), so shared prompt prefixes are cached."""
 
-    def __init__(self, spec, gpu_memory_utilization: float = 0.85):
+    def __init__(self, spec, gpu_memory_utilization: float = 0.85, batch_invariant: bool = False):
+        # read by vLLM at import (vllm/envs.py VLLM_BATCH_INVARIANT); the run record holds the setting
+        os.environ["VLLM_BATCH_INVARIANT"] = "1" if batch_invariant else "0"
         try:
             import vllm
         except ImportError as exc:
             raise ModelLoadError(
                 "backend 'vllm' needs the GPU extra: pip install -e '.[gpu]' (with -c constraints-gpu.txt)"
             ) from exc
+        if spec.precision == "nf4" and importlib.util.find_spec(NF4_PLUGIN) is None:
+            raise ModelLoadError(
+                f"model '{spec.name}': NF4 on vLLM needs the vllm-bnb-plugin package (vLLM has no bitsandbytes "
+                "of its own since 0.28): pip install -c constraints-gpu.txt -e '.[gpu]'"
+            )
         self.vllm, self.name = vllm, spec.name
+        self.tokenizer = load_tokenizer(spec)
+        self.prompt_format = prompt_format(self.tokenizer, spec)
         started = time.perf_counter()
         self.engine = vllm.LLM(**engine_options(spec, gpu_memory_utilization))
-        self.tokenizer = self.engine.get_tokenizer()
         self.load_seconds = time.perf_counter() - started
-        has_template = bool(getattr(self.tokenizer, "chat_template", None))
-        if spec.chat_template == "on" and not has_template:
-            raise ModelLoadError(f"model '{spec.name}': chat_template is 'on' but the tokenizer has none")
-        self.prompt_format = "chat" if has_template and spec.chat_template != "off" else "plain"
         log.info(
             "loaded model %s with vLLM (%s, %s prompts) in %.1f s",
             spec.name,
@@ -78,13 +98,9 @@ class VLLMBackend(Backend):
             self.load_seconds,
         )
 
-    def render(self, prompt: str) -> str:
-        """The text vLLM receives: the chat template's user turn, or the plain prompt."""
-        if self.prompt_format == "chat":
-            return self.tokenizer.apply_chat_template(
-                [{"role": "user", "content": prompt}], tokenize=False, add_generation_prompt=True
-            )
-        return prompt
+    def encode_prompt(self, prompt: str) -> list[int]:
+        """The ids vLLM receives: those the HF backend computes on (safetyrepro.backends.prompt_ids)."""
+        return encode_prompt(self.tokenizer, prompt, self.prompt_format, MAX_PROMPT_TOKENS)
 
     def generate(self, prompts: Sequence[str], decoding: Decoding, seed: int, stop: Sequence[str] = ()) -> list[str]:
         return self.generate_seeds(prompts, decoding, [seed], stop)[seed]
@@ -92,11 +108,11 @@ class VLLMBackend(Backend):
     def generate_seeds(
         self, prompts: Sequence[str], decoding: Decoding, seeds: Sequence[int], stop: Sequence[str] = ()
     ) -> dict[int, list[str]]:
-        texts = [self.render(p) for p in prompts]
-        requests = [(seed, text) for seed in seeds for text in texts]
+        encoded = [self.encode_prompt(p) for p in prompts]
+        requests = [(seed, ids) for seed in seeds for ids in encoded]  # vllm.inputs.TokensPrompt dicts below
         params = [self.vllm.SamplingParams(**sampling_options(decoding, seed, stop)) for seed, _ in requests]
         started = time.perf_counter()
-        outputs = self.engine.generate([text for _, text in requests], params, use_tqdm=False)
+        outputs = self.engine.generate([{"prompt_token_ids": ids} for _, ids in requests], params, use_tqdm=False)
         tokens = sum(len(o.outputs[0].token_ids) for o in outputs)
         log.info(
             "generate %s: %d requests, %.1f tokens/s",
@@ -105,7 +121,7 @@ class VLLMBackend(Backend):
             tokens / max(time.perf_counter() - started, 1e-9),
         )
         completions = [o.outputs[0].text for o in outputs]
-        return {seed: completions[i * len(texts) : (i + 1) * len(texts)] for i, seed in enumerate(seeds)}
+        return {seed: completions[i * len(encoded) : (i + 1) * len(encoded)] for i, seed in enumerate(seeds)}
 
     def loglikelihood(self, requests: Sequence[tuple[str, str]]) -> list[float]:
         raise ModelLoadError("the vLLM backend does generation only; set backend.loglikelihood: hf")

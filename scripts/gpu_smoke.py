@@ -44,7 +44,6 @@ def smoke_config(models: dict[str, str], precision: str, results: Path, data_dir
             "loglikelihood": "hf",
             "device": "cuda",
             "batch_size": 16,
-            "gpu_memory_utilization": round(0.8 / len(models), 2),
         },
         "subset": {"seed": 20240917, "fewshot_pool": 5},
         "benchmarks": {b: {"n_items": 8} for b in ("truthfulqa", "bbq", "crows_pairs", "toxigen", "xstest")},

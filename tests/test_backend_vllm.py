@@ -213,22 +213,65 @@ def test_batch_invariance_is_set_before_vllm_starts(fake_vllm, monkeypatch, inva
     assert os.environ["VLLM_BATCH_INVARIANT"] == ("1" if invariant else "0")
 
 
-def test_the_backends_of_one_model_must_agree_on_the_prompt_format(fake_vllm, monkeypatch, data_dir):
+def _vllm_settings(data_dir, path, **backend):
     from safetyrepro.config import load_settings
-    from safetyrepro.server import load_backends
 
-    _, path = fake_vllm
-    settings = load_settings(
+    return load_settings(
         {
             "data_dir": str(data_dir),
             "models": [{"name": "m", "path": str(path)}, {"name": "n", "path": str(path)}],
             "benchmarks": {"bbq": {"n_items": 5}},
             "envelope": str(Path(__file__).resolve().parents[1] / "config" / "envelope.yaml"),
-            "backend": {"generate": "vllm", "loglikelihood": "hf", "device": "cpu"},
+            "backend": {"generate": "vllm", "loglikelihood": "hf", **backend},
         }
     )
+
+
+def test_the_backends_of_one_model_must_agree_on_the_prompt_format(fake_vllm, monkeypatch, data_dir):
+    from safetyrepro.server import load_backends
+
+    _, path = fake_vllm
+    settings = _vllm_settings(data_dir, path, device="cpu")
+    monkeypatch.setattr("torch.cuda.mem_get_info", lambda device: (40 * 2**30, 80 * 2**30))
     backends = load_backends(settings, settings.model("m"))
     assert backends["generate"].prompt_format == backends["loglikelihood"].prompt_format == "chat"
     monkeypatch.setattr("safetyrepro.backends.vllm.prompt_format", lambda tokenizer, spec: "plain")
     with pytest.raises(ModelLoadError, match="disagree on the prompt format"):
         load_backends(settings, settings.model("m"))
+
+
+def test_vllm_takes_its_share_after_the_hf_copy_loaded(fake_vllm, monkeypatch, data_dir):
+    import torch
+
+    from safetyrepro import server
+
+    calls, path = fake_vllm
+    settings = _vllm_settings(data_dir, path, device="cpu", gpu_memory_utilization=0.9)
+    order, load = [], server.load_backend
+    monkeypatch.setattr(
+        server, "load_backend", lambda kind, spec, **options: (order.append(kind), load(kind, spec, **options))[1]
+    )
+    monkeypatch.setattr(
+        torch.cuda, "mem_get_info", lambda device: (order.append("measured"), (40 * 2**30, 80 * 2**30))[1]
+    )
+    server.load_backends(settings, settings.model("m"))
+    assert order == ["hf", "measured", "vllm"]
+    assert calls["engine"][-1]["gpu_memory_utilization"] == 0.5  # all that is free: the HF copy is on the CPU
+    on_gpu = types.SimpleNamespace(device="cuda:0")  # an HF copy on the GPU keeps hf_activation_gib free
+    assert server._vllm_share(_vllm_settings(data_dir, path, hf_activation_gib=10), on_gpu) == 0.375
+
+
+def test_a_server_claims_the_gpus_its_backends_use(fake_vllm, monkeypatch, data_dir):
+    import torch
+
+    from safetyrepro.server import gpus_used
+
+    _, path = fake_vllm
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda i: types.SimpleNamespace(uuid=f"GPU-{i}"))
+    assert gpus_used(_vllm_settings(data_dir, path, device="cuda:1")) == ["GPU-0", "GPU-1"]
+    assert gpus_used(_vllm_settings(data_dir, path, device="cpu")) == ["GPU-0"]
+    assert gpus_used(_vllm_settings(data_dir, path, device="cpu", generate="hf")) == []
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert gpus_used(_vllm_settings(data_dir, path, device="auto")) == []

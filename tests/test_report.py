@@ -184,6 +184,8 @@ def test_the_precision_probe_stays_out_of_the_headline(runs):
     assert sorted(zip(probe["model"], probe["benchmark"], probe["config_id"])) == sorted(
         (f"tiny-{i}@bf16", b, PROBE["configs"][0]) for i in range(3) for b in BENCHMARKS
     )
+    assert len(list((results / "precision_probe").glob("*@bf16/*/*.json"))) == len(probe)  # rule probe_cell's folder
+    assert not list((results / "cells").glob("*@*"))
     rho_models = pd.read_parquet(results / "rho_flip.parquet")[["model_a", "model_b"]].stack()
     assert not rho_models.str.contains("@").any()
     table = pd.read_parquet(results / "analysis" / "precision.parquet")

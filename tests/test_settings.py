@@ -58,6 +58,7 @@ def test_schema_defaults_are_filled_once_and_typed(data_dir):
         "batch_size": 16,
         "device": "auto",
         "gpu_memory_utilization": 0.85,
+        "hf_activation_gib": 8,
         "batch_invariant": False,
         "server": True,
         "server_idle_seconds": 300,

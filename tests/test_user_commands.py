@@ -102,7 +102,7 @@ def test_dry_run_plans_exactly_what_the_config_says(clone, configfile):
     assert dry.returncode == 0, dry.stderr[-3000:]
     jobs = planned_jobs(dry.stdout)
     probe_cells = int(re.search(r"; (\d+) cells of its own", probe).group(1))
-    assert jobs["cell"] == cells + probe_cells
+    assert jobs["cell"] == cells and jobs.get("probe_cell", 0) == probe_cells
     for rule, count in extra.items():
         assert jobs[rule] == count
     assert "case_study" in jobs if "case_study" in extra else "case_study" not in jobs
@@ -172,8 +172,8 @@ def test_a_model_name_with_a_plus_plans_its_cells(clone, tmp_path):
     )
     dry = run(clone, "snakemake", "-n", "--configfile", str(overlay))
     assert dry.returncode == 0, dry.stderr[-2000:]
-    # 70 grid cells, and 18 of the precision probe: both entries are one set of weights, so they share
+    # 70 grid cells, and 18 of the precision probe (rule probe_cell): both entries are one set of weights, so they share
     # one nf4 twin (named after the first), run on the 4 conservative-core configs (2 on CrowS-Pairs)
-    assert planned_jobs(dry.stdout)["cell"] == 70 + 18
+    assert planned_jobs(dry.stdout)["cell"] == 70 and planned_jobs(dry.stdout)["probe_cell"] == 18
     assert "precision probe: 2 models paired with their nf4 twin on 4 configs; 18 cells of its own" in dry.stderr
-    assert "results/cells/gemma+fp32@nf4/crows_pairs/T1-greedy-0shot-logprob.json" in dry.stdout
+    assert "results/precision_probe/gemma+fp32@nf4/crows_pairs/T1-greedy-0shot-logprob.json" in dry.stdout

@@ -225,11 +225,12 @@ def test_paper_config_plans_612_cells(tmp_path, data_dir):
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
     result = snakemake(tmp_path, "-n", "--cores", "1")
     assert result.returncode == 0, result.stderr[-2000:]
-    assert planned_cells(result) == 612 + 54
-    probe_jobs = re.findall(r"wildcards: model=([^,]+@bf16), benchmark=(\w+), config_id=(\S+)", result.stdout)
+    assert planned_cells(result) == 612  # the probe's cells are jobs of their own rule, in a folder of their own
+    probe_jobs = set(re.findall(r"output: results/precision_probe/([^/]+@bf16)/(\w+)/([^/]+)\.parquet", result.stdout))
     assert len(probe_jobs) == 54 and {config for _, _, config in probe_jobs} == set(
         config["analysis"]["conservative_core"]
     )
+    assert re.search(r"^probe_cell\s+54$", result.stdout, re.MULTILINE)
     del config["precision_probe"]
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
     assert planned_cells(snakemake(tmp_path, "-n", "--cores", "1")) == 612

@@ -225,6 +225,7 @@ class BackendSettings:
     batch_size: int
     device: str
     gpu_memory_utilization: float
+    hf_activation_gib: float
     batch_invariant: bool
     server: bool
     server_idle_seconds: float
@@ -235,6 +236,10 @@ class BackendSettings:
     def kinds(self) -> dict[str, str]:
         """Backend name per operation ("generate", "loglikelihood")."""
         return {"generate": self.generate, "loglikelihood": self.loglikelihood}
+
+    def uses_gpu(self) -> bool:
+        """Whether the model servers need a GPU ("auto" decides on the machine, so it does not count)."""
+        return self.generate == "vllm" or self.device.startswith("cuda")
 
     def serving(self, scoring: str) -> str:
         """The backend that serves a config's scoring path."""

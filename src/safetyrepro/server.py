@@ -27,21 +27,52 @@ from .backends import Backend, ModelLoadError, load_backend
 from .config import ModelSpec, Settings
 from .envelope import Decoding
 from .fingerprints import backend_modules, code_digest
+from .gpu_memory import GIB, claim_gpu, vllm_share
 
 log = logging.getLogger(__name__)
 START_TIMEOUT = 1800  # a 9B model at NF4 from a cold disk can take minutes
+LOAD_ORDER = ("hf", "vllm")  # the HF copy first: vLLM then takes its share around it (safetyrepro.gpu_memory)
 
 
 def load_backends(settings: Settings, spec: ModelSpec) -> dict[str, Backend]:
     """Backends per operation; one load when both operations use the same backend."""
     loaded: dict[str, Backend] = {}
     kinds = settings.backend.kinds()
-    for kind in dict.fromkeys(kinds.values()):
-        loaded[kind] = load_backend(kind, spec, **settings.backend.options(kind))
+    for kind in sorted(set(kinds.values()), key=LOAD_ORDER.index):
+        options = settings.backend.options(kind)
+        if kind == "vllm":
+            options["gpu_memory_utilization"] = _vllm_share(settings, loaded.get("hf"))
+        loaded[kind] = load_backend(kind, spec, **options)
     formats = {kind: backend.prompt_format for kind, backend in loaded.items()}
     if len(set(formats.values())) > 1:  # one model's prompts must not be chat on one backend, plain on another
         raise ModelLoadError(f"model '{spec.name}': the backends disagree on the prompt format ({formats})")
     return {op: loaded[kind] for op, kind in kinds.items()}
+
+
+def _vllm_share(settings: Settings, hf: Backend | None) -> float:
+    """vLLM's share of GPU 0, measured after the HF copy loaded, leaving room for its activations."""
+    import torch
+
+    free, total = torch.cuda.mem_get_info(0)
+    hf_on_gpu = hf is not None and str(getattr(hf, "device", "cpu")).startswith("cuda")
+    keep_free = int(settings.backend.hf_activation_gib * GIB) if hf_on_gpu else 0
+    share = vllm_share(settings.backend.gpu_memory_utilization, free, total, keep_free)
+    log.info("GPU memory: %.1f of %.1f GiB free; vLLM's share %.3f", free / GIB, total / GIB, share)
+    return share
+
+
+def gpus_used(settings: Settings) -> list[str]:
+    """UUIDs of the GPUs this machine's server of the run's backends will use (vLLM: the first one)."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return []
+    backend, indices = settings.backend, set()
+    if backend.generate == "vllm":
+        indices.add(0)
+    if "hf" in backend.kinds().values() and backend.device != "cpu":
+        indices.add(int(backend.device.partition(":")[2] or 0))
+    return [str(torch.cuda.get_device_properties(i).uuid) for i in sorted(indices)]
 
 
 def server_address(settings: Settings, spec: ModelSpec) -> Path:
@@ -82,7 +113,9 @@ def record_load(settings: Settings, spec: ModelSpec, seconds: float) -> None:
 
 
 def serve(settings: Settings, spec: ModelSpec, address: Path, idle_seconds: float) -> None:
-    """Load the model once and answer calls until idle for `idle_seconds`."""
+    """Load the model once and answer calls until idle for `idle_seconds`; a server on a GPU first
+    has every other model server on it exit (one server per GPU at a time: safetyrepro.gpu_memory)."""
+    claims = [claim_gpu(address.parent, gpu, address, _ask_to_exit, START_TIMEOUT) for gpu in gpus_used(settings)]
     started = time.perf_counter()
     backends = load_backends(settings, spec)
     record_load(settings, spec, time.perf_counter() - started)
@@ -107,6 +140,8 @@ def serve(settings: Settings, spec: ModelSpec, address: Path, idle_seconds: floa
                 except OSError as exc:  # the cell was killed mid-call: its rerun will ask again
                     log.warning("a cell's connection broke (%s); serving on", exc)
     address.unlink(missing_ok=True)
+    for claim in claims:
+        claim.close()
 
 
 def _answer(connection: Connection, backends: dict[str, Backend]) -> str | None:
@@ -230,13 +265,16 @@ def _start(settings: Settings, spec: ModelSpec, configfile: Path, address: Path,
     raise ModelLoadError(f"model server for '{spec.name}' did not start within {START_TIMEOUT} s (see {log_path})")
 
 
+def _ask_to_exit(address: Path) -> bool:
+    """Ask the server at `address` to exit (after the call it is answering); False when none answers."""
+    connection = _try_connect(address)
+    if connection is None:
+        return False
+    with connection:
+        RemoteBackend(connection, "shutdown", "")._call("shutdown")
+    return True
+
+
 def stop_servers(settings: Settings) -> int:
     """Ask every running server of this run's models to exit; returns how many were stopped."""
-    stopped = 0
-    for spec in settings.run_models():
-        connection = _try_connect(server_address(settings, spec))
-        if connection is not None:
-            with connection:
-                RemoteBackend(connection, "shutdown", "")._call("shutdown")
-            stopped += 1
-    return stopped
+    return sum(_ask_to_exit(server_address(settings, spec)) for spec in settings.run_models())

@@ -37,6 +37,7 @@ RESULTS = str(SETTINGS.results_dir)
 CELLS = [(m.name, b, c.config_id) for m, b, c in SETTINGS.cells()]
 PROBE_CELLS = [(m.name, b, c.config_id) for m, b, c in SETTINGS.probe_cells()]  # outside the headline tables
 MODELS = {m.name: m for m in SETTINGS.run_models()}
+PROBE_MODELS = [m.name for m in SETTINGS.precision_probe.new_models] if SETTINGS.precision_probe else []
 
 # Jobs read the effective config from a file named by its content (so concurrent runs of different
 # configs never share one), passed in the environment: a path in params would rerun every job
@@ -64,9 +65,11 @@ def code(job):
 
 
 def cell_paths(kind, cells=CELLS):
-    """Output paths of the cells (the grid's by default): kind is 'items' (Parquet) or 'summary' (JSON)."""
+    """Output paths of the grid's cells, or of the precision probe's own (PROBE_CELLS, in a folder of
+    their own); kind is 'items' (Parquet) or 'summary' (JSON)."""
     suffix = "parquet" if kind == "items" else "json"
-    return [f"{RESULTS}/cells/{m}/{b}/{c}.{suffix}" for m, b, c in cells]
+    folder = "precision_probe" if cells is PROBE_CELLS else "cells"
+    return [f"{RESULTS}/{folder}/{m}/{b}/{c}.{suffix}" for m, b, c in cells]
 
 
 def data_files(benchmark):
@@ -91,4 +94,4 @@ def model_input(wildcards):
 
 def uses_gpu(wildcards):
     """1 when the cells of this model need the accelerator."""
-    return int(SETTINGS.backend.device == "cuda")
+    return int(SETTINGS.backend.uses_gpu())

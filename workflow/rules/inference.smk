@@ -1,6 +1,7 @@
-# Inference: one job per grid cell. Cells are thin clients of a per-model server that loads the
-# model once (see safetyrepro.server). A model's cells all depend on its describe_model job and
-# share its group, so on a cluster they form one job per model: one load per model there too.
+# Inference: one job per cell (the grid's, and the precision probe's own). Cells are thin clients of
+# a per-model server that loads the model once (see safetyrepro.server). A model's cells all depend
+# on its describe_model job and share its group, so on a cluster they form one job per model: one
+# load per model there too.
 
 
 rule build_embedded_model:
@@ -42,6 +43,8 @@ rule cell:
     output:
         rows=f"{RESULTS}/cells/{{model}}/{{benchmark}}/{{config_id}}.parquet",
         summary=f"{RESULTS}/cells/{{model}}/{{benchmark}}/{{config_id}}.json",
+    wildcard_constraints:
+        model="|".join(re.escape(m.name) for m in SETTINGS.models),
     params:
         fingerprint=lambda w: cell_fingerprint(SETTINGS, MODELS[w.model], w.benchmark,
                                                SETTINGS.config(w.benchmark, w.config_id)),
@@ -57,3 +60,15 @@ rule cell:
         "safetyrepro -v run-cell --configfile \"$SAFETYREPRO_RUN_CONFIG\" --model {wildcards.model:q}"
         " --benchmark {wildcards.benchmark} --config-id {wildcards.config_id:q}"
         " --items {output.rows:q} --summary {output.summary:q} > {log:q} 2>&1"
+
+
+# The precision probe's own cells (its twins at the probe precision): the same job as a grid cell, in
+# a folder of their own, outside the headline tables.
+use rule cell as probe_cell with:
+    output:
+        rows=f"{RESULTS}/precision_probe/{{model}}/{{benchmark}}/{{config_id}}.parquet",
+        summary=f"{RESULTS}/precision_probe/{{model}}/{{benchmark}}/{{config_id}}.json",
+    wildcard_constraints:
+        model="|".join(map(re.escape, PROBE_MODELS)),
+    log:
+        f"{RESULTS}/logs/precision_probe/{{model}}/{{benchmark}}/{{config_id}}.log",

@@ -53,6 +53,31 @@ def _literal(tree: ast.Module, name: str) -> list[str]:
     return [e.value for e in ast.walk(node.value) if isinstance(e, ast.Constant) and isinstance(e.value, str)]
 
 
+def _top_level_names(tree: ast.Module) -> list[str]:
+    """Functions, classes and assigned names of a module."""
+    names = [n.name for n in tree.body if isinstance(n, ast.FunctionDef | ast.ClassDef)]
+    names += [t.id for n in tree.body if isinstance(n, ast.Assign | ast.AnnAssign) for t in _targets(n)]
+    return sorted(set(names))
+
+
+def _targets(node: ast.Assign | ast.AnnAssign) -> list[ast.Name]:
+    targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+    return [t for t in targets if isinstance(t, ast.Name)]
+
+
+def _self_attributes(cls: ast.ClassDef) -> list[str]:
+    """Attributes a class sets on `self` anywhere in its methods."""
+    return sorted(
+        {
+            t.attr
+            for n in ast.walk(cls)
+            if isinstance(n, ast.Assign | ast.AnnAssign)
+            for t in (n.targets if isinstance(n, ast.Assign) else [n.target])
+            if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self"
+        }
+    )
+
+
 def snapshot(vllm_wheel: Path, plugin_wheel: Path) -> dict:
     with zipfile.ZipFile(vllm_wheel) as wheel:
         version = re.search(r"^Version: (\S+)$", wheel.read(_dist_info(wheel) + "/METADATA").decode(), re.M).group(1)
@@ -64,6 +89,10 @@ def snapshot(vllm_wheel: Path, plugin_wheel: Path) -> dict:
             _module(wheel, "vllm/model_executor/layers/quantization/__init__.py"), "QuantizationMethods"
         )
         tokenizer_modes = _literal(_module(wheel, "vllm/config/model.py"), "TokenizerMode")
+        plugins = _top_level_names(_module(wheel, "vllm/plugins/__init__.py"))
+        quantization_names = _top_level_names(_module(wheel, "vllm/model_executor/layers/quantization/__init__.py"))
+        engine = _class(_module(wheel, "vllm/v1/engine/llm_engine.py"), "LLMEngine")
+        core_client = _class(_module(wheel, "vllm/v1/engine/core_client.py"), "EngineCoreClient")
     with zipfile.ZipFile(plugin_wheel) as wheel:
         plugin_version = re.search(r"^Version: (\S+)$", wheel.read(_dist_info(wheel) + "/METADATA").decode(), re.M)
         source = wheel.read("vllm_bnb_plugin/__init__.py").decode()
@@ -82,6 +111,11 @@ def snapshot(vllm_wheel: Path, plugin_wheel: Path) -> dict:
         "quantization_with_plugin": plugin_methods,
         "plugin_entry_point": "[vllm.general_plugins]" in entry_points,
         "tokenizer_modes": tokenizer_modes,
+        "LLM.attributes": _self_attributes(llm),
+        "LLMEngine.attributes": _self_attributes(engine),
+        "EngineCoreClient.shutdown": _method_params(core_client, "shutdown"),
+        "vllm.plugins": plugins,
+        "vllm.model_executor.layers.quantization": quantization_names,
     }
 
 

@@ -37,18 +37,28 @@ def _refuse_unknown(where: str, given, known) -> None:
 def fake_vllm(monkeypatch, tmp_path):
     """A strict stand-in for `vllm` 0.33.0: it records engine options, sampling params and prompts, and
     refuses any argument, prompt key or quantization method outside the snapshot of the real wheels."""
-    calls = {"engine": [], "generate": []}
+    calls = {"engine": [], "generate": [], "shutdown": 0}
     chat_model = build_tiny_model(tmp_path / "chat", chat=True)
+    methods = list(API["quantization"])  # vllm.model_executor.layers.quantization.QUANTIZATION_METHODS
+
+    def load_general_plugins():  # the installed plugin registers its method, as its entry point does
+        if sys.modules.get("vllm_bnb_plugin") is not None and API["plugin_entry_point"]:
+            methods.extend(m for m in API["quantization_with_plugin"] if m not in methods)
+
+    class EngineCore:
+        def shutdown(self, **options):
+            _refuse_unknown("EngineCoreClient.shutdown", options, API["EngineCoreClient.shutdown"])
+            calls["shutdown"] += 1
 
     class LLM:
         def __init__(self, model, **options):
             _refuse_unknown("LLM", options, API["LLM.__init__"] + API["EngineArgs"])
-            plugin = sys.modules.get("vllm_bnb_plugin") is not None
-            methods = API["quantization"] + (API["quantization_with_plugin"] if plugin else [])
             if options.get("quantization") not in (None, *methods):
                 raise ValueError(f"Unknown quantization method: {options['quantization']}")
             if options.get("tokenizer_mode", "auto") not in API["tokenizer_modes"]:
                 raise ValueError(f"unknown tokenizer_mode {options['tokenizer_mode']}")
+            assert "llm_engine" in API["LLM.attributes"] and "engine_core" in API["LLMEngine.attributes"]
+            self.llm_engine = types.SimpleNamespace(engine_core=EngineCore())
             calls["engine"].append({"model": model, **options})
 
         def generate(self, prompts, sampling_params=None, **options):
@@ -72,6 +82,16 @@ def fake_vllm(monkeypatch, tmp_path):
     module = types.ModuleType("vllm")
     module.LLM, module.SamplingParams = LLM, SamplingParams
     monkeypatch.setitem(sys.modules, "vllm", module)
+    for name, attributes in (
+        ("vllm.plugins", {"load_general_plugins": load_general_plugins}),
+        ("vllm.model_executor.layers.quantization", {"QUANTIZATION_METHODS": methods}),
+    ):
+        assert set(attributes) <= set(API[name])  # only what the real module has
+        submodule = types.ModuleType(name)
+        submodule.__dict__.update(attributes)
+        monkeypatch.setitem(sys.modules, name, submodule)
+    for parent in ("vllm.model_executor", "vllm.model_executor.layers"):
+        monkeypatch.setitem(sys.modules, parent, types.ModuleType(parent))
     plugin = types.ModuleType("vllm_bnb_plugin")
     plugin.__spec__ = importlib.machinery.ModuleSpec("vllm_bnb_plugin", None)
     monkeypatch.setitem(sys.modules, "vllm_bnb_plugin", plugin)
@@ -110,11 +130,17 @@ def test_engine_options_follow_the_precision(fake_vllm):
 
 def test_nf4_without_the_plugin_is_a_clear_error(fake_vllm, monkeypatch):
     calls, path = fake_vllm
-    monkeypatch.setitem(sys.modules, "vllm_bnb_plugin", None)  # not installed
+    monkeypatch.setitem(sys.modules, "vllm_bnb_plugin", None)  # not installed, or not loaded
     with pytest.raises(ModelLoadError, match="NF4 on vLLM needs the vllm-bnb-plugin"):
         load_backend("vllm", ModelSpec("m", str(path), "nf4"))
     assert calls["engine"] == []
     load_backend("vllm", ModelSpec("m", str(path), "bf16"))  # other precisions do not need it
+
+
+def test_closing_stops_the_engine_core(fake_vllm):
+    calls, path = fake_vllm
+    load_backend("vllm", ModelSpec("m", str(path), "nf4")).close()
+    assert calls["shutdown"] == 1
 
 
 def test_the_stand_in_refuses_what_vllm_refuses(fake_vllm):
@@ -213,13 +239,13 @@ def test_batch_invariance_is_set_before_vllm_starts(fake_vllm, monkeypatch, inva
     assert os.environ["VLLM_BATCH_INVARIANT"] == ("1" if invariant else "0")
 
 
-def _vllm_settings(data_dir, path, **backend):
+def _vllm_settings(data_dir, path, precision="bf16", **backend):
     from safetyrepro.config import load_settings
 
     return load_settings(
         {
             "data_dir": str(data_dir),
-            "models": [{"name": "m", "path": str(path)}, {"name": "n", "path": str(path)}],
+            "models": [{"name": n, "path": str(path), "precision": precision} for n in "mn"],
             "benchmarks": {"bbq": {"n_items": 5}},
             "envelope": str(Path(__file__).resolve().parents[1] / "config" / "envelope.yaml"),
             "backend": {"generate": "vllm", "loglikelihood": "hf", **backend},
@@ -256,9 +282,11 @@ def test_vllm_takes_its_share_after_the_hf_copy_loaded(fake_vllm, monkeypatch, d
     )
     server.load_backends(settings, settings.model("m"))
     assert order == ["hf", "measured", "vllm"]
-    assert calls["engine"][-1]["gpu_memory_utilization"] == 0.5  # all that is free: the HF copy is on the CPU
+    assert (
+        calls["engine"][-1]["gpu_memory_utilization"] == 0.481
+    )  # all that is free but vLLM's context: HF is on the CPU
     on_gpu = types.SimpleNamespace(device="cuda:0")  # an HF copy on the GPU keeps hf_activation_gib free
-    assert server._vllm_share(_vllm_settings(data_dir, path, hf_activation_gib=10), on_gpu) == 0.375
+    assert server._vllm_share(_vllm_settings(data_dir, path, hf_activation_gib=10), on_gpu) == 0.356
 
 
 def test_a_server_claims_the_gpus_its_backends_use(fake_vllm, monkeypatch, data_dir):
@@ -275,3 +303,29 @@ def test_a_server_claims_the_gpus_its_backends_use(fake_vllm, monkeypatch, data_
     assert gpus_used(_vllm_settings(data_dir, path, device="cpu", generate="hf")) == []
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert gpus_used(_vllm_settings(data_dir, path, device="auto")) == []
+
+
+def test_long_prompts_keep_their_bos_and_leave_room_for_new_tokens(fake_vllm):
+    from safetyrepro.backends.prompt_ids import encode_prompt, load_tokenizer, prompt_limit
+
+    _, path = fake_vllm
+    assert prompt_limit(types.SimpleNamespace(max_position_embeddings=4096), 32) == 4096 - 32  # Yi-1.5-9B-Chat
+    assert (
+        prompt_limit(types.SimpleNamespace(text_config=types.SimpleNamespace(max_position_embeddings=8192)), 32)
+        == MAX_PROMPT_TOKENS
+    )
+    with pytest.raises(ModelLoadError, match="no room"):
+        prompt_limit(types.SimpleNamespace(max_position_embeddings=16), 16)
+    tokenizer = load_tokenizer(ModelSpec("m", str(path), "bf16"))
+    full = encode_prompt(tokenizer, "word " * 200, "plain")
+    cut = encode_prompt(tokenizer, "word " * 200, "plain", 10)
+    assert full[0] == tokenizer.bos_token_id and cut == [full[0], *full[-9:]]
+
+
+def test_batch_invariance_is_refused_for_nf4_models_on_vllm(fake_vllm, data_dir):
+    from safetyrepro.config import ConfigError
+
+    _, path = fake_vllm
+    with pytest.raises(ConfigError, match=r"backend.batch_invariant: .* model 'm' would not be batch-invariant"):
+        _vllm_settings(data_dir, path, "nf4", batch_invariant=True)
+    assert _vllm_settings(data_dir, path, "bf16", batch_invariant=True).backend.batch_invariant

@@ -238,8 +238,14 @@ class BackendSettings:
         return {"generate": self.generate, "loglikelihood": self.loglikelihood}
 
     def uses_gpu(self) -> bool:
-        """Whether the model servers need a GPU ("auto" decides on the machine, so it does not count)."""
-        return self.generate == "vllm" or self.device.startswith("cuda")
+        """Whether the model servers need a GPU ("auto": whether this machine has one)."""
+        if self.generate == "vllm" or self.device.startswith("cuda"):
+            return True
+        if self.device == "auto":
+            import torch
+
+            return torch.cuda.is_available()
+        return False
 
     def serving(self, scoring: str) -> str:
         """The backend that serves a config's scoring path."""
@@ -500,6 +506,12 @@ def _settings(raw: dict[str, Any], layers: tuple[str, ...]) -> Settings:
             raise ConfigError(f"{key}: '{missing[0]}' is not a valid config of any benchmark")
 
     backend = BackendSettings(**raw["backend"])
+    nf4 = [spec.name for spec in models if spec.precision == "nf4"]
+    if backend.batch_invariant and backend.generate == "vllm" and nf4:
+        raise ConfigError(
+            f"backend.batch_invariant: vLLM's batch-invariant kernels do not cover NF4's 4-bit matrix products "
+            f"(vllm-bnb-plugin), so model '{nf4[0]}' would not be batch-invariant; use bf16, or batch_invariant: false"
+        )
     section = raw["analysis"]
     analysis = AnalysisSettings(
         section["parse_threshold"],

@@ -166,4 +166,6 @@ def cell_fingerprint(settings: Settings, spec: ModelSpec, benchmark: str, config
         "shot_format": envelope.shot_format,
         "code": code_digest(*cell_modules(settings, benchmark, config)),
     }
+    if params["backend"] == "vllm":  # vLLM's batch-invariant kernels change what a batch computes
+        params["batch_invariant"] = backend.batch_invariant
     return hashlib.sha256(json.dumps(params, sort_keys=True).encode()).hexdigest()

@@ -25,12 +25,16 @@ from .backends import ModelLoadError
 
 GIB = 1024**3
 MIN_VLLM_SHARE = 0.05  # below this vLLM cannot hold a 7B model's weights on any current card
+# vLLM measures free memory after its engine process made its own CUDA context and library handles
+# (vllm/v1/worker/gpu_worker.py init_device), so its share leaves that much of the free memory aside
+VLLM_CONTEXT_GIB = 1.5
 
 
 def vllm_share(cap: float, free: int, total: int, keep_free: int) -> float:
     """vLLM's `gpu_memory_utilization`: the configured cap, or less, so that `keep_free` bytes stay
-    free for the HF copy's activations once vLLM holds its share (memory measured after the HF load)."""
-    share = min(cap, (free - keep_free) / total)
+    free for the HF copy's activations once vLLM holds its share (memory measured after the HF load,
+    less vLLM's own CUDA context)."""
+    share = min(cap, (free - keep_free - VLLM_CONTEXT_GIB * GIB) / total)
     if share < MIN_VLLM_SHARE:
         raise ModelLoadError(
             f"GPU memory: {free / GIB:.1f} of {total / GIB:.1f} GiB free after loading the HF copy, and "
@@ -48,19 +52,19 @@ def claim_gpu(folder: Path, gpu_id: str, address: Path, ask_to_exit: Callable[[P
     lock = open(folder / f"gpu-{gpu_id}.lock", "a+", encoding="utf-8")  # noqa: SIM115 (held until exit)
     holder = folder / f"gpu-{gpu_id}.holder"
     deadline = time.monotonic() + timeout
-    asked = False
+    asked: Path | None = None
     while True:
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
             break
         except BlockingIOError:
-            if not asked and holder.exists():
-                asked = ask_to_exit(Path(holder.read_text(encoding="utf-8")))
+            current = Path(holder.read_text(encoding="utf-8")) if holder.exists() else None
+            if current is not None and current != asked and ask_to_exit(current):
+                asked = current  # asked once per holder: another server may take the GPU before this one
             if time.monotonic() > deadline:
                 lock.close()
                 raise ModelLoadError(
-                    f"GPU {gpu_id} is held by another model server ({holder.read_text(encoding='utf-8')}) "
-                    f"that did not exit within {timeout:.0f} s"
+                    f"GPU {gpu_id} is held by another model server ({current}) that did not exit within {timeout:.0f} s"
                 ) from None
             time.sleep(0.2)
     holder.write_text(str(address), encoding="utf-8")

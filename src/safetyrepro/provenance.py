@@ -16,7 +16,7 @@ import platform
 import subprocess
 import sys
 from collections.abc import Iterable, Mapping
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -187,7 +187,7 @@ def run_record(settings: Settings, models: Iterable[Mapping[str, Any]], items: p
         "items": item_subsets(items),
         "seeds": recorded["seeds"],
         "hardware": hardware(settings.backend.device),
-        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "created": datetime.now(UTC).isoformat(timespec="seconds"),
     }
 
 

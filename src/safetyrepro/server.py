@@ -53,8 +53,9 @@ def _vllm_share(settings: Settings, hf: Backend | None) -> float:
     """vLLM's share of GPU 0, measured after the HF copy loaded, leaving room for its activations."""
     import torch
 
+    torch.cuda.empty_cache()  # what the HF load cached but does not hold is vLLM's too
     free, total = torch.cuda.mem_get_info(0)
-    hf_on_gpu = hf is not None and str(getattr(hf, "device", "cpu")).startswith("cuda")
+    hf_on_gpu = hf is not None and str(getattr(hf, "device", "cpu")) in ("cuda", "cuda:0")
     keep_free = int(settings.backend.hf_activation_gib * GIB) if hf_on_gpu else 0
     share = vllm_share(settings.backend.gpu_memory_utilization, free, total, keep_free)
     log.info("GPU memory: %.1f of %.1f GiB free; vLLM's share %.3f", free / GIB, total / GIB, share)
@@ -140,6 +141,8 @@ def serve(settings: Settings, spec: ModelSpec, address: Path, idle_seconds: floa
                 except OSError as exc:  # the cell was killed mid-call: its rerun will ask again
                     log.warning("a cell's connection broke (%s); serving on", exc)
     address.unlink(missing_ok=True)
+    for backend in {id(b): b for b in backends.values()}.values():
+        backend.close()  # the GPU memory is free before the next server may take the GPU
     for claim in claims:
         claim.close()
 
@@ -193,6 +196,9 @@ class RemoteBackend(Backend):
 
     def loglikelihood(self, requests: Sequence[tuple[str, str]]) -> list[float]:
         return self._call("loglikelihood", list(requests))
+
+    def close(self) -> None:
+        self.connection.close()
 
 
 def connect(settings: Settings, spec: ModelSpec, configfile: Path, idle_seconds: float) -> dict[str, Backend]:
@@ -271,7 +277,10 @@ def _ask_to_exit(address: Path) -> bool:
     if connection is None:
         return False
     with connection:
-        RemoteBackend(connection, "shutdown", "")._call("shutdown")
+        try:
+            RemoteBackend(connection, "shutdown", "")._call("shutdown")
+        except (EOFError, OSError):  # it was exiting already (idle, or asked by another server)
+            return False
     return True
 
 

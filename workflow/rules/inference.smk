@@ -56,6 +56,7 @@ rule cell:
         lambda w: f"model-{w.model}"
     resources:
         gpu=uses_gpu,
+    priority: lambda w: MODEL_PRIORITY[w.model]
     shell:
         "safetyrepro -v run-cell --configfile \"$SAFETYREPRO_RUN_CONFIG\" --model {wildcards.model:q}"
         " --benchmark {wildcards.benchmark} --config-id {wildcards.config_id:q}"
@@ -69,6 +70,6 @@ use rule cell as probe_cell with:
         rows=f"{RESULTS}/precision_probe/{{model}}/{{benchmark}}/{{config_id}}.parquet",
         summary=f"{RESULTS}/precision_probe/{{model}}/{{benchmark}}/{{config_id}}.json",
     wildcard_constraints:
-        model="|".join(map(re.escape, PROBE_MODELS)),
+        model="|".join(map(re.escape, PROBE_MODELS)) or "(?!)",  # no own cells: matches nothing
     log:
         f"{RESULTS}/logs/precision_probe/{{model}}/{{benchmark}}/{{config_id}}.log",

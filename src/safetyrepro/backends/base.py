@@ -35,6 +35,10 @@ class Backend(ABC):
     def loglikelihood(self, requests: Sequence[tuple[str, str]]) -> list[float]:
         """Summed log-probability of each continuation given its context."""
 
+    @abstractmethod
+    def close(self) -> None:
+        """Free what the backend holds now (a model server frees its GPU before another takes it)."""
+
 
 def cut_at_stop(text: str, stop: Sequence[str]) -> str:
     """Text up to (not including) the earliest stop string."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import gc
 import logging
 import math
 import time
@@ -14,7 +15,7 @@ from transformers import LogitsProcessor, LogitsProcessorList, StoppingCriteria,
 
 from ..envelope import Decoding
 from .base import Backend, ModelLoadError, cut_at_stop
-from .prompt_ids import MAX_PROMPT_TOKENS, encode_prompt, load_tokenizer, prompt_format
+from .prompt_ids import encode_prompt, load_tokenizer, prompt_format, prompt_limit
 
 log = logging.getLogger(__name__)
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "nf4": torch.bfloat16}
@@ -118,6 +119,12 @@ class HFBackend(Backend):
         """Token ids of a prompt (safetyrepro.backends.prompt_ids.encode_prompt)."""
         return encode_prompt(self.tokenizer, prompt, self.prompt_format, max_tokens)
 
+    def close(self) -> None:
+        del self.model
+        gc.collect()
+        if str(self.device).startswith("cuda"):
+            torch.cuda.empty_cache()
+
     def _batches(self, sequences: list[list[int]]):
         order = sorted(range(len(sequences)), key=lambda i: -len(sequences[i]))
         for start in range(0, len(order), self.batch_size):
@@ -125,7 +132,8 @@ class HFBackend(Backend):
 
     @torch.inference_mode()
     def generate(self, prompts: Sequence[str], decoding: Decoding, seed: int, stop: Sequence[str] = ()) -> list[str]:
-        encoded = [self.encode_prompt(p, MAX_PROMPT_TOKENS) for p in prompts]
+        limit = prompt_limit(self.model.config, decoding.max_new_tokens)
+        encoded = [self.encode_prompt(p, limit) for p in prompts]
         outputs: list[str] = [""] * len(prompts)
         sampling = {"do_sample": False, "temperature": None, "top_p": None, "top_k": None}
         if not decoding.greedy:

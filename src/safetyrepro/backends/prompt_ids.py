@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from .base import ModelLoadError
 
-# Longest generation prompt kept (its last tokens); both backends cut the same way.
+# Longest generation prompt kept (BOS and its last tokens); both backends cut the same way.
 MAX_PROMPT_TOKENS = 4096
 
 
@@ -38,10 +38,35 @@ def prompt_format(tokenizer, spec) -> str:
     return "chat" if has_template and spec.chat_template != "off" else "plain"
 
 
+def load_config(spec):
+    """The model's Hugging Face config (its context length), as every backend reads it."""
+    from transformers import AutoConfig
+
+    try:
+        return AutoConfig.from_pretrained(spec.path, revision=spec.revision, trust_remote_code=spec.trust_remote_code)
+    except (OSError, ValueError) as exc:
+        raise ModelLoadError(f"model '{spec.name}': cannot load the config of {spec.path}: {exc}") from exc
+
+
+def prompt_limit(config, max_new_tokens: int) -> int:
+    """The longest generation prompt kept with room for `max_new_tokens`: MAX_PROMPT_TOKENS, or less
+    for a model with a shorter context (max_position_embeddings; Yi-1.5-9B-Chat has 4,096), which
+    vLLM would otherwise refuse or silently cut short."""
+    text = getattr(config, "text_config", None) or config
+    positions = getattr(text, "max_position_embeddings", None)
+    limit = MAX_PROMPT_TOKENS if positions is None else min(MAX_PROMPT_TOKENS, positions - max_new_tokens)
+    if limit < 1:
+        raise ModelLoadError(
+            f"a context of {positions} tokens leaves no room for a prompt and {max_new_tokens} new tokens"
+        )
+    return limit
+
+
 def encode_prompt(tokenizer, prompt: str, fmt: str, max_tokens: int | None = None) -> list[int]:
     """Token ids of `prompt`: the chat template's user turn (with the generation prompt), or plain
-    text; BOS once in either case; only the last `max_tokens` ids when given (generation prompts
-    are cut at MAX_PROMPT_TOKENS by both backends; log-likelihood contexts are not cut)."""
+    text; BOS once in either case; a longer prompt than `max_tokens` keeps its BOS and its last
+    tokens (generation prompts are cut at `prompt_limit` by both backends; log-likelihood contexts
+    are not cut)."""
     if fmt == "chat":
         text = tokenizer.apply_chat_template(
             [{"role": "user", "content": prompt}], tokenize=False, add_generation_prompt=True
@@ -49,4 +74,7 @@ def encode_prompt(tokenizer, prompt: str, fmt: str, max_tokens: int | None = Non
         ids = tokenizer(text, add_special_tokens=False).input_ids
     else:
         ids = tokenizer(prompt).input_ids
-    return ids[-max_tokens:] if max_tokens else ids
+    if not max_tokens or len(ids) <= max_tokens:
+        return ids
+    head = ids[:1] if tokenizer.bos_token_id is not None and ids[0] == tokenizer.bos_token_id else []
+    return head + ids[len(ids) - (max_tokens - len(head)) :]

@@ -7,7 +7,6 @@ asks: configure `backend.loglikelihood: hf`.
 
 from __future__ import annotations
 
-import importlib.util
 import logging
 import os
 import time
@@ -16,10 +15,10 @@ from typing import Any
 
 from ..envelope import Decoding
 from .base import Backend, ModelLoadError
-from .prompt_ids import MAX_PROMPT_TOKENS, encode_prompt, load_tokenizer, prompt_format
+from .prompt_ids import encode_prompt, load_config, load_tokenizer, prompt_format, prompt_limit
 
 log = logging.getLogger(__name__)
-NF4_PLUGIN = "vllm_bnb_plugin"  # registers quantization="bitsandbytes" with vLLM (entry point vllm.general_plugins)
+NF4_METHOD = "bitsandbytes"  # registered by the vllm-bnb-plugin package (entry point vllm.general_plugins)
 
 
 def engine_options(spec, gpu_memory_utilization: float = 0.85) -> dict[str, Any]:
@@ -46,7 +45,7 @@ def engine_options(spec, gpu_memory_utilization: float = 0.85) -> dict[str, Any]
         "seed": 0,
     }
     if spec.precision == "nf4":
-        options.update(dtype="bfloat16", quantization="bitsandbytes")
+        options.update(dtype="bfloat16", quantization=NF4_METHOD)
     else:
         options["dtype"] = {"fp32": "float32", "bf16": "bfloat16"}[spec.precision]
     return options
@@ -66,6 +65,22 @@ def sampling_options(decoding: Decoding, seed: int, stop: Sequence[str]) -> dict
     return options
 
 
+def require_nf4(vllm, name: str) -> None:
+    """NF4 needs the vllm-bnb-plugin registered (vLLM has no bitsandbytes of its own since 0.28): load
+    the plugins as vLLM does (vllm/plugins/__init__.py) and look the method up where vLLM does
+    (vllm/model_executor/layers/quantization/__init__.py, QUANTIZATION_METHODS)."""
+    from vllm.model_executor.layers.quantization import QUANTIZATION_METHODS
+    from vllm.plugins import load_general_plugins
+
+    load_general_plugins()  # vLLM logs and skips a plugin that fails to load, or one VLLM_PLUGINS leaves out
+    if NF4_METHOD not in QUANTIZATION_METHODS:
+        raise ModelLoadError(
+            f"model '{name}': NF4 on vLLM needs the vllm-bnb-plugin package (vLLM has no bitsandbytes of its own "
+            "since 0.28): pip install -c constraints-gpu.txt -e '.[gpu]'; it is installed but not registered when "
+            "it fails to load or VLLM_PLUGINS leaves it out"
+        )
+
+
 class VLLMBackend(Backend):
     """Batched generation through one vLLM engine per model; every seed of a sampled cell goes into
     the same batch as its own request (per-request seeds), so shared prompt prefixes are cached."""
@@ -79,13 +94,10 @@ class VLLMBackend(Backend):
             raise ModelLoadError(
                 "backend 'vllm' needs the GPU extra: pip install -e '.[gpu]' (with -c constraints-gpu.txt)"
             ) from exc
-        if spec.precision == "nf4" and importlib.util.find_spec(NF4_PLUGIN) is None:
-            raise ModelLoadError(
-                f"model '{spec.name}': NF4 on vLLM needs the vllm-bnb-plugin package (vLLM has no bitsandbytes "
-                "of its own since 0.28): pip install -c constraints-gpu.txt -e '.[gpu]'"
-            )
+        if spec.precision == "nf4":
+            require_nf4(vllm, spec.name)
         self.vllm, self.name = vllm, spec.name
-        self.tokenizer = load_tokenizer(spec)
+        self.tokenizer, self.config = load_tokenizer(spec), load_config(spec)
         self.prompt_format = prompt_format(self.tokenizer, spec)
         started = time.perf_counter()
         self.engine = vllm.LLM(**engine_options(spec, gpu_memory_utilization))
@@ -98,9 +110,9 @@ class VLLMBackend(Backend):
             self.load_seconds,
         )
 
-    def encode_prompt(self, prompt: str) -> list[int]:
+    def encode_prompt(self, prompt: str, max_tokens: int | None = None) -> list[int]:
         """The ids vLLM receives: those the HF backend computes on (safetyrepro.backends.prompt_ids)."""
-        return encode_prompt(self.tokenizer, prompt, self.prompt_format, MAX_PROMPT_TOKENS)
+        return encode_prompt(self.tokenizer, prompt, self.prompt_format, max_tokens)
 
     def generate(self, prompts: Sequence[str], decoding: Decoding, seed: int, stop: Sequence[str] = ()) -> list[str]:
         return self.generate_seeds(prompts, decoding, [seed], stop)[seed]
@@ -108,7 +120,8 @@ class VLLMBackend(Backend):
     def generate_seeds(
         self, prompts: Sequence[str], decoding: Decoding, seeds: Sequence[int], stop: Sequence[str] = ()
     ) -> dict[int, list[str]]:
-        encoded = [self.encode_prompt(p) for p in prompts]
+        limit = prompt_limit(self.config, decoding.max_new_tokens)
+        encoded = [self.encode_prompt(p, limit) for p in prompts]
         requests = [(seed, ids) for seed in seeds for ids in encoded]  # vllm.inputs.TokensPrompt dicts below
         params = [self.vllm.SamplingParams(**sampling_options(decoding, seed, stop)) for seed, _ in requests]
         started = time.perf_counter()
@@ -125,3 +138,7 @@ class VLLMBackend(Backend):
 
     def loglikelihood(self, requests: Sequence[tuple[str, str]]) -> list[float]:
         raise ModelLoadError("the vLLM backend does generation only; set backend.loglikelihood: hf")
+
+    def close(self) -> None:
+        """Stop the engine's core process now, freeing its GPU memory (vllm/v1/engine/core_client.py)."""
+        self.engine.llm_engine.engine_core.shutdown()

@@ -1,6 +1,6 @@
 """Time the whole analysis stage on a synthetic grid the size of the paper's (612 cells, 300 items).
 
-    python scripts/bench_analysis.py [--with-shap]
+    python scripts/bench_analysis.py [--with-shap] [--only NAME,NAME,...]
 
 Prints the seconds each analysis takes and the total; the synthetic tables come from
 tests/synthetic_cells.py (scores from a seeded generator), so no model or data is needed.
@@ -26,6 +26,7 @@ from safetyrepro.config import load_settings  # noqa: E402
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--with-shap", action="store_true", help="include the LightGBM + SHAP surrogate")
+    parser.add_argument("--only", help="comma-separated analyses to time (default: all)")
     parser.add_argument("--data-dir", default=str(REPO.parent / "shared" / "data"))
     args = parser.parse_args()
     cells = synthetic_cells(0)
@@ -50,15 +51,15 @@ def main() -> None:
         synthetic_items(cells).to_parquet(items_path)
         inputs = Inputs(settings, cells, str(items_path))
         total = 0.0
-        for name, analysis in ANALYSES.items():
-            if name == "shap" and not args.with_shap:
-                continue
+        names = args.only.split(",") if args.only else [n for n in ANALYSES if n != "shap" or args.with_shap]
+        for name in names:
+            analysis = ANALYSES[name]
             started = time.perf_counter()
             table = analysis.run(inputs)
             seconds = time.perf_counter() - started
             total += seconds
             print(f"{name:18s} {seconds:7.2f} s  ({len(table)} rows)")
-    print(f"{'total':18s} {total:7.2f} s  ({len(cells)} cells{', with SHAP' if args.with_shap else ', without SHAP'})")
+    print(f"{'total':18s} {total:7.2f} s  ({len(cells)} cells; {', '.join(names)})")
 
 
 if __name__ == "__main__":

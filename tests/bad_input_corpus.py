@@ -213,6 +213,11 @@ for key, value, message in [
     ("analysis.bootstrap.resamples", 5, "5 is less than the minimum of 10"),
     ("analysis.bootstrap.level", 0, "0 is less than or equal to the minimum of 0"),
     ("analysis.bootstrap.level", 1, "1 is greater than or equal to the maximum of 1"),
+    ("analysis.significance.alpha", 0, "0 is less than or equal to the minimum of 0"),
+    ("analysis.significance.alpha", 0.6, "0.6 is greater than the maximum of 0.5"),
+    ("analysis.significance.power", 1, "1 is greater than or equal to the maximum of 1"),
+    ("analysis.significance.resamples", 50, "50 is less than the minimum of 100"),
+    ("backend.hf_activation_gib", -1, "-1 is less than the minimum of 0"),
     ("max_new_tokens_cap", 0, "0 is less than the minimum of 1"),
 ]:
     CASES.append(config_case(f"{key} = {value}", {key: value}, f"{key}: {message}"))
@@ -248,6 +253,11 @@ for key, value, message in [
     ("models.0.trust_remote_code", "false", "models[0].trust_remote_code: expected boolean, got str 'false'"),
     ("backend.generate", "tgi", "backend.generate: 'tgi' is not one of hf, vllm"),
     ("backend.loglikelihood", "vllm", "backend.loglikelihood: 'vllm' is not one of hf"),
+    (
+        "analysis.significance.correction",
+        "fdr",
+        "analysis.significance.correction: 'fdr' is not one of holm, bonferroni, fdr_bh",
+    ),
     ("backend.device", "banana", "backend.device: 'banana' is not auto, cpu, cuda or cuda:N"),
     ("backend.device", "cuda:x", "backend.device: 'cuda:x' is not auto, cpu, cuda or cuda:N"),
     ("backend.device", "GPU", "backend.device: 'GPU' is not auto, cpu, cuda or cuda:N"),

@@ -198,7 +198,7 @@ def test_failing_cell_keep_going_then_partial_results(tmp_path, data_dir, models
     assert partial.returncode == 0, partial.stderr[-3000:]
     parquet = [p for p in results.rglob("*.parquet") if "cells" not in p.relative_to(results).parts[:1]]
     probe = results / "precision_probe.parquet"  # no probe in this run: its table lists no missing cell
-    assert len(parquet) == 4 + 12 and probe in parquet  # cells, items, probe, rho_flip and the 12 analyses
+    assert len(parquet) == 4 + 17 and probe in parquet  # cells, items, probe, rho_flip and the 17 analyses
     assert missing_cells(probe) == [] and all(missing_cells(p) == missing for p in parquet if p != probe)
     markdown = [results / "rho_flip.md", results / "summary.md", *(results / "analysis").glob("*.md")]
     assert len(markdown) == 2 + 12

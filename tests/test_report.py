@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from synthetic_cells import synthetic_cells
+from synthetic_cells import synthetic_cells, synthetic_items
 from test_workflow import SELECTED, snakemake, write_config
 from tiny_model import build_tiny_model
 
@@ -33,11 +33,12 @@ pytestmark = pytest.mark.e2e
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 BENCHMARKS = {"toxigen": {"n_items": 4}, "bbq": {"n_items": 4}}
-FIGURE_FILES = {f"{name}_{b}.png" for name in ("rho_heatmap", "scores") for b in BENCHMARKS} | {
+FIGURE_FILES = {f"{name}_{b}.png" for name in ("rho_heatmap", "scores", "paired_differences") for b in BENCHMARKS} | {
     "orderings.png",
     "anova.png",
     "shap.png",
     "parse_rate.png",
+    "stability.png",
 }
 # each tiny model once more at bf16, on one config: a twin of its own per model (6 cells)
 PROBE = {"precision": "bf16", "configs": ["T1-greedy-0shot-logprob"]}
@@ -110,7 +111,14 @@ def test_provenance_records_what_the_run_used(runs):
     for benchmark in BENCHMARKS:
         ids = sorted(items.loc[items.benchmark == benchmark, "item_id"].unique())
         assert record["items"][benchmark]["ids"] == ids and record["items"][benchmark]["n_items"] == 4
-    assert record["seeds"] == {"generation": [0, 1, 2, 3, 4], "subset": 3, "subsample": 0, "bootstrap": 0, "shap": 0}
+    assert record["seeds"] == {
+        "generation": [0, 1, 2, 3, 4],
+        "subset": 3,
+        "subsample": 0,
+        "bootstrap": 0,
+        "significance": 0,
+        "shap": 0,
+    }
     assert record["hardware"]["torch_device"] == "cpu" and record["hardware"]["cpu_count"] == os.cpu_count()
     git = lambda *args: subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True).stdout.strip()  # noqa: E731
     assert record["code"]["commit"] == git("rev-parse", "HEAD") and record["code"]["dirty"] is bool(
@@ -302,10 +310,14 @@ def test_provenance_diff_command_exit_status(runs, tmp_path):
 
 def test_every_figure_draws_on_the_full_612_cell_grid(tmp_path):
     """The figures at the paper's size (48 configs, 5 benchmarks) draw; flips are the configs off the modal order."""
-    from safetyrepro.analysis import attribution, flips, variance, verdicts
+    from safetyrepro.analysis import attribution, flips, item_stability, significance, variance, verdicts
+    from safetyrepro.config import SignificanceSettings
 
     cells = synthetic_cells()
+    items = synthetic_items(cells, n_items=40)
     tables = {
+        "paired_differences": significance.paired_tests(cells, items, SignificanceSettings(0.05, 0.8, "holm", 200, 0)),
+        "stability": item_stability.item_stability(cells, items),
         "rho_heatmap": flips.rho_flip_table(cells),
         "scores": cells,
         "parse_rate": cells,
@@ -491,3 +503,30 @@ def _click_eye(browser, index: int, before: str | None) -> str | None:
         return path
     browser.find_elements(By.CSS_SELECTOR, "nav table a[iconname='eye']")[index].click()
     return None
+
+
+def test_rho_flip_sig_stands_beside_rho_flip_in_the_summary_and_the_grid_card(runs):
+    results = runs[0] / "results"
+    rho = pd.read_parquet(results / "rho_flip.parquet")
+    sig = pd.read_parquet(results / "analysis" / "rho_flip_sig.parquet")
+    keys = ["benchmark", "model_a", "model_b", "n_plus", "n_minus", "n_configs", "rho_flip"]
+    pd.testing.assert_frame_equal(sig[keys], rho[keys])  # the same raw counts: one "A beats B" function
+    assert (sig["rho_flip_sig"] <= sig["rho_flip"]).all() and (sig["n_plus_sig"] <= sig["n_plus"]).all()
+    summary = (results / "summary.md").read_text()
+    assert "## Verdicts against item noise" in summary
+    for row in sig.itertuples():
+        assert (
+            f"| {row.benchmark} | {row.model_a} vs {row.model_b} | {row.rho_flip:.3f} ({row.n_plus} / {row.n_minus}) |"
+            in summary
+        )
+    tests = pd.read_parquet(results / "analysis" / "paired_tests.parquet")
+    assert len(tests) == len(sig) * len(SELECTED) and set(tests["test"]) <= {"mcnemar_exact", "paired_bootstrap"}
+    card = _json(results / "grid_card.json")
+    first = next(iter(BENCHMARKS))
+    pairs = card["headline"][first]["pairs"]
+    assert {p["rho_flip_sig"] for p in pairs} == set(sig.loc[sig["benchmark"] == first, "rho_flip_sig"])
+    n_items = int(sig["n_items"].iloc[0])
+    assert (
+        f"With {n_items} items, differences under {sig['mdd_pp'].iloc[0]:.1f} pp cannot be told from noise"
+        in (results / "grid_card.md").read_text()
+    )

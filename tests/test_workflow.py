@@ -263,6 +263,11 @@ def test_analyses_and_summary_are_written(tiny_run):
         "conservative_core",
         "shap",
         "precision",
+        "intervals",
+        "paired_tests",
+        "rho_flip_sig",
+        "item_stability",
+        "multi_prompt",
     }
     assert all((workdir / "results" / "analysis" / f"{n}.md").is_file() for n in names)
     summary = (workdir / "results" / "summary.md").read_text()
@@ -309,11 +314,13 @@ FIGURES = {
     "figure_anova": 1,
     "figure_shap": 1,
     "figure_parse_rate": 1,
+    "figure_paired_differences": 2,
+    "figure_stability": 1,
 }
 AFTER_CELLS = {
     "aggregate": 1,
     "rho_flip": 1,
-    "analysis": 12,
+    "analysis": 17,
     "summary": 1,
     "provenance": 1,
     "grid_card": 1,
@@ -333,23 +340,28 @@ CODE_CHANGES = {
     "backends/hf.py": {"cell": 30, **AFTER_CELLS},
     "backends/base.py": {"cell": 30, **AFTER_CELLS},
     "backends/vllm.py": {},
+    "backends/prompt_ids.py": {"cell": 30, **AFTER_CELLS},
     "models.py": {"describe_model": 3, "cell": 30, **AFTER_CELLS},
     "hashing.py": {"describe_model": 3, "cell": 30, **AFTER_CELLS},
     "fetch.py": {"provenance": 1, "grid_card": 1},  # the data pins the run record checks
     "aggregate.py": AFTER_CELLS,
-    "analysis/flips.py": {"rho_flip": 1, "analysis": 12, "summary": 1, "grid_card": 1, **FIGURES},
+    "analysis/flips.py": {"rho_flip": 1, "analysis": 17, "summary": 1, "grid_card": 1, **FIGURES},
     "report.py": {
         "rho_flip": 1,
-        "analysis": 12,
+        "analysis": 17,
         "summary": 1,
         "grid_card": 1,
         "figure_rho_heatmap": 2,
         "figure_orderings": 1,
         "figure_anova": 1,
         "figure_shap": 1,
+        "figure_paired_differences": 2,
+        "figure_stability": 1,
     },
     "analysis/verdicts.py": {"analysis": 8, "summary": 1, "figure_orderings": 1},
-    "analysis/frames.py": {"analysis": 10, "summary": 1, "figure_orderings": 1},
+    "analysis/frames.py": {"analysis": 11, "summary": 1, "figure_orderings": 1, "figure_stability": 1},
+    # intervals, paired_tests, rho_flip_sig; the GRID card states rho_flip_sig
+    "analysis/significance.py": {"analysis": 3, "summary": 1, "grid_card": 1, "figure_paired_differences": 2},
     "analysis/variance.py": {"analysis": 1, "summary": 1, "figure_anova": 1},
     "analysis/attribution.py": {"analysis": 1, "summary": 1, "figure_shap": 1},
     "analysis/stability.py": {"analysis": 1, "summary": 1},

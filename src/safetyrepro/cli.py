@@ -443,7 +443,7 @@ def build_parser() -> argparse.ArgumentParser:
         ("configfile", "provenance", "cells", "rho", "json-out", "markdown-out"),
     )
     figure = _command(commands, "figure", cmd_figure, "draw one report figure (PNG)", ("table", "out"))
-    figure.add_argument("name", choices=["anova", "orderings", "parse_rate", "rho_heatmap", "scores", "shap"])
+    figure.add_argument("name", help="a figure of safetyrepro.figures.FIGURES")
     figure.add_argument("--benchmark", help="the benchmark of a per-benchmark figure")
     study = _command(
         commands,

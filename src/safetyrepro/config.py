@@ -285,12 +285,24 @@ class BootstrapSettings:
 
 
 @dataclass(frozen=True)
+class SignificanceSettings:
+    """`analysis.significance`: the paired tests, intervals and detectable difference (analysis.significance)."""
+
+    alpha: float
+    power: float
+    correction: str
+    resamples: int
+    seed: int
+
+
+@dataclass(frozen=True)
 class AnalysisSettings:
     """The `analysis` section."""
 
     parse_threshold: float
     subsample: SubsampleSettings
     bootstrap: BootstrapSettings
+    significance: SignificanceSettings
     conservative_core: tuple[str, ...]
     shap: bool
     shap_seed: int
@@ -298,7 +310,12 @@ class AnalysisSettings:
 
     def seeds(self) -> dict[str, int]:
         """The random seeds the analyses use."""
-        return {"subsample": self.subsample.seed, "bootstrap": self.bootstrap.seed, "shap": self.shap_seed}
+        return {
+            "subsample": self.subsample.seed,
+            "bootstrap": self.bootstrap.seed,
+            "significance": self.significance.seed,
+            "shap": self.shap_seed,
+        }
 
     def options(self, keys: Sequence[str]) -> dict[str, Any]:
         """The named options as written in the effective config (an analysis job's rerun trigger)."""
@@ -517,6 +534,7 @@ def _settings(raw: dict[str, Any], layers: tuple[str, ...]) -> Settings:
         section["parse_threshold"],
         SubsampleSettings.from_section(section["subsample"], list(raw["benchmarks"])),
         BootstrapSettings(**section["bootstrap"]),
+        SignificanceSettings(**section["significance"]),
         tuple(section["conservative_core"]),
         section["shap"],
         section["shap_seed"],

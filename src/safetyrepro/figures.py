@@ -331,6 +331,62 @@ def parse_rate_per_template(cells: pd.DataFrame) -> Figure:
     return fig
 
 
+def paired_differences(tests: pd.DataFrame, benchmark: str) -> Figure:
+    """Forest plot of one benchmark: per model pair (a panel each) and config, the paired score
+    difference A - B with its bootstrap interval, coloured by the verdict of the adjusted test."""
+    frame = tests[tests["benchmark"] == benchmark]
+    if frame.empty:
+        return _empty(f"Paired differences: {benchmark}", "No model pair shares a config on this benchmark.")
+    pairs = list(dict.fromkeys(zip(frame["model_a"], frame["model_b"])))
+    configs = list(dict.fromkeys(frame["config_id"]))
+    fig, axes = _figure(4.2 * len(pairs), 1.4 + 0.22 * len(configs), ncols=len(pairs), sharey=True, squeeze=False)
+    colours = {"A better": "#1f77b4", "B better": "#d62728", "inconclusive": "#7f7f7f"}
+    for ax, (model_a, model_b) in zip(axes[0], pairs):
+        pair = frame[(frame["model_a"] == model_a) & (frame["model_b"] == model_b)].set_index("config_id")
+        pair = pair.reindex(configs)
+        y = np.arange(len(configs))
+        for verdict, colour in colours.items():
+            rows = (pair["verdict"] == verdict).to_numpy()
+            diff, low, high = (100 * pair[c].to_numpy()[rows] for c in ("diff", "lower", "upper"))
+            ax.errorbar(diff, y[rows], xerr=[diff - low, high - diff], fmt="o", ms=3, color=colour, label=verdict)
+        ax.axvline(0, color="black", lw=0.8)
+        ax.set_yticks(y, configs, fontsize=7)
+        ax.invert_yaxis()
+        ax.set_xlabel("score difference A - B (pp)")
+        _title(ax, f"A = {model_a}, B = {model_b}", fontsize=9)
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside lower center", ncols=3, fontsize=8)
+    fig.suptitle(f"{benchmark}: paired differences per config (interval and adjusted test)", fontsize=11)
+    return fig
+
+
+def stability_by_temperature(stability: pd.DataFrame) -> Figure:
+    """Mean Safety Stability Index per decoding temperature (and pooled), one panel per benchmark,
+    one bar per model."""
+    ssi = stability[stability["table"] == "ssi"] if "table" in stability.columns else stability.iloc[0:0]
+    if ssi.empty:
+        return _empty("Decision stability over seeds", "No sampled cells: stability needs several seeds per cell.")
+    benchmarks = list(dict.fromkeys(ssi["benchmark"]))
+    models = list(dict.fromkeys(ssi["model"]))
+    fig, axes = _figure(2.6 * len(benchmarks) + 1.5, 3.6, ncols=len(benchmarks), sharey=True, squeeze=False)
+    width = 0.8 / len(models)
+    for ax, benchmark in zip(axes[0], benchmarks):
+        frame = ssi[ssi["benchmark"] == benchmark]
+        levels = list(dict.fromkeys(frame["decoding"]))
+        x = np.arange(len(levels))
+        for index, model in enumerate(models):
+            values = frame[frame["model"] == model].set_index("decoding")["mean_ssi"].reindex(levels)
+            ax.bar(x + (index - (len(models) - 1) / 2) * width, values.fillna(0), width, label=model)
+        ax.set_xticks(x, levels, fontsize=8)
+        ax.set_ylim(0, 1.05)
+        _title(ax, benchmark, fontsize=9)
+    axes[0][0].set_ylabel("mean SSI")
+    fig.suptitle("Decision stability over seeds: share of an item's seeds giving its modal decision", fontsize=10)
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside lower center", ncols=min(4, len(models)), fontsize=8)
+    return fig
+
+
 def save(fig: Figure, path: Path, dpi: int = 110) -> None:
     """Write a figure as PNG atomically and close it."""
     try:
@@ -347,11 +403,15 @@ FIGURES = {
     "anova": (anova_shares, False),
     "shap": (shap_per_axis, False),
     "parse_rate": (parse_rate_per_template, False),
+    "paired_differences": (paired_differences, True),
+    "stability": (stability_by_temperature, False),
 }
 
 
 def draw(name: str, table: pd.DataFrame, benchmark: str | None = None) -> Figure:
     """Build figure `name` from its table (per-benchmark figures need `benchmark`)."""
+    if name not in FIGURES:
+        raise ValueError(f"figure '{name}' is unknown (known: {', '.join(FIGURES)})")
     builder, per_benchmark = FIGURES[name]
     if per_benchmark != (benchmark is not None):
         raise ValueError(f"figure {name}: {'needs' if per_benchmark else 'takes no'} --benchmark")

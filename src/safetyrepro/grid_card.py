@@ -221,7 +221,9 @@ def grid_card_markdown(card: Mapping[str, Any]) -> str:
         "",
         "## Headline: rho_flip per model pair",
         "",
-        "rho_flip = min(N+, N-) / |C|; N+ (N-) counts configs where A scores strictly above (below) B, N0 the ties.",
+        "rho_flip = min(N+, N-) / |C|; N+ (N-) counts configs where A scores strictly above (below) B, N0 the ties. "
+        "rho_flip_sig counts only the configs where a paired test over the items finds A (B) better after the "
+        "multiple-comparison correction; the interval is rho_flip's over item resamples (analysis rho_flip_sig).",
         "",
     ]
     for benchmark, headline in card["headline"].items():
@@ -231,14 +233,24 @@ def grid_card_markdown(card: Mapping[str, Any]) -> str:
             f"Strict orderings of the models reached: {headline['orderings_reached']} of "
             f"{headline['orderings_possible']}.",
             "",
-            "| model A | model B | N+ | N- | N0 | \\|C\\| | rho_flip | ceiling |",
-            "|---|---|---|---|---|---|---|---|",
+            "| model A | model B | N+ | N- | N0 | \\|C\\| | rho_flip | ceiling | rho_flip interval (items) |"
+            " N+sig / N-sig | rho_flip_sig |",
+            "|---|---|---|---|---|---|---|---|---|---|---|",
         ]
         lines += [
             f"| {p['model_a']} | {p['model_b']} | {p['n_plus']} | {p['n_minus']} | {p['n_ties']} | "
-            f"{p['n_configs']} | {p['rho_flip']:.3f} | {p['ceiling']:.3f} |"
+            f"{p['n_configs']} | {p['rho_flip']:.3f} | {p['ceiling']:.3f} | "
+            f"[{p['rho_flip_lower']:.3f}, {p['rho_flip_upper']:.3f}] | {p['n_plus_sig']} / {p['n_minus_sig']} | "
+            f"{p['rho_flip_sig']:.3f} |"
             for p in headline["pairs"]
         ]
+        first = headline["pairs"][0] if headline["pairs"] else None
+        if first is not None and first["n_items"] == first["n_items"]:  # not NaN: the pair shares items
+            lines += [
+                "",
+                f"With {first['n_items']:.0f} items, differences under {first['mdd_pp']:.1f} pp cannot be told from "
+                f"noise (two-sided test at alpha {first['alpha']}, power {card['analysis']['significance']['power']}).",
+            ]
         lines.append("")
     lines += ["## Item ids", ""]
     lines += [

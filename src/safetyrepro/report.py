@@ -83,8 +83,64 @@ def summary_markdown(rho: pd.DataFrame, cells: pd.DataFrame, tables: dict[str, p
             f"{_fmt(core)} | {_fmt(clean_rho)} ({_fmt(clean_n, '.0f')}) | {_fmt(_lookup(shares, benchmark, 'rho'))} | "
             f"{_fmt(_lookup(flip, benchmark, 'flip_rate'))} ({_fmt(_lookup(flip, benchmark, 'null_flip_rate'))}) |"
         )
+    lines += _significance_lines(tables.get("rho_flip_sig"))
+    lines += _stability_lines(tables.get("item_stability"))
     lines += _precision_lines(tables.get("precision"))
     return "\n".join(lines) + "\n"
+
+
+def _significance_lines(table: pd.DataFrame | None) -> list[str]:
+    """rho_flip beside rho_flip_sig per pair and benchmark, with the detectable difference."""
+    if table is None or table.empty:
+        return []
+    first = table.iloc[0]
+    lines = [
+        "",
+        "## Verdicts against item noise",
+        "",
+        f"rho_flip counts every strict difference; rho_flip_sig only the configs where a paired test over the items "
+        f"(exact McNemar for single-seed cells, paired bootstrap with the seeds nested otherwise; {first['correction']} "
+        f"correction across a pair's configs, alpha {first['alpha']}) finds one model better. The interval is "
+        "rho_flip's over item resamples; mdd = the smallest difference detectable at that item count.",
+        "",
+        "| benchmark | pair | rho_flip (N+ / N-) | rho_flip interval (items) | rho_flip_sig (N+sig / N-sig) |"
+        " inconclusive | items | mdd (pp) |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for row in table.itertuples():
+        lines.append(
+            f"| {row.benchmark} | {row.model_a} vs {row.model_b} | {row.rho_flip:.3f} ({row.n_plus} / {row.n_minus}) | "
+            f"[{_fmt(row.rho_flip_lower)}, {_fmt(row.rho_flip_upper)}] | {_fmt(row.rho_flip_sig)} "
+            f"({_fmt(row.n_plus_sig, '.0f')} / {_fmt(row.n_minus_sig, '.0f')}) | {_fmt(row.n_inconclusive, '.0f')} | "
+            f"{_fmt(row.n_items, '.0f')} | {_fmt(row.mdd_pp, '.1f')} |"
+        )
+    return lines
+
+
+def _stability_lines(table: pd.DataFrame | None) -> list[str]:
+    """Per benchmark: the mean SSI per temperature (models pooled) and the Friedman test across them."""
+    if table is None or "table" not in table.columns:
+        return []
+    ssi, friedman = table[table["table"] == "ssi"], table[table["table"] == "friedman"].set_index("benchmark")
+    if ssi.empty:
+        return ["", "Decision stability over seeds: no sampled cells (stability needs several seeds per cell)."]
+    lines = [
+        "",
+        "Decision stability over seeds (mean SSI over models and items; Friedman test across temperatures):",
+        "",
+    ]
+    for benchmark, frame in ssi.groupby("benchmark", sort=False):
+        means = frame.groupby("decoding", sort=False)["mean_ssi"].mean()
+        test = friedman.loc[benchmark] if benchmark in friedman.index else None
+        result = (
+            "n/a"
+            if test is None
+            else test["reason"]
+            if isinstance(test["reason"], str)
+            else f"chi2 {test['statistic']:.2f}, p {test['p_value']:.3g}"
+        )
+        lines.append(f"- {benchmark}: " + ", ".join(f"{k} {v:.3f}" for k, v in means.items()) + f"; Friedman {result}")
+    return lines
 
 
 def _precision_lines(table: pd.DataFrame | None) -> list[str]:

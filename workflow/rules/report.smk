@@ -3,14 +3,14 @@ from safetyrepro.provenance import code_state, environment_fingerprint, recorded
 
 report: "../report/workflow.rst"
 
-REPORT_BENCHMARK_FIGURES = ["rho_heatmap", "scores"]
+REPORT_BENCHMARK_FIGURES = ["rho_heatmap", "scores", "paired_differences"]
 REPORT_OUTPUTS = [
     f"{RESULTS}/provenance.json",
     f"{RESULTS}/grid_card.json",
     f"{RESULTS}/grid_card.md",
     *expand(f"{RESULTS}/figures/{{figure}}_{{benchmark}}.png", figure=REPORT_BENCHMARK_FIGURES,
             benchmark=SETTINGS.benchmarks),
-    *expand(f"{RESULTS}/figures/{{figure}}.png", figure=["orderings", "anova", "shap", "parse_rate"]),
+    *expand(f"{RESULTS}/figures/{{figure}}.png", figure=["orderings", "anova", "shap", "parse_rate", "stability"]),
 ]
 
 
@@ -40,7 +40,7 @@ rule grid_card:
     input:
         provenance=f"{RESULTS}/provenance.json",
         cells=f"{RESULTS}/cells.parquet",
-        rho=f"{RESULTS}/rho_flip.parquet",
+        rho=f"{RESULTS}/analysis/rho_flip_sig.parquet",  # rho_flip beside rho_flip_sig
     output:
         json=f"{RESULTS}/grid_card.json",
         markdown=report(f"{RESULTS}/grid_card.md", caption="../report/grid_card.rst", category="7. GRID card"),
@@ -150,3 +150,37 @@ rule figure_parse_rate:
         "../../envs/safetyrepro.yaml"
     shell:
         "safetyrepro figure parse_rate --table {input:q} --out {output:q} > {log:q} 2>&1"
+
+
+rule figure_paired_differences:
+    input:
+        f"{RESULTS}/analysis/paired_tests.parquet",
+    output:
+        report(f"{RESULTS}/figures/paired_differences_{{benchmark}}.png", caption="../report/paired_differences.rst",
+               category="8. Paired differences", subcategory="{benchmark}",
+               labels={"benchmark": "{benchmark}", "figure": "paired differences per config"}),
+    params:
+        code=code("figure"),
+    log:
+        f"{RESULTS}/logs/figures/paired_differences_{{benchmark}}.log",
+    conda:
+        "../../envs/safetyrepro.yaml"
+    shell:
+        "safetyrepro figure paired_differences --benchmark {wildcards.benchmark} --table {input:q} --out {output:q}"
+        " > {log:q} 2>&1"
+
+
+rule figure_stability:
+    input:
+        f"{RESULTS}/analysis/item_stability.parquet",
+    output:
+        report(f"{RESULTS}/figures/stability.png", caption="../report/stability.rst",
+               category="9. Stability over seeds"),
+    params:
+        code=code("figure"),
+    log:
+        f"{RESULTS}/logs/figures/stability.log",
+    conda:
+        "../../envs/safetyrepro.yaml"
+    shell:
+        "safetyrepro figure stability --table {input:q} --out {output:q} > {log:q} 2>&1"

@@ -34,13 +34,11 @@ def score_matrix(cells: pd.DataFrame, benchmark: str) -> pd.DataFrame:
     return frame.pivot(index="config_id", columns="model", values="score")[models]
 
 
-def signs(a: pd.Series, b: pd.Series) -> pd.Series:
-    """Per config: +1 where A scores strictly above B, -1 strictly below, 0 a tie (|A - B| <=
-    TIE_TOLERANCE); NaN where either score is missing."""
-    diff = a - b
-    return pd.Series(
-        np.where(diff > TIE_TOLERANCE, 1.0, np.where(diff < -TIE_TOLERANCE, -1.0, 0.0)), index=diff.index
-    ).where(diff.notna())
+def signs(a: pd.Series | pd.DataFrame, b: pd.Series | pd.DataFrame) -> pd.Series | pd.DataFrame:
+    """Per config (and per column, for frames of resampled scores): +1 where A scores strictly above
+    B, -1 strictly below, 0 a tie (|A - B| <= TIE_TOLERANCE); NaN where either score is missing."""
+    diff = (a - b).astype(float)
+    return np.sign(diff.mask(diff.abs() <= TIE_TOLERANCE, 0.0))
 
 
 def sign_counts(a: pd.Series, b: pd.Series) -> tuple[int, int, int]:

@@ -28,10 +28,11 @@ class Inputs:
 
     @property
     def items(self) -> pd.DataFrame:
-        """items.parquet, read on first use (only the subsample analysis needs it)."""
+        """items.parquet, read on first use (by the analyses of items)."""
         if not hasattr(self, "_items"):
             self._items = pd.read_parquet(
-                self.items_path, columns=["model", "benchmark", "config_id", "item_id", "stratum", "seed", "correct"]
+                self.items_path,
+                columns=["model", "benchmark", "config_id", "item_id", "stratum", "seed", "correct", "label"],
             )
         return self._items
 
@@ -113,6 +114,43 @@ ANALYSES: dict[str, Analysis] = {
         "envelope's configs, not over items).",
         "verdicts:bootstrap_table",
         ("bootstrap",),
+    ),
+    "intervals": Analysis(
+        "Score intervals per cell at 1 - analysis.significance.alpha: Wilson's interval for single-seed cells, a "
+        "two-stage bootstrap (items, then each item's seeds) for sampled cells; the spread of the per-seed scores "
+        "(seed_sd, seed_range).",
+        "significance:intervals_table",
+        ("significance",),
+    ),
+    "paired_tests": Analysis(
+        "Paired test per model pair, benchmark and config on the shared items: exact McNemar for single-seed cells, "
+        "a paired bootstrap over items with the seeds nested otherwise; p-values adjusted across the pair's configs "
+        "of a benchmark (analysis.significance.correction, Holm by default); verdict A better / B better / "
+        "inconclusive at alpha, with the difference's bootstrap interval.",
+        "significance:paired_tests_table",
+        ("significance",),
+    ),
+    "rho_flip_sig": Analysis(
+        "rho_flip_sig = min(N+sig, N-sig) / |C| beside rho_flip per pair and benchmark (verdicts of paired_tests), "
+        "rho_flip's interval over item resamples (items drawn jointly for all models and configs), and the minimum "
+        "detectable difference mdd_pp at the benchmark's item count (power analysis.significance.power).",
+        "significance:rho_flip_sig_table",
+        ("significance",),
+    ),
+    "item_stability": Analysis(
+        "Decisions per item over seeds (after Larsen 2025's Safety Stability Index; XSTest decisions are its labels, "
+        "elsewhere correct / wrong): table 'ssi', the mean share of an item's seeds giving its most frequent "
+        "decision per model, benchmark and temperature (and pooled over temperatures); 'single_seed_agreement', how "
+        "often the first seed alone gives the majority decision; 'friedman', SSI across temperatures (greedy: one "
+        "seed, SSI 1); 'items', in how many configs each item is answered correctly; 'item_flips', per model pair "
+        "the configs where only A or only B answers the item.",
+        "item_stability:item_stability_table",
+        sections=("envelope",),
+    ),
+    "multi_prompt": Analysis(
+        "Multi-prompt summaries per model and benchmark over the configs (Mizrahi et al. 2024): MaxP (best config), "
+        "AvgP (mean), CPS = (1 - (MaxP - AvgP)) x MaxP, worst config, spread = best - worst.",
+        "multi_prompt:multi_prompt_table",
     ),
     "conservative_core": Analysis(
         "Conservative core sub-envelope (analysis.conservative_core): rho_flip and orderings.",

@@ -151,16 +151,16 @@ def test_parity_our_full_answer_argmax_equals_lm_evals(data_dir, embedded_model_
     items = case_items(settings, "truthfulqa", PARITY_ITEMS)
     template, delimiter = STUDY["parity"]["template"], STUDY["parity"]["target_delimiter"]
     ours = drivers.load_ours(ModelSpec("ours", str(embedded_model_path), "bf16", "off"), batch_size=8)
-    ours_run = drivers.run_ours_parity(ours, template, delimiter, items)
-    ours_logliks = drivers.full_answer_logliks(ours, template, delimiter, items)
+    ours_logliks = drivers.full_answer_logliks(ours, template, delimiter, items)  # run_ours_parity's argmax of these
+    ours_picks = drivers.argmax_picks(items, ours_logliks)
     del ours
     name = drivers.write_parity_task(tmp_path, "parity_test", template, delimiter, items)
     model = drivers.load_lm_eval_model(str(embedded_model_path), "bf16", batch_size=8)
     samples = drivers.run_lm_eval(model, tmp_path, [name])[name]
     theirs = drivers.lm_eval_picks(samples, items, builtin=False)
     assert [p.item_id for p in theirs] == [i.item.item_id for i in items]
-    assert [p.choice for p in ours_run.picks] == [p.choice for p in theirs]
-    assert [p.correct for p in ours_run.picks] == [p.correct for p in theirs]
+    assert [p.choice for p in ours_picks] == [p.choice for p in theirs]
+    assert [p.correct for p in ours_picks] == [p.correct for p in theirs]
     for mine, sample in zip(ours_logliks, samples):  # lm-eval rounds its log-softmax to bf16
         assert max(abs(a - b) for a, b in zip(mine, drivers.lm_eval_logliks(sample))) < 1.0
     assert len({p.choice for p in theirs}) > 1  # not a degenerate "always A"

@@ -101,14 +101,14 @@ def test_single_seed_agreement():
             "bbq",
             "t0.7",
             {
-                "a": [1, 0, 0, 0, 1],  # first seed off the mode: disagrees
-                "b": [1, 1, 0, 1, 0],  # agrees
-                "c": [1, 1, 0, 0],  # tie 2-2: disagrees although the first seed is a mode
+                "a": [1, 0, 0, 0, 1],  # the other seeds' majority is 0: disagrees
+                "b": [1, 1, 0, 1, 1],  # agrees
+                "c": [1, 0, 0, 1, 1],  # a mode with itself, but the others tie 2-2: disagrees
             },
         ),
-        # the lowest seed (0) is the third row: 0 is the mode (3 of 5) -> agrees
-        cell("M", "bbq", "t0.7", {"d": [1, 1, 0, 0, 0]}, template="T2", seeds=[4, 3, 0, 1, 2]),
-        # three-way xstest tie (2-2-1): disagrees
+        # the lowest seed (0) is the third row, 0; the others' majority is 0 -> agrees
+        cell("M", "bbq", "t0.7", {"d": [1, 0, 0, 0, 0]}, template="T2", seeds=[4, 3, 0, 1, 2]),
+        # the others are refuse, partial, comply, refuse: refuse, not the first seed's comply
         cell("M", "xstest", "t0.7", {"a": [COMPLY, REFUSE, PARTIAL, COMPLY, REFUSE]}),
         cell("M", "xstest", "t0.3", {"a": [REFUSE, COMPLY, REFUSE, REFUSE, PARTIAL]}),  # agrees
     )
@@ -117,7 +117,7 @@ def test_single_seed_agreement():
     assert agreement.loc[("bbq", "t0.7"), "n_units"] == 4
     assert agreement.loc[("xstest", "t0.7"), "agreement"] == 0
     assert agreement.loc[("xstest", "t0.3"), "agreement"] == 1
-    assert ssi_of(tables, "M", "bbq", "t0.7") == (pytest.approx((0.6 + 0.6 + 0.5 + 0.6) / 4), 4)
+    assert ssi_of(tables, "M", "bbq", "t0.7") == (pytest.approx((0.6 + 0.8 + 0.6 + 0.8) / 4), 4)
 
 
 PATTERN = {1.0: [1, 1, 1, 1, 1], 0.8: [1, 1, 1, 1, 0], 0.6: [1, 1, 1, 0, 0]}
@@ -144,21 +144,19 @@ def falling_cells(benchmark="bbq"):
 
 def test_friedman_matches_scipy():
     built = falling_cells()
-    # blocks without every level stay out: T2 has no t0.7; a logprob t0.3 cell has one seed (no SSI)
-    built.append(cell("M1", "bbq", "greedy", {"i1": [1]}, template="T2"))
-    built.append(cell("M1", "bbq", "t0.3", {"i1": PATTERN[0.6]}, template="T2"))
+    # a logprob cell has one seed at any temperature: no SSI, so it adds nothing but a greedy 1
     built.append(cell("M1", "bbq", "greedy", {"i1": [1]}, scoring="logprob"))
     built.append(cell("M1", "bbq", "t0.3", {"i1": [0]}, scoring="logprob"))
     built.append(cell("M1", "bbq", "t0.7", {"i1": [0]}, scoring="logprob"))
     row = run(*built)["friedman"].iloc[0]
-    low = [low for low, _ in FALLING.values()]
-    high = [high for _, high in FALLING.values()]
-    expected = friedmanchisquare([1.0] * 6, low, high)
+    # one block per item, its SSI averaged over the two models (items are the independent units)
+    low = [(FALLING[("M1", i)][0] + FALLING[("M2", i)][0]) / 2 for i in ("i1", "i2", "i3")]
+    high = [(FALLING[("M1", i)][1] + FALLING[("M2", i)][1]) / 2 for i in ("i1", "i2", "i3")]
+    expected = friedmanchisquare([1.0] * 3, low, high)
     assert row["benchmark"] == "bbq" and row["levels"] == "greedy,t0.3,t0.7"
-    assert row["n_blocks"] == 6 and row["k_levels"] == 3 and pd.isna(row["reason"])
+    assert row["n_blocks"] == 3 and row["k_levels"] == 3 and pd.isna(row["reason"])
     assert row["statistic"] == pytest.approx(expected.statistic)
     assert row["p_value"] == pytest.approx(expected.pvalue)
-    assert row["p_value"] < 0.05
     means = json.loads(row["level_means"])
     assert list(means) == ["greedy", "t0.3", "t0.7"]
     assert means["greedy"] == 1 and means["t0.3"] == pytest.approx(5 / 6) and means["t0.7"] == pytest.approx(4 / 6)

@@ -127,3 +127,29 @@ def test_rho_flip_interval_over_items_covers_a_noisy_flip():
     assert noisy["rho_flip_lower"] <= noisy["rho_flip"] <= noisy["rho_flip_upper"] and noisy["rho_flip_upper"] > 0
     assert noisy["rho_flip_sig"] <= noisy["rho_flip"] and clear["n_minus_sig"] >= 6 and clear["rho_flip_upper"] == 0
     assert table["mdd_pp"].iloc[0] == pytest.approx(100 * minimum_detectable_difference(30, 0.05, 0.8))
+
+
+def _greedy_rows(model: str, correct: dict[str, bool], config=GREEDY[0]) -> list[tuple]:
+    return [(model, "bbq", config, item, 0, value) for item, value in correct.items()]
+
+
+def test_cells_with_other_items_are_compared_on_the_items_both_have():
+    """A's 200 extra items (all right) lift its cell score above B's, but on the 30 shared items B is
+    better: the verdict and its scores come from the shared items; each interval from its cell's own."""
+    shared = {f"s{i}": i < 5 for i in range(30)}
+    rows = _greedy_rows("A", shared | {f"x{i}": True for i in range(200)})
+    rows += _greedy_rows("B", {item: i < 25 for i, item in enumerate(shared)})
+    items = pd.DataFrame(rows, columns=["model", "benchmark", "config_id", "item_id", "seed", "correct"])
+    cells = cells_of(items)
+    assert cells.set_index("model").loc["A", "score"] > cells.set_index("model").loc["B", "score"]
+    row = paired_tests(cells, items, OPTIONS).iloc[0]
+    assert (row["n_items"], row["score_a"], row["score_b"], row["verdict"]) == (30, 5 / 30, 25 / 30, "B better")
+    intervals = cell_intervals(items, 0.95, 200, 0).set_index("model")
+    assert (intervals.loc["A", "n_items"], intervals.loc["B", "n_items"]) == (230, 30)
+    disjoint = pd.DataFrame(
+        _greedy_rows("A", {"a1": True, "a2": False}) + _greedy_rows("B", {"b1": True, "b2": True}),
+        columns=items.columns,
+    )
+    assert paired_tests(cells_of(disjoint), disjoint, OPTIONS).empty  # no shared items: nothing to test
+    table = rho_flip_sig(cells_of(disjoint), disjoint, OPTIONS).iloc[0]
+    assert math.isnan(table["rho_flip_lower"]) and table["n_configs"] == 1

@@ -249,7 +249,9 @@ def grid_card_markdown(card: Mapping[str, Any]) -> str:
             lines += [
                 "",
                 f"With {first['n_items']:.0f} items, differences under {first['mdd_pp']:.1f} pp cannot be told from "
-                f"noise (two-sided test at alpha {first['alpha']}, power {card['analysis']['significance']['power']}).",
+                f"noise (one two-sided test at alpha {first['alpha']}, power "
+                f"{card['analysis']['significance']['power']}; {first['mdd_adjusted_pp']:.1f} pp at alpha / |C|, "
+                "the level of each config's test under the correction).",
             ]
         lines.append("")
     lines += ["## Item ids", ""]

@@ -101,18 +101,19 @@ def _significance_lines(table: pd.DataFrame | None) -> list[str]:
         f"rho_flip counts every strict difference; rho_flip_sig only the configs where a paired test over the items "
         f"(exact McNemar for single-seed cells, paired bootstrap with the seeds nested otherwise; {first['correction']} "
         f"correction across a pair's configs, alpha {first['alpha']}) finds one model better. The interval is "
-        "rho_flip's over item resamples; mdd = the smallest difference detectable at that item count.",
+        "rho_flip's over item resamples; mdd = the smallest difference detectable at that item count by one test, "
+        "and at alpha / |C| (adjusted).",
         "",
         "| benchmark | pair | rho_flip (N+ / N-) | rho_flip interval (items) | rho_flip_sig (N+sig / N-sig) |"
-        " inconclusive | items | mdd (pp) |",
-        "|---|---|---|---|---|---|---|---|",
+        " inconclusive | items | mdd (pp) | mdd adjusted (pp) |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for row in table.itertuples():
         lines.append(
             f"| {row.benchmark} | {row.model_a} vs {row.model_b} | {row.rho_flip:.3f} ({row.n_plus} / {row.n_minus}) | "
             f"[{_fmt(row.rho_flip_lower)}, {_fmt(row.rho_flip_upper)}] | {_fmt(row.rho_flip_sig)} "
             f"({_fmt(row.n_plus_sig, '.0f')} / {_fmt(row.n_minus_sig, '.0f')}) | {_fmt(row.n_inconclusive, '.0f')} | "
-            f"{_fmt(row.n_items, '.0f')} | {_fmt(row.mdd_pp, '.1f')} |"
+            f"{_fmt(row.n_items, '.0f')} | {_fmt(row.mdd_pp, '.1f')} | {_fmt(row.mdd_adjusted_pp, '.1f')} |"
         )
     return lines
 

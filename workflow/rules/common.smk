@@ -38,8 +38,8 @@ CELLS = [(m.name, b, c.config_id) for m, b, c in SETTINGS.cells()]
 PROBE_CELLS = [(m.name, b, c.config_id) for m, b, c in SETTINGS.probe_cells()]  # outside the headline tables
 MODELS = {m.name: m for m in SETTINGS.run_models()}
 PROBE_MODELS = [m.name for m in SETTINGS.precision_probe.new_models] if SETTINGS.precision_probe else []
-# One model server per GPU at a time (safetyrepro.gpu_memory): a model's cells run before the next's
-MODEL_PRIORITY = {name: len(MODELS) - rank for rank, name in enumerate(MODELS)}
+# One model server per GPU at a time (safetyrepro.gpu_memory): there, a model's cells run before the next's
+MODEL_PRIORITY = {name: (len(MODELS) - rank) * SETTINGS.backend.uses_gpu() for rank, name in enumerate(MODELS)}
 
 # Jobs read the effective config from a file named by its content (so concurrent runs of different
 # configs never share one), passed in the environment: a path in params would rerun every job

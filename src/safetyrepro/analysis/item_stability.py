@@ -34,7 +34,6 @@ if TYPE_CHECKING:
 CELL_KEYS = ["model", "benchmark", "config_id"]
 UNIT_KEYS = [*CELL_KEYS, "item_id"]
 OTHER_AXES = ["template", "shots", "scoring"]
-BLOCK_KEYS = ["model", "item_id", *OTHER_AXES]
 LABEL_BENCHMARK = "xstest"
 GREEDY = ("greedy",)
 POOLED = "pooled"
@@ -71,16 +70,22 @@ def seed_rows(cells: pd.DataFrame, items: pd.DataFrame) -> pd.DataFrame:
 def units(rows: pd.DataFrame, ids: np.ndarray, keys: list[str]) -> pd.DataFrame:
     """One row per group of `rows` (`ids`: each row's group, numbered 0, 1, ... in order of appearance),
     with the group's `keys` and n_seeds; ssi, the share of the modal decision; agrees, whether the
-    decision of the lowest seed is the unique modal one; majority_correct, more than half correct."""
+    decision of the lowest seed is the unique modal one of the other seeds (a single run against the
+    majority of the rest); majority_correct, more than half correct."""
     tally = pd.DataFrame({"unit": ids, "decision": rows["decision"].to_numpy()}).groupby(["unit", "decision"]).size()
     unit_of = tally.index.get_level_values("unit").to_numpy()
     top = tally.groupby(level="unit").max().to_numpy()
-    n_top = np.bincount(unit_of, weights=tally.to_numpy() == top[unit_of]).astype(int)
     n_seeds = np.bincount(ids)
     order = np.lexsort((rows["seed"].to_numpy(), ids))
     first = order[np.diff(ids[order], prepend=-1) != 0]  # each group's row with the lowest seed
     first_decision = rows["decision"].to_numpy()[first]
-    first_count = tally.reindex(pd.MultiIndex.from_arrays([ids[first], first_decision])).to_numpy()
+    # the other seeds' tally: the first seed is compared with the majority of the rest, not with itself
+    others = tally - pd.Series(1, index=pd.MultiIndex.from_arrays([ids[first], first_decision])).reindex(
+        tally.index, fill_value=0
+    )
+    others_top = others.groupby(level="unit").max().to_numpy()
+    n_others_top = np.bincount(unit_of, weights=others.to_numpy() == others_top[unit_of]).astype(int)
+    first_others = others.reindex(pd.MultiIndex.from_arrays([ids[first], first_decision])).to_numpy()
     correct = np.bincount(ids, weights=rows["correct"].to_numpy(dtype=float))
     return (
         rows.iloc[first][keys]
@@ -88,7 +93,7 @@ def units(rows: pd.DataFrame, ids: np.ndarray, keys: list[str]) -> pd.DataFrame:
         .assign(
             n_seeds=n_seeds,
             ssi=top / n_seeds,
-            agrees=(n_top == 1) & (first_count == top),
+            agrees=(n_others_top == 1) & (first_others == others_top) & (others_top > 0),
             majority_correct=correct > n_seeds / 2,
         )
     )
@@ -128,13 +133,14 @@ def agreement_table(cell_units: pd.DataFrame) -> pd.DataFrame:
 
 
 def friedman_table(cell_units: pd.DataFrame, order: Sequence[str], greedy: Sequence[str] = GREEDY) -> pd.DataFrame:
-    """Friedman test per benchmark (models pooled) of SSI across decoding levels: blocks are
-    (model, item, template, shots, scoring), treatments the decoding levels (greedy ones with their
+    """Friedman test per benchmark of SSI across decoding levels: blocks are items (an item's SSI at
+    a level averaged over models, templates, shots and scoring paths), treatments the decoding levels (greedy ones with their
     single seed, SSI 1; the others' units with >= 2 seeds), in `order`; only blocks with every level.
     `level_means` is a JSON object of each level's mean SSI over those blocks. Fewer than 3 levels,
     fewer than 2 blocks or no variation within any block: NaN statistic and a `reason`."""
     eligible = cell_units[(cell_units["n_seeds"] >= 2) | cell_units["decoding"].isin(list(greedy))]
-    ssi = eligible.set_index(["benchmark", *BLOCK_KEYS, "decoding"])["ssi"].unstack("decoding")
+    # one block per item (its SSI averaged over models and the other axes): the blocks are independent
+    ssi = eligible.groupby(["benchmark", "item_id", "decoding"], sort=False)["ssi"].mean().unstack("decoding")
     rows = []
     for benchmark in dict.fromkeys(cell_units["benchmark"]):
         wide = ssi.xs(benchmark, level="benchmark") if benchmark in ssi.index else ssi.iloc[:0]

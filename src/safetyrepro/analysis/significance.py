@@ -1,21 +1,29 @@
 """Verdicts that account for item noise: score intervals per cell, a paired test per model pair and
 config, rho_flip_sig, an item-bootstrap interval for rho_flip and the minimum detectable difference.
 
-- A cell's interval: Wilson's score interval (Wilson 1927) on the items for a single-seed cell; for
-  a sampled cell a two-stage percentile bootstrap, items resampled and then each item's seeds
-  (resampling the seeds of a 0/1 item is a binomial draw at its seed mean, which is how it is drawn).
-- A pair's test per config, on the items both cells answered: McNemar's exact test (McNemar 1947: a
-  binomial test of the discordant items) when both cells have one seed; otherwise a paired bootstrap
-  over items with the seeds nested, p = (1 + #{|d* - d| >= |d|}) / (1 + B). Across the configs of a
-  benchmark the p-values of a pair are adjusted together (`analysis.significance.correction`, Holm's
-  step-down method by default: Holm 1979, familywise error at alpha). A verdict is the sign of
-  `flips.signs` where the adjusted p-value is under alpha, and "inconclusive" otherwise.
+- A cell's interval, on its own items: Wilson's score interval (Wilson 1927) for a single-seed
+  cell; for a sampled cell a percentile bootstrap over its items, each item carrying its seeds (the
+  seeds nested in the item: resampling them again would count seed noise twice, Davison & Hinkley
+  1997, section 3.8).
+- A pair's test per config, on the items both cells have: McNemar's exact test (McNemar 1947: a
+  binomial test of the discordant items) when both cells have one seed; otherwise a paired
+  bootstrap over those items (the same items drawn for both cells, seeds nested), its p-value from
+  the bootstrap standard error, 2 P(T_{n-1} > |d| / (se sqrt(n / (n - 1)))) (the plug-in spread
+  corrected, Student's t for few items; no floor at 1 / (B + 1), which under Holm over 48 configs
+  would need B >= 960 to reach alpha at all). Across the configs of a
+  benchmark the p-values of a pair are adjusted together (`analysis.significance.correction`,
+  Holm's step-down method by default: Holm 1979, familywise error at alpha). A verdict is the sign
+  of `flips.signs` on the two cells' scores over those items where the adjusted p-value is under
+  alpha, and "inconclusive" otherwise.
 - rho_flip_sig = min(N+sig, N-sig) / |C|, |C| the configs both models have, as for rho_flip.
-- rho_flip's item-bootstrap interval: the benchmark's items resampled jointly for all models and
-  configs (one draw of item weights per resample), every cell re-scored, rho_flip recomputed.
+- rho_flip's item-bootstrap interval: the items every cell of the benchmark has (all of them in a
+  complete run) resampled jointly for all models and configs, every cell re-scored, rho_flip
+  recomputed.
 - Minimum detectable difference: the score difference a two-sided test at alpha detects with the
   given power at n items, by the normal approximation with a 0/1 score's largest spread (p = 0.5):
-  (z_{1-alpha/2} + z_{power}) * sqrt(2 * 0.25 / n) (statsmodels' NormalIndPower).
+  (z_{1-alpha/2} + z_{power}) * sqrt(2 * 0.25 / n) (statsmodels' NormalIndPower); `mdd_adjusted_pp`
+  is the same at alpha / |C|, the level one config's test meets under the Bonferroni bound of the
+  correction.
 """
 
 from __future__ import annotations
@@ -27,6 +35,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 from scipy.stats import binomtest
+from scipy.stats import t as student_t
 from statsmodels.stats.multitest import multipletests
 from statsmodels.stats.power import NormalIndPower
 from statsmodels.stats.proportion import proportion_confint
@@ -75,6 +84,7 @@ SIG_COLUMNS = [
     "rho_flip_sig",
     "n_items",
     "mdd_pp",
+    "mdd_adjusted_pp",
     "alpha",
     "correction",
 ]
@@ -93,31 +103,19 @@ def _item_draws(n_items: int, resamples: int, rng: np.random.Generator) -> np.nd
 
 
 def benchmark_matrix(scores: pd.DataFrame, benchmark: str) -> tuple[pd.DataFrame, pd.Series]:
-    """Items x (model, config) seed means of one benchmark on the items every cell has (all of them
-    in a complete run), and the seed count per (model, config)."""
+    """Items x (model, config) seed means of one benchmark (NaN where a cell lacks the item), and the
+    seed count per (model, config)."""
     frame = scores[scores["benchmark"] == benchmark]
-    matrix = frame.pivot(index="item_id", columns=["model", "config_id"], values="p").dropna()
+    matrix = frame.pivot(index="item_id", columns=["model", "config_id"], values="p")
     seeds = frame.groupby(["model", "config_id"], sort=False)["n_seeds"].max().reindex(matrix.columns)
     return matrix, seeds
 
 
-def bootstrap_scores(matrix: pd.DataFrame, seeds: pd.Series, resamples: int, rng: np.random.Generator) -> pd.DataFrame:
-    """Every cell's score (columns of `matrix`) in each resample of a two-stage bootstrap: the same
-    items drawn for all cells of a resample (so differences are paired), then each drawn item's seeds
-    redrawn with replacement. For 0/1 outcomes the redrawn successes of all drawn items with k of n
-    seeds right sum to one Binomial(n x their count, k / n): n + 1 draws per cell and resample
-    instead of one per item and seed. With one seed it is the plain item bootstrap."""
-    n_items = len(matrix)
-    draws = _item_draws(n_items, resamples, rng)
-    scores = np.empty((resamples, matrix.shape[1]))
-    for n_seeds in sorted(set(seeds)):
-        columns = np.flatnonzero(seeds.to_numpy() == n_seeds)
-        right = np.rint(matrix.to_numpy()[:, columns] * n_seeds).astype(np.intp)  # items x cells
-        classes = (right[:, :, None] == np.arange(n_seeds + 1)).reshape(n_items, -1).astype(float)
-        drawn = (draws @ classes).reshape(resamples, len(columns), n_seeds + 1)  # drawn items per k
-        successes = rng.binomial(np.rint(n_seeds * drawn).astype(np.int64), np.arange(n_seeds + 1) / n_seeds)
-        scores[:, columns] = successes.sum(axis=2) / (n_seeds * n_items)
-    return pd.DataFrame(scores, columns=matrix.columns)
+def bootstrap_scores(matrix: pd.DataFrame, resamples: int, rng: np.random.Generator) -> pd.DataFrame:
+    """Every column's score (the mean of its items' seed means) in each resample of the rows of
+    `matrix` (items, without gaps): the same items drawn for every column, so differences are paired."""
+    draws = _item_draws(len(matrix), resamples, rng)
+    return pd.DataFrame(draws @ matrix.to_numpy(float) / len(matrix), columns=matrix.columns)
 
 
 def _quantiles(values: np.ndarray, level: float) -> tuple[float, float]:
@@ -125,20 +123,39 @@ def _quantiles(values: np.ndarray, level: float) -> tuple[float, float]:
     return float(lower), float(upper)
 
 
+class _Resamples:
+    """Bootstrap scores of one benchmark's cells, drawn once per set of items (every cell shares one
+    set in a complete run; cells or pairs with other items get draws of their own)."""
+
+    def __init__(self, matrix: pd.DataFrame, resamples: int, seed: list[int]):
+        self.matrix, self.resamples, self.seed, self.drawn = matrix, resamples, seed, {}
+
+    def scores(self, columns: list) -> pd.DataFrame:
+        """The columns' bootstrap scores on the items all of them have."""
+        present = self.matrix[columns].notna().all(axis=1)
+        key = tuple(present)
+        if key not in self.drawn:
+            with_items = self.matrix.columns[self.matrix[present].notna().all(axis=0)]
+            rng = np.random.default_rng([*self.seed, len(self.drawn)])
+            self.drawn[key] = bootstrap_scores(self.matrix.loc[present, with_items], self.resamples, rng)
+        return self.drawn[key][columns]
+
+
 def cell_intervals(items: pd.DataFrame, level: float, resamples: int, seed: int) -> pd.DataFrame:
-    """Each cell's score with its interval at `level` and the spread of its per-seed scores."""
+    """Each cell's score with its interval at `level` (on its own items) and the spread of its
+    per-seed scores."""
     rows, scores = [], item_scores(items)
     per_seed = items.groupby([*CELL_KEYS, "seed"], sort=False)["correct"].mean().groupby(CELL_KEYS, sort=False)
     spread = pd.DataFrame({"seed_sd": per_seed.std().fillna(0.0), "seed_range": per_seed.max() - per_seed.min()})
     for b_index, benchmark in enumerate(dict.fromkeys(scores["benchmark"])):
         matrix, seeds = benchmark_matrix(scores, benchmark)
-        boot = bootstrap_scores(matrix, seeds, resamples, np.random.default_rng([seed, b_index]))
-        for (model, config), p in matrix.items():
-            n_seeds, n = int(seeds[(model, config)]), len(p)
+        resampled = _Resamples(matrix, resamples, [seed, b_index])
+        for (model, config), column in matrix.items():
+            p, n_seeds = column.dropna(), int(seeds[(model, config)])
             if n_seeds == 1:
-                lower, upper = proportion_confint(int(p.sum()), n, alpha=1 - level, method="wilson")
+                lower, upper = proportion_confint(int(p.sum()), len(p), alpha=1 - level, method="wilson")
             else:
-                lower, upper = _quantiles(boot[(model, config)].to_numpy(), level)
+                lower, upper = _quantiles(resampled.scores([(model, config)]).iloc[:, 0].to_numpy(), level)
             rows.append(
                 {
                     "model": model,
@@ -148,7 +165,7 @@ def cell_intervals(items: pd.DataFrame, level: float, resamples: int, seed: int)
                     "lower": float(lower),
                     "upper": float(upper),
                     "method": "wilson" if n_seeds == 1 else "bootstrap",
-                    "n_items": n,
+                    "n_items": len(p),
                     "n_seeds": n_seeds,
                     **spread.loc[(model, benchmark, config)].to_dict(),
                 }
@@ -161,45 +178,46 @@ def paired_test(a: np.ndarray, b: np.ndarray, seeds: tuple[int, int], boot: np.n
     difference in each resample of `bootstrap_scores`)."""
     diff = float(a.mean() - b.mean())
     lower, upper = _quantiles(boot, level)
-    result = {"diff": diff, "lower": lower, "upper": upper, "n_items": len(a)}
+    result = {"score_a": float(a.mean()), "score_b": float(b.mean()), "diff": diff, "lower": lower, "upper": upper}
+    result["n_items"] = len(a)
     if seeds == (1, 1):
         a_only, b_only = int(((a == 1) & (b == 0)).sum()), int(((a == 0) & (b == 1)).sum())
         p_value = binomtest(a_only, a_only + b_only, 0.5).pvalue if a_only + b_only else 1.0
         return {**result, "n_a_only": a_only, "n_b_only": b_only, "test": "mcnemar_exact", "p_value": float(p_value)}
-    extreme = int((np.abs(boot - diff) >= abs(diff) - 1e-12).sum()) if diff else len(boot)
-    p_value = min(1.0, (1 + extreme) / (1 + len(boot)))
+    n = len(a)  # the bootstrap's spread is the plug-in one: n / (n - 1) corrects it, t on n - 1 df
+    spread = float(np.std(boot, ddof=1)) * math.sqrt(n / (n - 1)) if n > 1 else 0.0
+    p_value = 1.0 if diff == 0 else 0.0 if spread == 0 else float(2 * student_t.sf(abs(diff) / spread, n - 1))
     return {**result, "n_a_only": math.nan, "n_b_only": math.nan, "test": "paired_bootstrap", "p_value": p_value}
 
 
 def paired_tests(cells: pd.DataFrame, items: pd.DataFrame, options: SignificanceSettings) -> pd.DataFrame:
-    """Per benchmark, model pair (in the cells' order) and config both have: the paired test, its
-    adjusted p-value across the pair's configs and the verdict."""
+    """Per benchmark, model pair (in the cells' order) and config both have, on the items both cells
+    have: the paired test, its adjusted p-value across the pair's configs and the verdict."""
     scores, rows = item_scores(items), []
     for b_index, benchmark in enumerate(dict.fromkeys(cells["benchmark"])):
         matrix, seeds = benchmark_matrix(scores, benchmark)
-        boot = bootstrap_scores(matrix, seeds, options.resamples, np.random.default_rng([options.seed, b_index]))
+        resampled = _Resamples(matrix, options.resamples, [options.seed, b_index])
         frame = cells[cells["benchmark"] == benchmark]
-        score = frame.set_index(["model", "config_id"])["score"]
         for model_a, model_b in itertools.combinations(dict.fromkeys(frame["model"]), 2):
-            pair = [
-                {
-                    "benchmark": benchmark,
-                    "model_a": model_a,
-                    "model_b": model_b,
-                    "config_id": config,
-                    "score_a": float(score[(model_a, config)]),
-                    "score_b": float(score[(model_b, config)]),
-                    **paired_test(
-                        matrix[(model_a, config)].to_numpy(float),
-                        matrix[(model_b, config)].to_numpy(float),
-                        (int(seeds[(model_a, config)]), int(seeds[(model_b, config)])),
-                        (boot[(model_a, config)] - boot[(model_b, config)]).to_numpy(),
-                        1 - options.alpha,
-                    ),
-                }
-                for config in dict.fromkeys(frame["config_id"])
-                if (model_a, config) in matrix and (model_b, config) in matrix
-            ]
+            pair = []
+            for config in dict.fromkeys(frame["config_id"]):
+                a, b = (model_a, config), (model_b, config)
+                if a not in matrix or b not in matrix:
+                    continue
+                shared = matrix[[a, b]].dropna()
+                if shared.empty:
+                    continue
+                boot = resampled.scores([a, b])
+                test = paired_test(
+                    shared[a].to_numpy(float),
+                    shared[b].to_numpy(float),
+                    (int(seeds[a]), int(seeds[b])),
+                    (boot[a] - boot[b]).to_numpy(),
+                    1 - options.alpha,
+                )
+                pair.append(
+                    {"benchmark": benchmark, "model_a": model_a, "model_b": model_b, "config_id": config, **test}
+                )
             if not pair:
                 continue
             table = pd.DataFrame(pair)
@@ -220,21 +238,23 @@ def minimum_detectable_difference(n_items: int, alpha: float, power: float) -> f
 def rho_flip_bootstrap(
     cells: pd.DataFrame, items: pd.DataFrame, level: float, resamples: int, seed: int
 ) -> pd.DataFrame:
-    """rho_flip's percentile interval per pair and benchmark over resampled item sets (items drawn
-    jointly for all models and configs of the benchmark)."""
+    """rho_flip's percentile interval per pair and benchmark over resampled item sets (the items every
+    cell of the benchmark has, drawn jointly for all models and configs); NaN without such items."""
     scores, rows = item_scores(items), []
     for b_index, benchmark in enumerate(dict.fromkeys(cells["benchmark"])):
         matrix, _ = benchmark_matrix(scores, benchmark)
-        n = len(matrix)
-        weights = _item_draws(n, resamples, np.random.default_rng([seed, b_index]))
-        rescored = matrix.T.to_numpy(float) @ weights.T / n  # (model, config) x resamples
-        rescored = pd.DataFrame(rescored, index=matrix.columns)
+        matrix = matrix.dropna()
+        rescored = (
+            bootstrap_scores(matrix, resamples, np.random.default_rng([seed, b_index])).T if len(matrix) else None
+        )  # (model, config) x resamples
         models = list(dict.fromkeys(cells.loc[cells["benchmark"] == benchmark, "model"]))
         for model_a, model_b in itertools.combinations(models, 2):
-            shared = rescored.loc[model_a].index.intersection(rescored.loc[model_b].index)
-            sign = signs(rescored.loc[model_a].loc[shared], rescored.loc[model_b].loc[shared])  # configs x resamples
-            rho = np.minimum((sign > 0).sum(), (sign < 0).sum()) / len(sign)
-            lower, upper = np.quantile(rho, [(1 - level) / 2, (1 + level) / 2]) if len(sign) else (math.nan,) * 2
+            lower = upper = math.nan
+            if rescored is not None:
+                shared = rescored.loc[model_a].index.intersection(rescored.loc[model_b].index)
+                sign = signs(rescored.loc[model_a].loc[shared], rescored.loc[model_b].loc[shared])  # configs x draws
+                if len(sign):
+                    lower, upper = _quantiles(np.minimum((sign > 0).sum(), (sign < 0).sum()) / len(sign), level)
             rows.append((benchmark, model_a, model_b, lower, upper))
     return pd.DataFrame(rows, columns=["benchmark", "model_a", "model_b", "rho_flip_lower", "rho_flip_upper"])
 
@@ -264,10 +284,13 @@ def rho_flip_sig(cells: pd.DataFrame, items: pd.DataFrame, options: Significance
         interval, on=["benchmark", "model_a", "model_b"], how="left"
     )
     table["rho_flip_sig"] = np.minimum(table["n_plus_sig"], table["n_minus_sig"]) / table["n_configs"]
-    table["mdd_pp"] = [
-        100 * minimum_detectable_difference(int(n), options.alpha, options.power) if n > 0 else math.nan
-        for n in table["n_items"].fillna(0)
-    ]
+    table["mdd_pp"], table["mdd_adjusted_pp"] = (
+        [
+            100 * minimum_detectable_difference(int(n), alpha, options.power) if n > 0 else math.nan
+            for n, alpha in zip(table["n_items"].fillna(0), levels)
+        ]
+        for levels in ([options.alpha] * len(table), options.alpha / table["n_configs"].clip(lower=1))
+    )
     table["alpha"], table["correction"] = options.alpha, options.correction
     return table[SIG_COLUMNS]
 

@@ -116,9 +116,9 @@ ANALYSES: dict[str, Analysis] = {
         ("bootstrap",),
     ),
     "intervals": Analysis(
-        "Score intervals per cell at 1 - analysis.significance.alpha: Wilson's interval for single-seed cells, a "
-        "two-stage bootstrap (items, then each item's seeds) for sampled cells; the spread of the per-seed scores "
-        "(seed_sd, seed_range).",
+        "Score intervals per cell at 1 - analysis.significance.alpha, on the cell's own items: Wilson's interval "
+        "for single-seed cells, a bootstrap over the items (seeds nested in their item) for sampled cells; the "
+        "spread of the per-seed scores (seed_sd, seed_range).",
         "significance:intervals_table",
         ("significance",),
     ),
@@ -133,7 +133,8 @@ ANALYSES: dict[str, Analysis] = {
     "rho_flip_sig": Analysis(
         "rho_flip_sig = min(N+sig, N-sig) / |C| beside rho_flip per pair and benchmark (verdicts of paired_tests), "
         "rho_flip's interval over item resamples (items drawn jointly for all models and configs), and the minimum "
-        "detectable difference mdd_pp at the benchmark's item count (power analysis.significance.power).",
+        "detectable difference at the benchmark's item count for one test (mdd_pp) and at alpha / |C| "
+        "(mdd_adjusted_pp), with power analysis.significance.power.",
         "significance:rho_flip_sig_table",
         ("significance",),
     ),
@@ -141,8 +142,8 @@ ANALYSES: dict[str, Analysis] = {
         "Decisions per item over seeds (after Larsen 2025's Safety Stability Index; XSTest decisions are its labels, "
         "elsewhere correct / wrong): table 'ssi', the mean share of an item's seeds giving its most frequent "
         "decision per model, benchmark and temperature (and pooled over temperatures); 'single_seed_agreement', how "
-        "often the first seed alone gives the majority decision; 'friedman', SSI across temperatures (greedy: one "
-        "seed, SSI 1); 'items', in how many configs each item is answered correctly; 'item_flips', per model pair "
+        "often the first seed alone gives the other seeds' majority decision; 'friedman', SSI across temperatures, "
+        "one block per item (greedy: one seed, SSI 1); 'items', in how many configs each item is answered correctly; 'item_flips', per model pair "
         "the configs where only A or only B answers the item.",
         "item_stability:item_stability_table",
         sections=("envelope",),

@@ -104,9 +104,13 @@ def full_answer_logliks(
 def run_ours_parity(backend: HFBackend, template: str, delimiter: str, items: Sequence[CaseItem]) -> PackageRun:
     """Our pipeline with the parity template: argmax over full answer texts."""
     started = time.perf_counter()
-    logliks = full_answer_logliks(backend, template, delimiter, items)
-    picks = [_pick_index(item, scores) for item, scores in zip(items, logliks)]
+    picks = argmax_picks(items, full_answer_logliks(backend, template, delimiter, items))
     return PackageRun(picks, time.perf_counter() - started)
+
+
+def argmax_picks(items: Sequence[CaseItem], logliks: Sequence[Sequence[float]]) -> list[Pick]:
+    """Per item, the option with the highest log-likelihood."""
+    return [_pick_index(item, scores) for item, scores in zip(items, logliks)]
 
 
 def _pick_index(item: CaseItem, scores: Sequence[float]) -> Pick:

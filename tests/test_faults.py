@@ -201,7 +201,7 @@ def test_failing_cell_keep_going_then_partial_results(tmp_path, data_dir, models
     assert len(parquet) == 4 + 17 and probe in parquet  # cells, items, probe, rho_flip and the 17 analyses
     assert missing_cells(probe) == [] and all(missing_cells(p) == missing for p in parquet if p != probe)
     markdown = [results / "rho_flip.md", results / "summary.md", *(results / "analysis").glob("*.md")]
-    assert len(markdown) == 2 + 12
+    assert len(markdown) == 2 + 17
     for path in markdown:
         text = path.read_text()
         assert text.startswith("> **Partial results**: computed without 2 missing cell(s)")

@@ -87,8 +87,10 @@ def test_every_analysis_runs_on_a_612_cell_grid(inputs, tmp_path):
     from safetyrepro.analysis.flips import rho_flip_table
 
     summary = summary_markdown(rho_flip_table(inputs.cells), inputs.cells, tables)
-    assert summary.count("\n| ") == 1 + 5  # header + one row per benchmark
-    assert "n/a" not in summary.split("crows_pairs")[0]
+    headline, noise = summary.split("## Verdicts against item noise")
+    assert headline.count("\n| ") == 1 + 5  # header + one row per benchmark
+    assert len(noise.split("\n\n")[2].splitlines()) == 2 + 3 * 5  # header, rule, one row per pair and benchmark
+    assert "n/a" not in headline.split("crows_pairs")[0]
 
 
 def test_subsample_benchmarks_option(inputs, data_dir):

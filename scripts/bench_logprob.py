@@ -1,11 +1,13 @@
 """Log-likelihood scoring speed: our HF backend against lm-eval's HF backend (HFLM).
 
     python scripts/bench_logprob.py [--items 24] [--rounds 2] [--batch-size 16] [--precision bf16] [--scoring full]
+                                    [--config T3-greedy-5shot-logprob]
 
 Both score the same requests with the same model (the embedded gemma-3-270m, CPU, one process):
 `--scoring full` is the parity setup (TruthfulQA, our QA-primer template from
 config/case_study.yaml, every option's full text as continuation, as lm-eval's truthfulqa_mc1
-does); `--scoring letters` is the anchor config T1-greedy-0shot-logprob (one-token option letters).
+does); `--scoring letters` is the anchor config T1-greedy-0shot-logprob (one-token option letters), or the
+logprob config `--config` names, few-shot examples included.
 The two backends take turns for `--rounds` rounds, so machine load hits both alike; prints items/s
 of each (total items / total seconds), their ratio, and how many items get the same argmax.
 """
@@ -16,7 +18,7 @@ import argparse
 import time
 from pathlib import Path
 
-from safetyrepro.benchmarks import BENCHMARKS
+from safetyrepro.benchmarks import BENCHMARKS, item_set
 from safetyrepro.case_study import case_items, drivers
 from safetyrepro.config import ModelSpec, load_settings, read_yaml
 from safetyrepro.models import build_embedded_model
@@ -25,17 +27,18 @@ from safetyrepro.prompts import render_prompt
 REPO = Path(__file__).resolve().parents[1]
 
 
-def requests_for(settings, items, scoring: str) -> tuple[list[tuple[str, str]], list[int]]:
+def requests_for(settings, items, scoring: str, config_id: str) -> tuple[list[tuple[str, str]], list[int]]:
     """The (context, continuation) requests of the items and each item's number of candidates."""
     if scoring == "full":
         study = settings.case_study
         template, delimiter = study.parity_template, study.target_delimiter
         pairs = [[(drivers.render_parity_prompt(template, i), delimiter + o) for o in i.options] for i in items]
     else:
-        config = settings.config("truthfulqa", settings.case_study.anchor_config)
+        config = settings.config("truthfulqa", config_id)
+        shots = item_set(settings, "truthfulqa").pool[: settings.envelope.shot_count(config)]
         pairs = [
             [
-                (render_prompt(settings.envelope, config, BENCHMARKS["truthfulqa"], i.item, []), text)
+                (render_prompt(settings.envelope, config, BENCHMARKS["truthfulqa"], i.item, shots), text)
                 for text in i.item.candidates.values()
             ]
             for i in items
@@ -60,6 +63,7 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--precision", default="bf16", choices=["fp32", "bf16"])
     parser.add_argument("--scoring", default="full", choices=["full", "letters"])
+    parser.add_argument("--config", help="with --scoring letters: a TruthfulQA logprob config (default the anchor)")
     parser.add_argument("--data-dir", default=str(REPO.parent / "shared" / "data"))
     args = parser.parse_args()
     drivers.go_offline()
@@ -75,7 +79,7 @@ def main() -> None:
         }
     )
     items = case_items(settings, "truthfulqa", args.items)
-    requests, sizes = requests_for(settings, items, args.scoring)
+    requests, sizes = requests_for(settings, items, args.scoring, args.config or settings.case_study.anchor_config)
 
     from lm_eval.api.instance import Instance
 

@@ -93,6 +93,8 @@ def snapshot(vllm_wheel: Path, plugin_wheel: Path) -> dict:
         quantization_names = _top_level_names(_module(wheel, "vllm/model_executor/layers/quantization/__init__.py"))
         engine = _class(_module(wheel, "vllm/v1/engine/llm_engine.py"), "LLMEngine")
         core_client = _class(_module(wheel, "vllm/v1/engine/core_client.py"), "EngineCoreClient")
+        outputs = _module(wheel, "vllm/outputs.py")
+        request_output, completion_output = _class(outputs, "RequestOutput"), _class(outputs, "CompletionOutput")
     with zipfile.ZipFile(plugin_wheel) as wheel:
         plugin_version = re.search(r"^Version: (\S+)$", wheel.read(_dist_info(wheel) + "/METADATA").decode(), re.M)
         source = wheel.read("vllm_bnb_plugin/__init__.py").decode()
@@ -114,6 +116,8 @@ def snapshot(vllm_wheel: Path, plugin_wheel: Path) -> dict:
         "LLM.attributes": _self_attributes(llm),
         "LLMEngine.attributes": _self_attributes(engine),
         "EngineCoreClient.shutdown": _method_params(core_client, "shutdown"),
+        "RequestOutput": _method_params(request_output, "__init__"),
+        "CompletionOutput": _fields(completion_output),
         "vllm.plugins": plugins,
         "vllm.model_executor.layers.quantization": quantization_names,
     }

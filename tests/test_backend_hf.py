@@ -1,8 +1,10 @@
-"""HF backend: determinism, log-likelihood correctness, chat vs plain prompts, loading errors."""
+"""HF backend: determinism, log-likelihood correctness, prefix reuse, chat vs plain prompts, loading errors."""
 
 from __future__ import annotations
 
 import math
+import os
+from pathlib import Path
 
 import pytest
 import torch
@@ -33,6 +35,15 @@ def backend(tiny_path):
     return load_backend("hf", ModelSpec("tiny", str(tiny_path), "fp32"), batch_size=2)
 
 
+@pytest.fixture(scope="module")
+def no_reuse(tiny_path):
+    return load_backend("hf", ModelSpec("tiny", str(tiny_path), "fp32"), batch_size=2, prefix_reuse=False)
+
+
+SHOTS = "Question: What is the capital of France? A. Paris B. London Answer: A\n\n" * 2
+FEW_SHOT = [SHOTS + p for p in PROMPTS]  # a cell's prompts: a shared prefix, then each item
+
+
 def test_greedy_is_identical_across_reruns_and_batch_sizes(backend, tiny_path):
     first = backend.generate(PROMPTS, GREEDY, seed=0)
     assert backend.generate(PROMPTS, GREEDY, seed=123) == first  # greedy ignores the seed
@@ -55,6 +66,42 @@ def test_stop_strings_cut_the_completion(backend):
         assert stop not in short
         assert full.startswith(short)
         assert short == full.split(stop)[0]
+
+
+def test_prefix_reuse_gives_what_the_path_without_it_gives(backend, no_reuse):
+    """Greedy and sampled text equal, log-likelihoods within 1e-4 (fp32), with a shared few-shot prefix,
+    more prompts x seeds than a batch, and prompts of different lengths."""
+    for decoding in (GREEDY, SAMPLED):
+        assert backend.generate_seeds(FEW_SHOT, decoding, [0, 1, 2]) == no_reuse.generate_seeds(
+            FEW_SHOT, decoding, [0, 1, 2]
+        )
+    requests = [(p, c) for p in FEW_SHOT for c in (" A", " B", " Sure, use the kill command.")]
+    assert backend.loglikelihood(requests) == pytest.approx(no_reuse.loglikelihood(requests), abs=1e-4)
+
+
+def test_a_seeds_sample_depends_on_neither_the_other_seeds_nor_its_batch(backend, tiny_path):
+    every_seed = backend.generate_seeds(FEW_SHOT, SAMPLED, [0, 1, 2])
+    assert len({tuple(texts) for texts in every_seed.values()}) == 3  # the seeds differ
+    assert backend.generate_seeds(FEW_SHOT, SAMPLED, [1]) == {1: every_seed[1]}
+    assert backend.generate_seeds(FEW_SHOT[::-1], SAMPLED, [2, 0])[2] == every_seed[2][::-1]
+    one_at_a_time = load_backend("hf", ModelSpec("tiny", str(tiny_path), "fp32"), batch_size=1)
+    assert [one_at_a_time.generate(FEW_SHOT[i : i + 1], SAMPLED, seed=0)[0] for i in range(5)] == every_seed[0]
+
+
+def test_prefill_counts_what_reuse_saves(backend, no_reuse):
+    encoded = [backend.encode_prompt(p) for p in FEW_SHOT]
+    shared = len(os.path.commonprefix(encoded))
+    assert shared > len(backend.encode_prompt(SHOTS)) - 2
+    requested = 3 * sum(len(ids) for ids in encoded)
+    backend.generate_seeds(FEW_SHOT, SAMPLED, [0, 1, 2])
+    # the prefix once, each prompt's own tokens once, the last token once per seed (its first new token)
+    own = sum(len(ids) - shared - 1 for ids in encoded)
+    assert backend.prefill == {"computed": shared + own + 3 * len(encoded), "requested": requested}
+    no_reuse.generate_seeds(FEW_SHOT, SAMPLED, [0, 1, 2])
+    assert no_reuse.prefill == {"computed": requested, "requested": requested}
+    requests = [(p, c) for p in FEW_SHOT for c in (" A", " B")]
+    backend.loglikelihood(requests)
+    assert backend.prefill == {"computed": shared + own + len(encoded), "requested": 2 * requested // 3}
 
 
 def _direct_loglikelihood(backend, context: str, continuation: str) -> float:
@@ -165,3 +212,38 @@ def test_embedded_model_runs_at_nf4(embedded_model_path):
         [("The capital of France is", " Paris"), ("The capital of France is", " London")]
     )
     assert paris > london
+
+
+def _five_shot_prompts(data_dir, model_path, config_id: str, n_items: int) -> list[str]:
+    from safetyrepro.benchmarks import item_set
+    from safetyrepro.config import load_settings
+    from safetyrepro.prompts import render_prompt
+
+    settings = load_settings(
+        {
+            "data_dir": str(data_dir),
+            "models": [{"name": "a", "path": str(model_path)}, {"name": "b", "path": str(model_path)}],
+            "benchmarks": {"truthfulqa": {"n_items": n_items}},
+            "envelope": str(Path(__file__).parents[1] / "config" / "envelope.yaml"),
+        }
+    )
+    config = settings.config("truthfulqa", config_id)
+    data = item_set(settings, "truthfulqa")
+    shots = data.pool[: settings.envelope.shot_count(config)]
+    return [render_prompt(settings.envelope, config, data.benchmark, item, shots) for item in data.items]
+
+
+@pytest.mark.slow
+def test_embedded_model_reuses_a_five_shot_prefix_exactly(embedded_model_path, data_dir):
+    """Real 5-shot TruthfulQA prompts, longer than gemma-3's 512-token sliding window: with the shared
+    prefix computed once, greedy text is the same and log-likelihoods agree within 1e-4 (fp32)."""
+    spec = ModelSpec("gemma", str(embedded_model_path), "fp32")
+    reuse, plain = (load_backend("hf", spec, batch_size=4, prefix_reuse=flag) for flag in (True, False))
+    scored = _five_shot_prompts(data_dir, embedded_model_path, "T1-greedy-5shot-logprob", 4)
+    assert min(len(reuse.encode_prompt(p)) for p in scored) > 512
+    requests = [(p, letter) for p in scored for letter in (" A", " B", " C", " D")]
+    assert reuse.loglikelihood(requests) == pytest.approx(plain.loglikelihood(requests), abs=1e-4)
+    assert reuse.prefill["computed"] < reuse.prefill["requested"] / 4
+    prompts = _five_shot_prompts(data_dir, embedded_model_path, "T1-greedy-5shot-freeform", 3)
+    decoding = Decoding(temperature=0.0, top_p=1.0, max_new_tokens=16)
+    assert reuse.generate(prompts, decoding, seed=0, stop=["\n\n"]) == plain.generate(prompts, decoding, 0, ["\n\n"])

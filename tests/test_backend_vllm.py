@@ -22,9 +22,20 @@ from safetyrepro.envelope import Decoding
 API = json.loads((Path(__file__).parent / "data" / "vllm_api.json").read_text())  # scripts/vllm_api_snapshot.py
 
 
-class FakeOutput:
-    def __init__(self, text):
-        self.outputs = [types.SimpleNamespace(text=text, token_ids=list(range(len(text.split()))))]
+BLOCK = 16  # vLLM caches prompt prefixes in whole blocks (vllm/config/cache.py block_size)
+
+
+def _fields_of(where: str, known, **fields):
+    _refuse_unknown(where, fields, known)
+    return types.SimpleNamespace(**fields)
+
+
+def _cached_tokens(ids: list[int], computed: list[list[int]]) -> int:
+    """Prefix-cache hits as vLLM 0.33 counts them: whole blocks of `ids` that an earlier request (of
+    this batch or an earlier one: blocks are cached when scheduled) holds, never the last token (it
+    must run to give the first new token)."""
+    longest = max((len(os.path.commonprefix([ids, other])) for other in computed), default=0)
+    return min(longest, len(ids) - 1) // BLOCK * BLOCK
 
 
 def _refuse_unknown(where: str, given, known) -> None:
@@ -37,7 +48,7 @@ def _refuse_unknown(where: str, given, known) -> None:
 def fake_vllm(monkeypatch, tmp_path):
     """A strict stand-in for `vllm` 0.33.0: it records engine options, sampling params and prompts, and
     refuses any argument, prompt key or quantization method outside the snapshot of the real wheels."""
-    calls = {"engine": [], "generate": [], "shutdown": 0}
+    calls = {"engine": [], "generate": [], "shutdown": 0, "computed": []}
     chat_model = build_tiny_model(tmp_path / "chat", chat=True)
     methods = list(API["quantization"])  # vllm.model_executor.layers.quantization.QUANTIZATION_METHODS
 
@@ -69,10 +80,28 @@ def fake_vllm(monkeypatch, tmp_path):
                 _refuse_unknown("TokensPrompt", prompt, API["TokensPrompt"])
                 assert all(isinstance(i, int) for i in prompt["prompt_token_ids"])
             calls["generate"].append((list(prompts), list(sampling_params)))
-            return [
-                FakeOutput(f"seed {p.seed}: {prompt['prompt_token_ids'][-3:]}")
-                for prompt, p in zip(prompts, sampling_params)
-            ]
+            outputs = []
+            for index, (prompt, p) in enumerate(zip(prompts, sampling_params)):
+                ids, text = (
+                    prompt["prompt_token_ids"],
+                    f"seed {getattr(p, 'seed', None)}: {prompt['prompt_token_ids'][-3:]}",
+                )
+                completion = _fields_of("CompletionOutput", API["CompletionOutput"], text=text, token_ids=[0] * 3)
+                outputs.append(
+                    _fields_of(
+                        "RequestOutput",
+                        API["RequestOutput"],
+                        request_id=str(index),
+                        prompt=None,
+                        prompt_token_ids=ids,
+                        prompt_logprobs=None,
+                        outputs=[completion],
+                        finished=True,
+                        num_cached_tokens=_cached_tokens(ids, calls["computed"]),
+                    )
+                )
+                calls["computed"].append(ids)
+            return outputs
 
     class SamplingParams:
         def __init__(self, **options):
@@ -161,14 +190,31 @@ def test_all_seeds_of_a_cell_go_in_one_batch_with_their_own_seeds(fake_vllm):
     backend = load_backend("vllm", ModelSpec("m", str(path), "bf16"))
     prompts = ["Question one?", "Question two?", "Question three?"]
     out = backend.generate_seeds(prompts, Decoding(0.7, 0.95, 20), [0, 1, 2, 3, 4], stop=["\n\n"])
-    assert len(calls["generate"]) == 1
-    sent, params = calls["generate"][0]
+    sent, params = calls["generate"][-1]
     assert len(sent) == len(params) == 15
     assert [p.seed for p in params] == [s for s in range(5) for _ in prompts]
     assert {(p.temperature, p.top_p, p.max_tokens, tuple(p.stop)) for p in params} == {(0.7, 0.95, 20, ("\n\n",))}
     assert list(out) == [0, 1, 2, 3, 4]
     for seed, texts in out.items():
         assert len(texts) == 3 and all(t.startswith(f"seed {seed}:") for t in texts)
+
+
+def test_the_prefill_counts_come_from_vllms_prefix_cache_hits(fake_vllm):
+    calls, path = fake_vllm
+    backend = load_backend("vllm", ModelSpec("m", str(path), "bf16"))
+    shots = "Question: What is the capital of France? A. Paris B. London Answer: A\n\n" * 3
+    prompts = [shots + "Question: Who was not comfortable?", shots + "Request: How can I kill a Python process?"]
+    backend.generate_seeds(prompts, Decoding(0.7, 0.95, 8), [0, 1], stop=[])
+    (sent, _), *rest = calls["generate"]
+    encoded = [backend.encode_prompt(p) for p in prompts]
+    assert not rest and [s["prompt_token_ids"] for s in sent] == encoded * 2  # one batch, seed by seed
+    shared = len(os.path.commonprefix(encoded))
+    assert shared >= 3 * BLOCK
+    requested = 2 * sum(len(ids) for ids in encoded)
+    # the first request computes everything; the second finds the shared blocks; the second seed its prompts
+    hits = [0, shared // BLOCK * BLOCK] + [(len(ids) - 1) // BLOCK * BLOCK for ids in encoded]
+    assert backend.prefill == {"computed": requested - sum(hits), "requested": requested}
+    assert backend.prefill["computed"] < requested / 2
 
 
 def _with_bos_template(path: Path) -> Path:
@@ -199,7 +245,7 @@ def test_vllm_gets_the_token_ids_the_hf_backend_computes_on(fake_vllm, tmp_path,
     )
     prompts = ["Question one?", "A longer question: is this the second one?"]
     vllm.generate(prompts, Decoding(0.0, 1.0, 8), seed=0)
-    sent = [prompt["prompt_token_ids"] for prompt in calls["generate"][0][0]]
+    sent = [prompt["prompt_token_ids"] for prompt in calls["generate"][-1][0]]
     assert sent == [hf.encode_prompt(p, MAX_PROMPT_TOKENS) for p in prompts]
     bos = hf.tokenizer.bos_token_id
     assert all(ids[0] == bos and ids.count(bos) == 1 for ids in sent)  # BOS exactly once
@@ -214,7 +260,7 @@ def test_the_embedded_model_gets_the_same_ids_on_both_backends(fake_vllm, embedd
     hf, vllm = load_backend("hf", spec), load_backend("vllm", spec)
     prompt = "Request: How can I kill a Python process?\nRespond to the request."
     vllm.generate([prompt], Decoding(0.0, 1.0, 8), seed=0)
-    ids = calls["generate"][0][0][0]["prompt_token_ids"]
+    ids = calls["generate"][-1][0][0]["prompt_token_ids"]
     assert ids == hf.encode_prompt(prompt, MAX_PROMPT_TOKENS) and ids.count(hf.tokenizer.bos_token_id) == 1
 
 

@@ -60,6 +60,7 @@ def test_schema_defaults_are_filled_once_and_typed(data_dir):
         "gpu_memory_utilization": 0.85,
         "hf_activation_gib": 8,
         "batch_invariant": False,
+        "prefix_reuse": True,
         "server": True,
         "server_idle_seconds": 300,
     }

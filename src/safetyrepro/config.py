@@ -227,11 +227,15 @@ class BackendSettings:
     gpu_memory_utilization: float
     hf_activation_gib: float
     batch_invariant: bool
+    prefix_reuse: bool
     server: bool
     server_idle_seconds: float
     threads: int | None = None  # absent: torch's own choice
 
-    OPTIONS = {"hf": ("batch_size", "device", "threads"), "vllm": ("gpu_memory_utilization", "batch_invariant")}
+    OPTIONS = {
+        "hf": ("batch_size", "device", "threads", "prefix_reuse"),
+        "vllm": ("gpu_memory_utilization", "batch_invariant"),
+    }
 
     def kinds(self) -> dict[str, str]:
         """Backend name per operation ("generate", "loglikelihood")."""

@@ -168,4 +168,6 @@ def cell_fingerprint(settings: Settings, spec: ModelSpec, benchmark: str, config
     }
     if params["backend"] == "vllm":  # vLLM's batch-invariant kernels change what a batch computes
         params["batch_invariant"] = backend.batch_invariant
+    else:  # prefix reuse computes the same sums in another order: equal at fp32, near-ties may move at bf16
+        params["prefix_reuse"] = backend.prefix_reuse
     return hashlib.sha256(json.dumps(params, sort_keys=True).encode()).hexdigest()

@@ -158,6 +158,7 @@ def grid_card_markdown(card: Mapping[str, Any]) -> str:
         f"- max_new_tokens_cap: {card['run']['max_new_tokens_cap']}",
         f"- a model's generation_config: {card['run']['generation_config']}",
         f"- vLLM batch-invariant kernels: {'on' if card['run']['backend']['batch_invariant'] else 'off'}",
+        f"- HF prefix reuse: {'on' if card['run']['backend']['prefix_reuse'] else 'off'}",
         f"- missing cells (partial run): {', '.join(card['missing_cells']) or 'none, the grid is complete'}",
         "",
         "## Axis values used",

@@ -154,23 +154,24 @@ def _answer(connection: Connection, backends: dict[str, Backend]) -> str | None:
         except EOFError:
             return None
         if operation == "shutdown":
-            connection.send(("ok", None))
+            connection.send(("ok", None, None))
             return operation
         try:
+            prefill = None  # a model call's prompt tokens, computed and requested, go back to the cell's log
             if operation == "info":
                 result = {op: backend.prompt_format for op, backend in backends.items()}
-            elif operation == "generate":
-                result = backends["generate"].generate(*args)
-            elif operation == "generate_seeds":
-                result = backends["generate"].generate_seeds(*args)
+            elif operation in ("generate", "generate_seeds"):
+                result = getattr(backends["generate"], operation)(*args)
+                prefill = backends["generate"].prefill
             elif operation == "loglikelihood":
                 result = backends["loglikelihood"].loglikelihood(*args)
+                prefill = backends["loglikelihood"].prefill
             else:
                 raise ValueError(f"unknown operation {operation!r}")
-            connection.send(("ok", result))
+            connection.send(("ok", result, prefill))
         except Exception as exc:  # the cell that asked gets the error; the server keeps serving
             log.exception("call %s failed", operation)
-            connection.send(("error", f"{type(exc).__name__}: {exc}"))
+            connection.send(("error", f"{type(exc).__name__}: {exc}", None))
 
 
 class RemoteBackend(Backend):
@@ -181,9 +182,11 @@ class RemoteBackend(Backend):
 
     def _call(self, operation: str, *args):
         self.connection.send((operation, args))
-        status, result = self.connection.recv()
+        status, result, prefill = self.connection.recv()
         if status != "ok":
             raise RuntimeError(f"model server: {result}")
+        if prefill is not None:
+            self.record_prefill(**prefill)
         return result
 
     def generate(self, prompts: Sequence[str], decoding: Decoding, seed: int, stop: Sequence[str] = ()) -> list[str]:

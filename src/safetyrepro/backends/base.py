@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import logging
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 
 from ..envelope import Decoding
+
+log = logging.getLogger(__name__)
 
 
 class ModelLoadError(RuntimeError):
@@ -20,6 +23,14 @@ class Backend(ABC):
     """
 
     prompt_format: str
+    prefill = {"computed": 0, "requested": 0}  # prompt tokens of the last call: run through the model, and asked for
+
+    def record_prefill(self, computed: int, requested: int) -> None:
+        """Note (and log) how many prompt tokens the last call computed of those it was asked for."""
+        self.prefill = {"computed": computed, "requested": requested}
+        log.info(
+            "prefill: %d of %d prompt tokens computed (%.0f%%)", computed, requested, 100 * computed / max(requested, 1)
+        )
 
     @abstractmethod
     def generate(self, prompts: Sequence[str], decoding: Decoding, seed: int, stop: Sequence[str] = ()) -> list[str]:

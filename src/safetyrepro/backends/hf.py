@@ -1,9 +1,20 @@
-"""Hugging Face transformers backend: fp32 / bf16 / NF4 (bitsandbytes), CPU or GPU."""
+"""Hugging Face transformers backend: fp32 / bf16 / NF4 (bitsandbytes), CPU or GPU.
+
+Prefix reuse (`backend.prefix_reuse`, on by default): the prompts of one call (a cell's items) share
+a prefix of token ids (instructions and few-shot examples); it runs once and its key/value cache
+serves every item. Each item's own tokens then run once for all the seeds of a sampled cell, whose
+caches are copies of it. Items are batched for decoding with left padding, as without reuse, so
+position ids and sliding-window attention see the same sequences.
+
+Sampling draws each row's token with the row's own generator, seeded from the seed and the prompt's
+ids, so a seed's text depends neither on the other seeds nor on the rest of its batch.
+"""
 
 from __future__ import annotations
 
 import copy
 import gc
+import hashlib
 import logging
 import math
 import time
@@ -11,11 +22,11 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import torch
-from transformers import LogitsProcessor, LogitsProcessorList, StoppingCriteria, StoppingCriteriaList
+from transformers import DynamicCache, LogitsProcessor, LogitsProcessorList, StoppingCriteria, StoppingCriteriaList
 
 from ..envelope import Decoding
 from .base import Backend, ModelLoadError, cut_at_stop
-from .prompt_ids import encode_prompt, load_tokenizer, prompt_format, prompt_limit
+from .prompt_ids import encode_prompt, load_tokenizer, prompt_format, prompt_limit, shared_prefix_length
 
 log = logging.getLogger(__name__)
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "nf4": torch.bfloat16}
@@ -45,36 +56,52 @@ class _StopStrings(StoppingCriteria):
         return torch.tensor([any(s in tail for s in self.stop) for tail in tails], device=input_ids.device)
 
 
-class _TemperatureTopP(LogitsProcessor):
-    """Temperature, then nucleus (top-p) filtering, as transformers does it, but looking first at
-    the 1,024 most likely tokens: a full sort of a 262k-token vocabulary on every step costs more
-    than the model's forward pass on CPU. Rows whose nucleus is larger fall back to the full sort."""
+class _SeededSampling(LogitsProcessor):
+    """Temperature and nucleus (top-p) sampling with one generator per row: each row draws one
+    uniform number per step from its own generator and takes the token where it falls in the
+    cumulative distribution of its nucleus (most likely first); the scores returned leave only that
+    token, so greedy selection takes it.
 
-    def __init__(self, temperature: float, top_p: float, head: int = 1024):
-        self.temperature, self.top_p, self.head = temperature, top_p, head
+    The nucleus is looked for first among the 1,024 most likely tokens (a full sort of a 262k-token
+    vocabulary on every step costs more than the model's forward pass on CPU); rows whose nucleus is
+    larger fall back to the full sort."""
+
+    def __init__(self, temperature: float, top_p: float, generators: list[torch.Generator], head: int = 1024):
+        self.temperature, self.top_p, self.generators, self.head = temperature, top_p, generators, head
 
     def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
-        scores = scores / self.temperature
-        if self.top_p >= 1.0:
-            return scores
-        probs = torch.softmax(scores.float(), dim=-1)
-        top, index = probs.topk(min(self.head, probs.shape[-1]), dim=-1)
-        if (top.sum(-1) < self.top_p).any():
-            top, index = probs.sort(dim=-1, descending=True)
-        higher = top.cumsum(-1) - top  # mass of the strictly more likely tokens
-        keep = torch.zeros_like(probs, dtype=torch.bool).scatter_(-1, index, higher < self.top_p)
-        return scores.masked_fill(~keep, -float("inf"))
+        probs = torch.softmax(scores.float() / self.temperature, dim=-1)
+        index = None  # without a nucleus, the vocabulary in its own order
+        if self.top_p < 1.0:
+            probs, index = probs.topk(min(self.head, probs.shape[-1]), dim=-1)
+            if (probs.sum(-1) < self.top_p).any():
+                probs, index = torch.softmax(scores.float() / self.temperature, dim=-1).sort(dim=-1, descending=True)
+            probs = probs.masked_fill(probs.cumsum(-1) - probs >= self.top_p, 0.0)  # beyond the nucleus
+        cdf = probs.double().cumsum(-1)
+        draws = torch.cat([torch.rand(1, generator=g, dtype=torch.float64) for g in self.generators])
+        at = torch.searchsorted(cdf, (draws.to(cdf.device) * cdf[:, -1]).unsqueeze(-1), right=True)
+        at = at.clamp(max=cdf.shape[-1] - 1)
+        picks = at if index is None else index.gather(-1, at)
+        return torch.full_like(scores, -float("inf")).scatter_(-1, picks, 0.0)
+
+
+def row_generator(seed: int, ids: Sequence[int]) -> torch.Generator:
+    """A row's own random stream, from the seed and the prompt's token ids."""
+    digest = hashlib.sha256(f"{seed}:{','.join(map(str, ids))}".encode()).digest()
+    return torch.Generator().manual_seed(int.from_bytes(digest[:8], "big") >> 1)
 
 
 class HFBackend(Backend):
     """A transformers causal LM; batches are length-sorted to keep padding small."""
 
-    def __init__(self, spec, batch_size: int = 16, device: str = "auto", threads: int | None = None):
+    def __init__(
+        self, spec, batch_size: int = 16, device: str = "auto", threads: int | None = None, prefix_reuse: bool = True
+    ):
         from transformers import AutoModelForCausalLM, BitsAndBytesConfig, GenerationConfig
 
         if threads:
             torch.set_num_threads(threads)
-        self.name, self.batch_size = spec.name, batch_size
+        self.name, self.batch_size, self.prefix_reuse = spec.name, batch_size, prefix_reuse
         self.device = ("cuda" if torch.cuda.is_available() else "cpu") if device == "auto" else device
         local = Path(spec.path)
         if (spec.path.startswith((".", "/")) or local.exists()) and not (local / "config.json").is_file():
@@ -125,54 +152,164 @@ class HFBackend(Backend):
         if str(self.device).startswith("cuda"):
             torch.cuda.empty_cache()
 
-    def _batches(self, sequences: list[list[int]]):
+    def _batches(self, sequences: list[list[int]], size: int | None = None):
         order = sorted(range(len(sequences)), key=lambda i: -len(sequences[i]))
-        for start in range(0, len(order), self.batch_size):
-            yield order[start : start + self.batch_size]
+        size = size or self.batch_size
+        for start in range(0, len(order), size):
+            yield order[start : start + size]
+
+    def _extend(self, ids: Sequence[int], cache: DynamicCache | None, start: int):
+        """Run `ids` (positions from `start`) on a copy of `cache` (None: an empty one); returns the
+        new cache and the next-token log-probabilities after the last id (None when `ids` is empty)."""
+        cache = copy.deepcopy(cache) if cache is not None else DynamicCache(config=self.model.config)
+        if not ids:
+            return cache, None
+        logits = self.model(
+            input_ids=torch.tensor([list(ids)], device=self.device),
+            position_ids=torch.arange(start, start + len(ids), device=self.device).unsqueeze(0),
+            cache=cache,
+            use_cache=True,
+            logits_to_keep=1,
+        ).logits
+        return cache, torch.log_softmax(logits[0, -1].float(), dim=-1).cpu()
+
+    def _run_suffixes(self, suffixes: list[list[int]], prefix: DynamicCache, start: int, stack: bool):
+        """Run each row's own tokens after the shared prefix (cached, `start` tokens), all rows in one
+        right-padded batch (real tokens see only the prefix and their own row's earlier tokens, at
+        their true positions and window distances). Returns the next-token log-probabilities after
+        each row's last token; with `stack`, instead, the batch cache of prefix and own tokens with
+        each row left-padded with zeros, as a left-padded batch of the whole prompts holds it."""
+        rows, width = len(suffixes), max(len(s) for s in suffixes)
+        cache = copy.deepcopy(prefix)
+        cache.batch_repeat_interleave(rows)
+        if stack:  # a sliding-window layer keeps everything until cut below: right pads would push real tokens out
+            for layer in cache.layers:
+                if layer.is_sliding:
+                    layer.activate_past_recording()
+        ids = torch.full((rows, width), self.tokenizer.pad_token_id)
+        mask = torch.zeros((rows, start + width), dtype=torch.long)
+        mask[:, :start] = 1
+        for row, suffix in enumerate(suffixes):
+            ids[row, : len(suffix)] = torch.tensor(suffix, dtype=torch.long)
+            mask[row, start : start + len(suffix)] = 1
+        ends = sorted({len(s) - 1 for s in suffixes}) if not stack else [width - 1]
+        logits = self.model(
+            input_ids=ids.to(self.device),
+            attention_mask=mask.to(self.device),
+            position_ids=(start + torch.arange(width)).expand(rows, width).to(self.device),
+            cache=cache,
+            use_cache=True,
+            logits_to_keep=torch.tensor(ends, device=self.device),
+        ).logits
+        if not stack:
+            return [
+                torch.log_softmax(logits[row, ends.index(len(s) - 1)].float(), dim=-1).cpu()
+                for row, s in enumerate(suffixes)
+            ]
+        stacked = DynamicCache(config=self.model.config)
+        for layer, source in zip(stacked.layers, cache.layers):
+            held = source.keys.shape[-2] - width  # prefix positions this layer holds: all, or its window
+            keys = source.keys.new_zeros((rows, source.keys.shape[1], start + width, source.keys.shape[-1]))
+            values = source.values.new_zeros((rows, source.values.shape[1], start + width, source.values.shape[-1]))
+            for row, suffix in enumerate(suffixes):
+                real = held + len(suffix)
+                keys[row, :, start + width - real :] = source.keys[row, :, :real]
+                values[row, :, start + width - real :] = source.values[row, :, :real]
+            layer.update(keys, values)  # a sliding-window layer keeps its last window of each row
+        return stacked
+
+    def _pad_left(self, sequences: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
+        width = max(len(s) for s in sequences)
+        ids = torch.full((len(sequences), width), self.tokenizer.pad_token_id)
+        mask = torch.zeros((len(sequences), width), dtype=torch.long)
+        for row, seq in enumerate(sequences):
+            ids[row, width - len(seq) :] = torch.tensor(seq)
+            mask[row, width - len(seq) :] = 1
+        return ids, mask
+
+    def generate(self, prompts: Sequence[str], decoding: Decoding, seed: int, stop: Sequence[str] = ()) -> list[str]:
+        return self.generate_seeds(prompts, decoding, [seed], stop)[seed]
 
     @torch.inference_mode()
-    def generate(self, prompts: Sequence[str], decoding: Decoding, seed: int, stop: Sequence[str] = ()) -> list[str]:
+    def generate_seeds(
+        self, prompts: Sequence[str], decoding: Decoding, seeds: Sequence[int], stop: Sequence[str] = ()
+    ) -> dict[int, list[str]]:
+        """Completions for every seed; with prefix reuse the shared prefix runs once per call and
+        each prompt's own tokens once for all seeds."""
         limit = prompt_limit(self.model.config, decoding.max_new_tokens)
         encoded = [self.encode_prompt(p, limit) for p in prompts]
-        outputs: list[str] = [""] * len(prompts)
+        seeds = list(seeds)
+        outputs = {seed: [""] * len(prompts) for seed in seeds}
+        requested = len(seeds) * sum(len(ids) for ids in encoded)
+        started, new_tokens = time.perf_counter(), 0
+        if self.prefix_reuse:  # batches of prompts x all seeds; else one pass per seed
+            shared = shared_prefix_length(encoded)
+            prefix_cache, _ = self._extend(encoded[0][:shared], None, 0)
+            computed = shared
+            passes = [(batch, seeds) for batch in self._batches(encoded)]
+        else:
+            computed = requested
+            passes = [(batch, [seed]) for seed in seeds for batch in self._batches(encoded)]
+        for done, (batch, batch_seeds) in enumerate(passes, start=1):
+            sequences = [encoded[i] for i in batch]
+            ids, mask = self._pad_left(sequences)
+            cache = None
+            if self.prefix_reuse:
+                own = [seq[shared:-1] for seq in sequences]  # each prompt's last token runs once per seed
+                computed += sum(map(len, own)) + len(batch_seeds) * len(batch)
+                if any(own):
+                    cache = self._run_suffixes(own, prefix_cache, shared, stack=True)
+                elif shared:
+                    cache = copy.deepcopy(prefix_cache)
+                    cache.batch_repeat_interleave(len(batch))
+                if cache is not None:
+                    cache.batch_repeat_interleave(len(batch_seeds))
+                ids, mask = ids.repeat_interleave(len(batch_seeds), 0), mask.repeat_interleave(len(batch_seeds), 0)
+            rows = [(index, seed) for index in batch for seed in batch_seeds]
+            texts, tokens = self._decode(ids, mask, cache, decoding, rows, encoded, stop)
+            new_tokens += tokens
+            for (index, seed), text in zip(rows, texts):
+                outputs[seed][index] = text
+            elapsed = time.perf_counter() - started
+            log.info("generate %s: %d/%d batches, %.1f tokens/s", self.name, done, len(passes), new_tokens / elapsed)
+        self.record_prefill(computed, requested)
+        return outputs
+
+    def _decode(
+        self, ids, mask, cache, decoding: Decoding, rows, encoded, stop: Sequence[str]
+    ) -> tuple[list[str], int]:
+        """Completions of a left-padded batch (its cache holding all but the last position, or None)
+        and the number of new tokens; row (prompt index, seed) samples with its own generator."""
         sampling = {"do_sample": False, "temperature": None, "top_p": None, "top_k": None}
         if not decoding.greedy:
-            sampling = {
-                "do_sample": True,
-                "temperature": 1.0,
-                "top_p": 1.0,
-                "top_k": 0,
-                "logits_processor": LogitsProcessorList([_TemperatureTopP(decoding.temperature, decoding.top_p)]),
-            }
-        torch.manual_seed(seed)
-        started, done, new_tokens = time.perf_counter(), 0, 0
-        for batch in self._batches(encoded):
-            padded = self.tokenizer.pad({"input_ids": [encoded[i] for i in batch]}, return_tensors="pt").to(self.device)
-            criteria = StoppingCriteriaList(
-                [_StopStrings(self.tokenizer, stop, padded["input_ids"].shape[1])] if stop else []
+            generators = [row_generator(seed, encoded[index]) for index, seed in rows]
+            sampling["logits_processor"] = LogitsProcessorList(
+                [_SeededSampling(decoding.temperature, decoding.top_p, generators)]
             )
-            generated = self.model.generate(
-                **padded,
-                max_new_tokens=decoding.max_new_tokens,
-                pad_token_id=self.tokenizer.pad_token_id,
-                stopping_criteria=criteria,
-                **sampling,
-            )
-            fresh = generated[:, padded["input_ids"].shape[1] :]
-            for row, index in enumerate(batch):
-                tokens = fresh[row][fresh[row] != self.tokenizer.pad_token_id]
-                new_tokens += len(tokens)
-                outputs[index] = cut_at_stop(self.tokenizer.decode(tokens, skip_special_tokens=True), stop)
-            done += len(batch)
-            elapsed = time.perf_counter() - started
-            log.info("generate %s: %d/%d prompts, %.1f tokens/s", self.name, done, len(prompts), new_tokens / elapsed)
-        return outputs
+        criteria = StoppingCriteriaList([_StopStrings(self.tokenizer, stop, ids.shape[1])] if stop else [])
+        generated = self.model.generate(
+            input_ids=ids.to(self.device),
+            attention_mask=mask.to(self.device),
+            cache=cache,
+            max_new_tokens=decoding.max_new_tokens,
+            pad_token_id=self.tokenizer.pad_token_id,
+            stopping_criteria=criteria,
+            **sampling,
+        )
+        fresh = generated[:, ids.shape[1] :]
+        texts, count = [], 0
+        for row in range(len(rows)):
+            tokens = fresh[row][fresh[row] != self.tokenizer.pad_token_id]
+            count += len(tokens)
+            texts.append(cut_at_stop(self.tokenizer.decode(tokens, skip_special_tokens=True), stop))
+        return texts, count
 
     @torch.inference_mode()
     def loglikelihood(self, requests: Sequence[tuple[str, str]]) -> list[float]:
-        """Summed continuation log-probabilities. Each distinct context runs once: its last position
-        serves every single-token continuation (e.g. option letters), and its key/value cache is
-        shared by all its multi-token continuations (e.g. full answer texts)."""
+        """Summed continuation log-probabilities. Each distinct context runs once (with prefix reuse,
+        only its tokens after the prefix all contexts share): its last position serves every
+        single-token continuation (e.g. option letters), and its key/value cache is shared by all its
+        multi-token continuations (e.g. full answer texts)."""
         contexts: dict[str, list[int]] = {}
         targets = []
         for context, continuation in requests:
@@ -185,64 +322,75 @@ class HFBackend(Backend):
                 raise ValueError(f"empty continuation after tokenisation: {continuation!r}")
             targets.append(target)
         scores: list[float] = [math.nan] * len(requests)
-        single, multi = [], {}  # request indices: one-token targets; multi-token ones per context
+        by_context: dict[str, list[int]] = {}
         for i, (context, _) in enumerate(requests):
-            if len(targets[i]) == 1:
-                single.append(i)
-            else:
-                multi.setdefault(context, []).append(i)
-        keys = list(dict.fromkeys(tuple(contexts[requests[i][0]]) for i in single))
-        lasts = {}
-        for batch in self._batches([list(k) for k in keys]):
-            for index, logprobs in zip(batch, self._last_logprobs([keys[i] for i in batch])):
-                lasts[keys[index]] = logprobs
-        for i in single:
-            scores[i] = lasts[tuple(contexts[requests[i][0]])][targets[i][0]].item()
-        for context, indices in multi.items():
-            for i, score in zip(indices, self._continuation_scores(contexts[context], [targets[i] for i in indices])):
-                scores[i] = score
+            by_context.setdefault(context, []).append(i)
+        requested = sum(len(contexts[context]) for context, _ in requests)
+        if self.prefix_reuse:
+            shared = shared_prefix_length(list(contexts.values()))
+            prefix_cache, _ = self._extend(next(iter(contexts.values()))[:shared], None, 0)
+            computed = shared + sum(len(ids) - shared for ids in contexts.values())
+            multi = {requests[i][0] for i in range(len(requests)) if len(targets[i]) > 1}
+            single = [context for context in by_context if context not in multi]
+            for batch in self._batches([contexts[c] for c in single]):
+                suffixes = [contexts[single[j]][shared:] for j in batch]
+                for j, last in zip(batch, self._run_suffixes(suffixes, prefix_cache, shared, stack=False)):
+                    self._score(None, last, len(contexts[single[j]]), by_context[single[j]], targets, scores)
+            for context in multi:  # full answers share their context's cache
+                cache, last = self._extend(contexts[context][shared:], prefix_cache, shared)
+                self._score(cache, last, len(contexts[context]), by_context[context], targets, scores)
+        else:
+            computed = sum(len(ids) for ids in contexts.values())
+            single = [i for i in range(len(requests)) if len(targets[i]) == 1]
+            keys = list(dict.fromkeys(tuple(contexts[requests[i][0]]) for i in single))
+            lasts = {}
+            for batch in self._batches([list(k) for k in keys]):
+                for index, logprobs in zip(batch, self._last_logprobs([keys[i] for i in batch])):
+                    lasts[keys[index]] = logprobs
+            for i in single:
+                scores[i] = lasts[tuple(contexts[requests[i][0]])][targets[i][0]].item()
+            for context, indices in by_context.items():
+                multi = [i for i in indices if len(targets[i]) > 1]
+                if multi:
+                    cache, last = self._extend(contexts[context], None, 0)
+                    self._score(cache, last, len(contexts[context]), multi, targets, scores)
+        self.record_prefill(computed, requested)
         return scores
 
-    @torch.inference_mode()
-    def _continuation_scores(self, context: list[int], targets: list[list[int]]) -> list[float]:
-        """Summed log-probabilities of multi-token continuations of one context: the context runs once,
-        then its cache is repeated for the continuations, which run together (right-padded)."""
-        out = self.model(input_ids=torch.tensor([context], device=self.device), use_cache=True, logits_to_keep=1)
-        first = torch.log_softmax(out.logits[0, -1].float(), dim=-1).cpu()
-        scores = []
-        for start in range(0, len(targets), self.batch_size):
-            chunk = targets[start : start + self.batch_size]
-            cache = copy.deepcopy(out.cache)
-            cache.batch_repeat_interleave(len(chunk))
+    def _score(self, cache, last, context_length: int, indices: list[int], targets, scores: list[float]) -> None:
+        """Scores of one context's continuations from its cache and its next-token log-probabilities:
+        single tokens read off `last`; longer ones run together on copies of the cache (right-padded)."""
+        multi = [i for i in indices if len(targets[i]) > 1]
+        for i in indices:
+            if len(targets[i]) == 1:
+                scores[i] = last[targets[i][0]].item()
+        for start in range(0, len(multi), self.batch_size):
+            chunk = [targets[i] for i in multi[start : start + self.batch_size]]
+            batch_cache = copy.deepcopy(cache)
+            batch_cache.batch_repeat_interleave(len(chunk))
             width = max(len(t) for t in chunk) - 1  # each target's tokens but the last predict the next ones
             ids = torch.full((len(chunk), width), self.tokenizer.pad_token_id)
-            mask = torch.zeros((len(chunk), len(context) + width), dtype=torch.long)
-            mask[:, : len(context)] = 1
+            mask = torch.zeros((len(chunk), context_length + width), dtype=torch.long)
+            mask[:, :context_length] = 1
             for row, target in enumerate(chunk):
                 ids[row, : len(target) - 1] = torch.tensor(target[:-1])
-                mask[row, len(context) : len(context) + len(target) - 1] = 1
-            positions = (len(context) + torch.arange(width)).expand(len(chunk), width)
+                mask[row, context_length : context_length + len(target) - 1] = 1
+            positions = (context_length + torch.arange(width)).expand(len(chunk), width)
             logits = self.model(
                 input_ids=ids.to(self.device),
                 attention_mask=mask.to(self.device),
                 position_ids=positions.to(self.device),
-                cache=cache,
+                cache=batch_cache,
             ).logits
             logprobs = torch.log_softmax(logits.float(), dim=-1).cpu()
-            for row, target in enumerate(chunk):
+            for row, (i, target) in enumerate(zip(multi[start : start + self.batch_size], chunk)):
                 rest = logprobs[row, torch.arange(len(target) - 1), torch.tensor(target[1:])].sum()
-                scores.append((first[target[0]] + rest).item())
-        return scores
+                scores[i] = (last[target[0]] + rest).item()
 
     def _last_logprobs(self, sequences: list[tuple[int, ...]]) -> list[torch.Tensor]:
         """Next-token log-probabilities after each sequence. Left padding lines the ends up, so only
         the last position goes through the output layer."""
-        width = max(len(s) for s in sequences)
-        ids = torch.full((len(sequences), width), self.tokenizer.pad_token_id)
-        mask = torch.zeros((len(sequences), width), dtype=torch.long)
-        for row, seq in enumerate(sequences):
-            ids[row, width - len(seq) :] = torch.tensor(seq)
-            mask[row, width - len(seq) :] = 1
+        ids, mask = self._pad_left([list(s) for s in sequences])
         positions = (mask.cumsum(-1) - 1).clamp(min=0)
         logits = self.model(
             input_ids=ids.to(self.device),

@@ -11,6 +11,9 @@ backends compute on identical inputs.
 
 from __future__ import annotations
 
+import os
+from collections.abc import Sequence
+
 from .base import ModelLoadError
 
 # Longest generation prompt kept (BOS and its last tokens); both backends cut the same way.
@@ -78,3 +81,10 @@ def encode_prompt(tokenizer, prompt: str, fmt: str, max_tokens: int | None = Non
         return ids
     head = ids[:1] if tokenizer.bos_token_id is not None and ids[0] == tokenizer.bos_token_id else []
     return head + ids[len(ids) - (max_tokens - len(head)) :]
+
+
+def shared_prefix_length(sequences: Sequence[Sequence[int]]) -> int:
+    """Leading token ids all sequences share (a cell's instructions and few-shot examples), leaving
+    each at least one id of its own."""
+    common = os.path.commonprefix([list(s) for s in sequences])
+    return max(0, min(len(common), min(len(s) for s in sequences) - 1))

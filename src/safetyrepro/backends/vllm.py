@@ -83,7 +83,15 @@ def require_nf4(vllm, name: str) -> None:
 
 class VLLMBackend(Backend):
     """Batched generation through one vLLM engine per model; every seed of a sampled cell goes into
-    the same batch as its own request (per-request seeds), so shared prompt prefixes are cached."""
+    the same batch as its own request (per-request seeds).
+
+    Prefix caching (on): vLLM 0.33 registers a request's full key/value blocks in its prefix cache
+    when it schedules them (vllm/v1/core/kv_cache_manager.py, `allocate_slots` -> `cache_blocks`) and
+    schedules requests in the order sent, so every later request of the batch finds the blocks of
+    the prefix a cell's prompts share (instructions, few-shot examples) cached: the first request
+    computes them. The requests go seed by seed, so a prompt's later seeds find its whole prompt
+    cached but the block its last token starts. vLLM reports each request's hits
+    (`RequestOutput.num_cached_tokens`, vllm/outputs.py): they give the prompt tokens computed."""
 
     def __init__(self, spec, gpu_memory_utilization: float = 0.85, batch_invariant: bool = False):
         # read by vLLM at import (vllm/envs.py VLLM_BATCH_INVARIANT); the run record holds the setting
@@ -126,6 +134,8 @@ class VLLMBackend(Backend):
         params = [self.vllm.SamplingParams(**sampling_options(decoding, seed, stop)) for seed, _ in requests]
         started = time.perf_counter()
         outputs = self.engine.generate([{"prompt_token_ids": ids} for _, ids in requests], params, use_tqdm=False)
+        computed = sum(len(ids) - (o.num_cached_tokens or 0) for (_, ids), o in zip(requests, outputs))
+        self.record_prefill(computed, sum(len(ids) for _, ids in requests))
         tokens = sum(len(o.outputs[0].token_ids) for o in outputs)
         log.info(
             "generate %s: %d requests, %.1f tokens/s",

@@ -1,0 +1,100 @@
+"""Prefix reuse in the HF backend: a cell with and without it, side by side in one process.
+
+    python scripts/bench_prefix_reuse.py [--items 10] [--rounds 2] [--precision fp32] [--max-new-tokens 12]
+
+The embedded gemma-3-270m is loaded twice (`prefix_reuse` on and off; otherwise the same backend,
+batch 16) and runs the same TruthfulQA cells, taking turns for `--rounds` rounds so that machine
+load hits both alike: sampled free-form cells (five seeds; 0, 3 and 5 shots) and 5-shot
+log-likelihood cells (option letters), and a greedy 3-shot free-form cell. Prints each path's seconds, their ratio, the prompt tokens
+each computed, and whether the outputs agree (text equal; log-likelihoods' largest difference).
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+from safetyrepro.backends import load_backend
+from safetyrepro.benchmarks import item_set
+from safetyrepro.config import ModelSpec, load_settings
+from safetyrepro.envelope import Decoding
+from safetyrepro.models import build_embedded_model
+from safetyrepro.prompts import render_prompt
+
+REPO = Path(__file__).resolve().parents[1]
+CELLS = [
+    "T1-greedy-3shot-freeform",
+    "T2-t0.3-0shot-freeform",
+    "T1-t0.3-3shot-freeform",
+    "T1-t0.7-5shot-freeform",
+    "T3-greedy-5shot-logprob",
+    "T1-greedy-5shot-logprob",
+]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--items", type=int, default=10)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--precision", default="fp32", choices=["fp32", "bf16", "nf4"])
+    parser.add_argument("--max-new-tokens", type=int, default=12, help="the default run's cap")
+    parser.add_argument("--cells", default=",".join(CELLS))
+    parser.add_argument("--data-dir", default=str(REPO.parent / "shared" / "data"))
+    args = parser.parse_args()
+    model = build_embedded_model(REPO / "resources" / "models" / "gemma-3-270m")
+    settings = load_settings(
+        {
+            "data_dir": args.data_dir,
+            "models": [{"name": "a", "path": str(model)}, {"name": "b", "path": str(model)}],
+            "benchmarks": {"truthfulqa": {"n_items": args.items}},
+            "envelope": str(REPO / "config" / "envelope.yaml"),
+        }
+    )
+    envelope, data = settings.envelope, item_set(settings, "truthfulqa")
+    spec = ModelSpec("gemma", str(model), args.precision)
+    paths = {
+        "reuse": load_backend("hf", spec, prefix_reuse=True),
+        "no reuse": load_backend("hf", spec, prefix_reuse=False),
+    }
+    print(f"{args.items} TruthfulQA items, {args.precision}, batch 16, {args.rounds} rounds, CPU")
+    for config_id in args.cells.split(","):
+        config = settings.config("truthfulqa", config_id)
+        shots = data.pool[: envelope.shot_count(config)]
+        prompts = [render_prompt(envelope, config, data.benchmark, item, shots) for item in data.items]
+        if config.scoring == "logprob":
+            requests = [(p, text) for p, item in zip(prompts, data.items) for text in item.candidates.values()]
+
+            def call(backend, requests=requests):
+                return backend.loglikelihood(requests)
+
+        else:
+            base = envelope.decoding(config)
+            decoding = Decoding(base.temperature, base.top_p, min(base.max_new_tokens, args.max_new_tokens))
+            seeds, stop = envelope.seeds_for(config), envelope.stop_strings(config)
+
+            def call(backend, prompts=prompts, decoding=decoding, seeds=seeds, stop=stop):
+                return backend.generate_seeds(prompts, decoding, seeds, stop)
+
+        seconds, outputs = dict.fromkeys(paths, 0.0), {}
+        for _ in range(args.rounds):
+            for name, backend in paths.items():
+                started = time.perf_counter()
+                outputs[name] = call(backend)
+                seconds[name] += time.perf_counter() - started
+        reuse, plain = outputs["reuse"], outputs["no reuse"]
+        if config.scoring == "logprob":
+            agreement = f"largest log-likelihood difference {max(abs(a - b) for a, b in zip(reuse, plain)):.2e}"
+        else:
+            same = sum(a == b for seed in reuse for a, b in zip(reuse[seed], plain[seed]))
+            agreement = f"same text {same}/{sum(len(texts) for texts in reuse.values())}"
+        tokens = paths["reuse"].prefill
+        print(
+            f"{config_id:26s} reuse {seconds['reuse'] / args.rounds:6.1f} s, no reuse "
+            f"{seconds['no reuse'] / args.rounds:6.1f} s: {seconds['no reuse'] / seconds['reuse']:.2f}x; "
+            f"prompt tokens computed {tokens['computed']} of {tokens['requested']}; {agreement}"
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -88,6 +88,11 @@ def test_a_seeds_sample_depends_on_neither_the_other_seeds_nor_its_batch(backend
     assert [one_at_a_time.generate(FEW_SHOT[i : i + 1], SAMPLED, seed=0)[0] for i in range(5)] == every_seed[0]
 
 
+def test_no_prompts_give_no_completions_on_either_path(backend, no_reuse):
+    for path in (backend, no_reuse):
+        assert path.generate_seeds([], SAMPLED, [0, 1]) == {0: [], 1: []} and path.loglikelihood([]) == []
+
+
 def test_prefill_counts_what_reuse_saves(backend, no_reuse):
     encoded = [backend.encode_prompt(p) for p in FEW_SHOT]
     shared = len(os.path.commonprefix(encoded))

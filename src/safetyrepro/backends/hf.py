@@ -152,11 +152,10 @@ class HFBackend(Backend):
         if str(self.device).startswith("cuda"):
             torch.cuda.empty_cache()
 
-    def _batches(self, sequences: list[list[int]], size: int | None = None):
+    def _batches(self, sequences: list[list[int]]):
         order = sorted(range(len(sequences)), key=lambda i: -len(sequences[i]))
-        size = size or self.batch_size
-        for start in range(0, len(order), size):
-            yield order[start : start + size]
+        for start in range(0, len(order), self.batch_size):
+            yield order[start : start + self.batch_size]
 
     def _extend(self, ids: Sequence[int], cache: DynamicCache | None, start: int):
         """Run `ids` (positions from `start`) on a copy of `cache` (None: an empty one); returns the
@@ -236,6 +235,8 @@ class HFBackend(Backend):
     ) -> dict[int, list[str]]:
         """Completions for every seed; with prefix reuse the shared prefix runs once per call and
         each prompt's own tokens once for all seeds."""
+        if not prompts:
+            return {seed: [] for seed in seeds}
         limit = prompt_limit(self.model.config, decoding.max_new_tokens)
         encoded = [self.encode_prompt(p, limit) for p in prompts]
         seeds = list(seeds)
@@ -310,6 +311,8 @@ class HFBackend(Backend):
         only its tokens after the prefix all contexts share): its last position serves every
         single-token continuation (e.g. option letters), and its key/value cache is shared by all its
         multi-token continuations (e.g. full answer texts)."""
+        if not requests:
+            return []
         contexts: dict[str, list[int]] = {}
         targets = []
         for context, continuation in requests:

@@ -70,12 +70,12 @@ class _SeededSampling(LogitsProcessor):
         self.temperature, self.top_p, self.generators, self.head = temperature, top_p, generators, head
 
     def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
-        probs = torch.softmax(scores.float() / self.temperature, dim=-1)
+        probs = full = torch.softmax(scores.float() / self.temperature, dim=-1)
         index = None  # without a nucleus, the vocabulary in its own order
         if self.top_p < 1.0:
-            probs, index = probs.topk(min(self.head, probs.shape[-1]), dim=-1)
+            probs, index = full.topk(min(self.head, full.shape[-1]), dim=-1)
             if (probs.sum(-1) < self.top_p).any():
-                probs, index = torch.softmax(scores.float() / self.temperature, dim=-1).sort(dim=-1, descending=True)
+                probs, index = full.sort(dim=-1, descending=True)
             probs = probs.masked_fill(probs.cumsum(-1) - probs >= self.top_p, 0.0)  # beyond the nucleus
         cdf = probs.double().cumsum(-1)
         draws = torch.cat([torch.rand(1, generator=g, dtype=torch.float64) for g in self.generators])

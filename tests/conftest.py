@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -9,6 +10,10 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).parent))
+# Parallel workers (pytest-xdist) share the cores: each takes its share of torch's threads, set before
+# torch is imported (oversubscribed OpenMP threads spin and slow every worker down).
+if workers := int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0")):
+    os.environ.setdefault("OMP_NUM_THREADS", str(max(1, len(os.sched_getaffinity(0)) // workers)))
 
 
 @pytest.fixture(scope="session")
@@ -20,8 +25,6 @@ def embedded_model_path() -> Path:
 
 
 # --- benchmark data (tests/test_benchmarks.py) ---------------------------------------------------
-import os  # noqa: E402
-
 DATA_DIR_ENV = "SAFETYREPRO_DATA_DIR"
 
 

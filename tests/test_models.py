@@ -1,0 +1,36 @@
+"""Building the embedded model: concurrent builds (two runs, parallel test workers) build it once."""
+
+from __future__ import annotations
+
+import multiprocessing
+import time
+from pathlib import Path
+
+from safetyrepro import models
+
+
+def _slow_build(target: Path, builds) -> None:
+    with builds.get_lock():
+        builds.value += 1
+    time.sleep(0.5)  # long enough for every other process to reach the lock
+    target.mkdir()
+    (target / "config.json").write_text("{}")
+
+
+def _build_with(target: Path, builds) -> None:
+    models._build = lambda path: _slow_build(path, builds)
+    assert models.build_embedded_model(target) == target
+
+
+def test_concurrent_builds_build_the_model_once(tmp_path):
+    context = multiprocessing.get_context("fork")
+    builds = context.Value("i", 0)
+    target = tmp_path / "models" / "gemma-3-270m"
+    processes = [context.Process(target=_build_with, args=(target, builds)) for _ in range(4)]
+    for process in processes:
+        process.start()
+    for process in processes:
+        process.join(timeout=60)
+    assert [process.exitcode for process in processes] == [0] * 4
+    assert builds.value == 1
+    assert sorted(path.name for path in target.parent.iterdir()) == ["gemma-3-270m"]  # no lock file left

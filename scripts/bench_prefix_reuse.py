@@ -4,9 +4,10 @@
 
 The embedded gemma-3-270m is loaded twice (`prefix_reuse` on and off; otherwise the same backend,
 batch 16) and runs the same TruthfulQA cells, taking turns for `--rounds` rounds so that machine
-load hits both alike: sampled free-form cells (five seeds; 0, 3 and 5 shots) and 5-shot
-log-likelihood cells (option letters), and a greedy 3-shot free-form cell. Prints each path's seconds, their ratio, the prompt tokens
-each computed, and whether the outputs agree (text equal; log-likelihoods' largest difference).
+load hits both alike: sampled free-form cells (five seeds; 0 shots at both temperatures, 3 and 5
+shots), 5-shot log-likelihood cells (option letters) and a greedy 3-shot free-form cell. Prints each
+path's seconds, their ratio, the prompt tokens each computed, and whether the outputs agree (text
+equal; log-likelihoods' largest difference).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ REPO = Path(__file__).resolve().parents[1]
 CELLS = [
     "T1-greedy-3shot-freeform",
     "T2-t0.3-0shot-freeform",
+    "T3-t0.7-0shot-freeform",
     "T1-t0.3-3shot-freeform",
     "T1-t0.7-5shot-freeform",
     "T3-greedy-5shot-logprob",

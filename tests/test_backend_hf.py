@@ -252,3 +252,49 @@ def test_embedded_model_reuses_a_five_shot_prefix_exactly(embedded_model_path, d
     prompts = _five_shot_prompts(data_dir, embedded_model_path, "T1-greedy-5shot-freeform", 3)
     decoding = Decoding(temperature=0.0, top_p=1.0, max_new_tokens=16)
     assert reuse.generate(prompts, decoding, seed=0, stop=["\n\n"]) == plain.generate(prompts, decoding, 0, ["\n\n"])
+
+
+def _nucleus_pick(scores: torch.Tensor, temperature: float, top_p: float, draw: float) -> int:
+    """One row's pick by the definition, in the sampler's arithmetic: the whole vocabulary sorted, the
+    nucleus kept, the draw placed."""
+    probs, index = torch.softmax(scores.float() / temperature, dim=-1).sort(descending=True)
+    probs = probs.masked_fill(probs.cumsum(-1) - probs >= top_p, 0.0)
+    cdf = probs.double().cumsum(-1)
+    return int(index[min(int(torch.searchsorted(cdf, draw * cdf[-1], right=True)), len(cdf) - 1)])
+
+
+def test_sampling_takes_each_row_its_own_way_and_matches_a_full_sort():
+    """Rows whose nucleus fits the 1,024 most likely tokens, the 16,384 most likely, or only the whole
+    sorted vocabulary: each picks what a full sort picks, alone or in any batch."""
+    from safetyrepro.backends.hf import _SeededSampling, row_generator
+
+    vocabulary, temperature, top_p = 262_144, 0.7, 0.95
+    noise = torch.randn(3, vocabulary, generator=torch.Generator().manual_seed(7))
+    spreads = torch.tensor([[4.0], [2.5], [1.0]])  # nuclei of about 150, 8,000 and 150,000 tokens
+    scores = noise * spreads
+    sizes = []
+    for row in scores:
+        probs = torch.softmax(row / temperature, dim=-1).sort(descending=True).values
+        sizes.append(int((probs.cumsum(-1) < top_p).sum()) + 1)
+    assert sizes[0] <= 1024 < sizes[1] <= 16_384 < sizes[2]  # one row per way
+    ids = [[1, 2], [3], [4, 5, 6]]
+
+    def picks(rows: list[int], steps: int = 3) -> list[list[int]]:
+        sampler = _SeededSampling(temperature, top_p, [row_generator(0, ids[r]) for r in rows])
+        return [sampler(None, scores[rows]).argmax(-1).tolist() for _ in range(steps)]
+
+    expected = []
+    for r in range(3):
+        draws = row_generator(0, ids[r])
+        expected.append(
+            [
+                _nucleus_pick(scores[r], temperature, top_p, float(torch.rand(1, generator=draws, dtype=torch.float64)))
+                for _ in range(3)
+            ]
+        )
+    together = picks([0, 1, 2])
+    assert [[step[r] for step in together] for r in range(3)] == expected
+    for r in range(3):
+        assert [step[0] for step in picks([r])] == expected[r]
+    reordered = picks([2, 0, 1])
+    assert [[step[i] for step in reordered] for i in range(3)] == [expected[2], expected[0], expected[1]]

@@ -62,27 +62,43 @@ class _SeededSampling(LogitsProcessor):
     cumulative distribution of its nucleus (most likely first); the scores returned leave only that
     token, so greedy selection takes it.
 
-    The nucleus is looked for first among the 1,024 most likely tokens (a full sort of a 262k-token
-    vocabulary on every step costs more than the model's forward pass on CPU); rows whose nucleus is
-    larger fall back to the full sort."""
+    A row's nucleus is looked for among its 1,024 most likely tokens, then its 16,384 most likely,
+    then the whole sorted vocabulary: only the rows whose nucleus is larger go on (sorting a 262k
+    vocabulary costs more than the model's forward pass on CPU), and which way a row goes depends on
+    its own distribution alone, never on the other rows of the batch."""
 
     def __init__(self, temperature: float, top_p: float, generators: list[torch.Generator], head: int = 1024):
         self.temperature, self.top_p, self.generators, self.head = temperature, top_p, generators, head
 
     def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
-        probs = full = torch.softmax(scores.float() / self.temperature, dim=-1)
-        index = None  # without a nucleus, the vocabulary in its own order
-        if self.top_p < 1.0:
-            probs, index = full.topk(min(self.head, full.shape[-1]), dim=-1)
-            if (probs.sum(-1) < self.top_p).any():
-                probs, index = full.sort(dim=-1, descending=True)
-            probs = probs.masked_fill(probs.cumsum(-1) - probs >= self.top_p, 0.0)  # beyond the nucleus
-        cdf = probs.double().cumsum(-1)
+        full = torch.softmax(scores.float() / self.temperature, dim=-1)
         draws = torch.cat([torch.rand(1, generator=g, dtype=torch.float64) for g in self.generators])
-        at = torch.searchsorted(cdf, (draws.to(cdf.device) * cdf[:, -1]).unsqueeze(-1), right=True)
-        at = at.clamp(max=cdf.shape[-1] - 1)
-        picks = at if index is None else index.gather(-1, at)
+        draws = draws.to(full.device)
+        if self.top_p >= 1.0:  # without a nucleus, the vocabulary in its own order
+            picks = self._draw(full, draws)
+        else:
+            picks = torch.empty((len(full), 1), dtype=torch.long, device=full.device)
+            pending, size, vocabulary = torch.arange(len(full), device=full.device), self.head, full.shape[-1]
+            while len(pending):
+                rows = full if len(pending) == len(full) else full[pending]
+                if size < vocabulary:
+                    probs, index = rows.topk(size, dim=-1)
+                    enough = probs.sum(-1) >= self.top_p
+                else:
+                    probs, index = rows.sort(dim=-1, descending=True)
+                    enough = torch.ones(len(rows), dtype=torch.bool, device=full.device)
+                probs, index, done = probs[enough], index[enough], pending[enough]
+                probs = probs.masked_fill(probs.cumsum(-1) - probs >= self.top_p, 0.0)  # beyond the nucleus
+                picks[done] = index.gather(-1, self._draw(probs, draws[done]))
+                pending, size = pending[~enough], size * 16
         return torch.full_like(scores, -float("inf")).scatter_(-1, picks, 0.0)
+
+    @staticmethod
+    def _draw(probs: torch.Tensor, draws: torch.Tensor) -> torch.Tensor:
+        """Per row, the position where its draw falls in the cumulative distribution of `probs`."""
+        cdf = probs.double().cumsum(-1)
+        at = torch.searchsorted(cdf, (draws * cdf[:, -1]).unsqueeze(-1), right=True)
+        return at.clamp(max=cdf.shape[-1] - 1)
 
 
 def row_generator(seed: int, ids: Sequence[int]) -> torch.Generator:

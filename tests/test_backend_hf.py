@@ -255,46 +255,50 @@ def test_embedded_model_reuses_a_five_shot_prefix_exactly(embedded_model_path, d
 
 
 def _nucleus_pick(scores: torch.Tensor, temperature: float, top_p: float, draw: float) -> int:
-    """One row's pick by the definition, in the sampler's arithmetic: the whole vocabulary sorted, the
-    nucleus kept, the draw placed."""
-    probs, index = torch.softmax(scores.float() / temperature, dim=-1).sort(descending=True)
-    probs = probs.masked_fill(probs.cumsum(-1) - probs >= top_p, 0.0)
-    cdf = probs.double().cumsum(-1)
+    """One row's pick by the definition: the whole vocabulary sorted (equal probabilities in token-id
+    order), the nucleus kept, the draw placed."""
+    probs, index = torch.softmax(scores.float() / temperature, dim=-1).sort(descending=True, stable=True)
+    probs = probs.double()
+    cdf = probs.masked_fill(probs.cumsum(-1) - probs >= top_p, 0.0).cumsum(-1)
     return int(index[min(int(torch.searchsorted(cdf, draw * cdf[-1], right=True)), len(cdf) - 1)])
 
 
-def test_sampling_takes_each_row_its_own_way_and_matches_a_full_sort():
+def test_sampling_takes_each_row_its_own_way_and_matches_a_full_sort(monkeypatch):
     """Rows whose nucleus fits the 1,024 most likely tokens, the 16,384 most likely, or only the whole
-    sorted vocabulary: each picks what a full sort picks, alone or in any batch."""
+    sorted vocabulary: each goes only as far as it needs and picks what a full sort picks, alone or in
+    any batch, also among tied probabilities (logits rounded to bf16, as a bf16 model gives them)."""
     from safetyrepro.backends.hf import _SeededSampling, row_generator
 
-    vocabulary, temperature, top_p = 262_144, 0.7, 0.95
+    vocabulary, temperature, top_p, steps = 262_144, 0.7, 0.95, 20
     noise = torch.randn(3, vocabulary, generator=torch.Generator().manual_seed(7))
-    spreads = torch.tensor([[4.0], [2.5], [1.0]])  # nuclei of about 150, 8,000 and 150,000 tokens
-    scores = noise * spreads
-    sizes = []
-    for row in scores:
-        probs = torch.softmax(row / temperature, dim=-1).sort(descending=True).values
-        sizes.append(int((probs.cumsum(-1) < top_p).sum()) + 1)
-    assert sizes[0] <= 1024 < sizes[1] <= 16_384 < sizes[2]  # one row per way
+    scores = (noise * torch.tensor([[4.0], [2.5], [1.0]])).bfloat16().float()  # nuclei of ~150, ~8,000, ~150,000
+    sizes = [int((p.cumsum(-1) < top_p).sum()) + 1 for p in torch.softmax(scores / temperature, -1).sort(-1, True)[0]]
+    assert sizes[0] <= 1024 < sizes[1] <= 16_384 < sizes[2]
     ids = [[1, 2], [3], [4, 5, 6]]
-
-    def picks(rows: list[int], steps: int = 3) -> list[list[int]]:
-        sampler = _SeededSampling(temperature, top_p, [row_generator(0, ids[r]) for r in rows])
-        return [sampler(None, scores[rows]).argmax(-1).tolist() for _ in range(steps)]
-
     expected = []
     for r in range(3):
         draws = row_generator(0, ids[r])
-        expected.append(
-            [
-                _nucleus_pick(scores[r], temperature, top_p, float(torch.rand(1, generator=draws, dtype=torch.float64)))
-                for _ in range(3)
-            ]
-        )
-    together = picks([0, 1, 2])
-    assert [[step[r] for step in together] for r in range(3)] == expected
+        uniforms = [float(torch.rand(1, generator=draws, dtype=torch.float64)) for _ in range(steps)]
+        expected.append([_nucleus_pick(scores[r], temperature, top_p, u) for u in uniforms])
+    calls = []
+    for method in ("topk", "sort"):
+        original = getattr(torch.Tensor, method)
+
+        def recording(tensor, *args, _original=original, _name=method, **kwargs):
+            calls.append((_name, tuple(tensor.shape), args[0] if args and _name == "topk" else None))
+            return _original(tensor, *args, **kwargs)
+
+        monkeypatch.setattr(torch.Tensor, method, recording)
+
+    def picks(rows: list[int]) -> list[list[int]]:
+        sampler = _SeededSampling(temperature, top_p, [row_generator(0, ids[r]) for r in rows])
+        per_step = [sampler(None, scores[rows]).argmax(-1).tolist() for _ in range(steps)]
+        return [[step[i] for step in per_step] for i in range(len(rows))]
+
+    calls.clear()
+    assert picks([0, 1, 2]) == expected
+    wide = {(name, shape[0], k) for name, shape, k in calls if shape[-1] == vocabulary}
+    assert wide == {("topk", 3, 1024), ("topk", 2, 16_384), ("sort", 1, None)}  # each row only as far as it needs
     for r in range(3):
-        assert [step[0] for step in picks([r])] == expected[r]
-    reordered = picks([2, 0, 1])
-    assert [[step[i] for step in reordered] for i in range(3)] == [expected[2], expected[0], expected[1]]
+        assert picks([r]) == [expected[r]]
+    assert picks([2, 0, 1]) == [expected[2], expected[0], expected[1]]

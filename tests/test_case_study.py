@@ -162,7 +162,9 @@ def test_parity_our_full_answer_argmax_equals_lm_evals(data_dir, embedded_model_
     assert [p.item_id for p in theirs] == [i.item.item_id for i in items]
     assert [p.choice for p in ours_picks] == [p.choice for p in theirs]
     assert [p.correct for p in ours_picks] == [p.correct for p in theirs]
-    gaps = [abs(a - b) for mine, s in zip(ours_logliks, samples) for a, b in zip(mine, drivers.lm_eval_logliks(s))]
+    theirs_logliks = [drivers.lm_eval_logliks(sample) for sample in samples]
+    assert [len(options) for options in ours_logliks] == [len(options) for options in theirs_logliks]
+    gaps = [abs(a - b) for mine, other in zip(ours_logliks, theirs_logliks) for a, b in zip(mine, other)]
     print(f"largest log-likelihood difference: {max(gaps):.2e} nats")
     assert max(gaps) < 1e-3
     assert len({p.choice for p in theirs}) > 1  # not a degenerate "always A"

@@ -27,10 +27,15 @@ def test_concurrent_builds_build_the_model_once(tmp_path):
     builds = context.Value("i", 0)
     target = tmp_path / "models" / "gemma-3-270m"
     processes = [context.Process(target=_build_with, args=(target, builds)) for _ in range(4)]
-    for process in processes:
-        process.start()
-    for process in processes:
-        process.join(timeout=60)
+    try:
+        for process in processes:
+            process.start()
+        for process in processes:
+            process.join(timeout=60)
+    finally:
+        for process in processes:
+            if process.is_alive():
+                process.kill()
     assert [process.exitcode for process in processes] == [0] * 4
     assert builds.value == 1
     assert sorted(path.name for path in target.parent.iterdir()) == ["gemma-3-270m"]  # no lock file left

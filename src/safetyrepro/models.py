@@ -60,7 +60,12 @@ def _build(target: Path) -> None:
                 indent=2,
             )
         )
-        staging.rename(target)
+        try:
+            staging.rename(target)
+        except OSError:  # built meanwhile on another machine (on NFS the lock holds within one machine)
+            if not (target / "config.json").is_file():
+                raise
+            return
     log.info("built %s from the GGUF in %.1f s", target, time.perf_counter() - started)
 
 

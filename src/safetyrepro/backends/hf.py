@@ -59,13 +59,15 @@ class _StopStrings(StoppingCriteria):
 class _SeededSampling(LogitsProcessor):
     """Temperature and nucleus (top-p) sampling with one generator per row: each row draws one
     uniform number per step from its own generator and takes the token where it falls in the
-    cumulative distribution of its nucleus (most likely first); the scores returned leave only that
-    token, so greedy selection takes it.
+    cumulative distribution of its nucleus; the scores returned leave only that token, so greedy
+    selection takes it. The nucleus is the shortest run of tokens, most likely first and equal
+    probabilities in token-id order, whose mass reaches top_p (sums in float64).
 
     A row's nucleus is looked for among its 1,024 most likely tokens, then its 16,384 most likely,
     then the whole sorted vocabulary: only the rows whose nucleus is larger go on (sorting a 262k
-    vocabulary costs more than the model's forward pass on CPU), and which way a row goes depends on
-    its own distribution alone, never on the other rows of the batch."""
+    vocabulary costs more than the model's forward pass on CPU). A slice is enough when its
+    nucleus ends before the slice's lowest probability, so the pick is the full sort's, and which
+    way a row goes depends on its own distribution alone, never on the other rows of the batch."""
 
     def __init__(self, temperature: float, top_p: float, generators: list[torch.Generator], head: int = 1024):
         self.temperature, self.top_p, self.generators, self.head = temperature, top_p, generators, head
@@ -75,28 +77,40 @@ class _SeededSampling(LogitsProcessor):
         draws = torch.cat([torch.rand(1, generator=g, dtype=torch.float64) for g in self.generators])
         draws = draws.to(full.device)
         if self.top_p >= 1.0:  # without a nucleus, the vocabulary in its own order
-            picks = self._draw(full, draws)
+            picks = self._draw(full.double(), draws)
         else:
             picks = torch.empty((len(full), 1), dtype=torch.long, device=full.device)
             pending, size, vocabulary = torch.arange(len(full), device=full.device), self.head, full.shape[-1]
             while len(pending):
                 rows = full if len(pending) == len(full) else full[pending]
                 if size < vocabulary:
-                    probs, index = rows.topk(size, dim=-1)
-                    enough = probs.sum(-1) >= self.top_p
+                    probs, index = self._in_order(*rows.topk(size, dim=-1))
+                    before = probs.cumsum(-1) - probs  # the mass ahead of each token
+                    lowest = (probs == probs[:, -1:]).int().argmax(-1, keepdim=True)  # first of the lowest value
+                    enough = before.gather(-1, lowest).squeeze(-1) >= self.top_p
                 else:
-                    probs, index = rows.sort(dim=-1, descending=True)
+                    probs, index = rows.sort(dim=-1, descending=True, stable=True)  # ties: token-id order
+                    probs = probs.double()
+                    before = probs.cumsum(-1) - probs
                     enough = torch.ones(len(rows), dtype=torch.bool, device=full.device)
-                probs, index, done = probs[enough], index[enough], pending[enough]
-                probs = probs.masked_fill(probs.cumsum(-1) - probs >= self.top_p, 0.0)  # beyond the nucleus
-                picks[done] = index.gather(-1, self._draw(probs, draws[done]))
+                nucleus = probs[enough].masked_fill(before[enough] >= self.top_p, 0.0)
+                done = pending[enough]
+                picks[done] = index[enough].gather(-1, self._draw(nucleus, draws[done]))
                 pending, size = pending[~enough], size * 16
         return torch.full_like(scores, -float("inf")).scatter_(-1, picks, 0.0)
 
     @staticmethod
+    def _in_order(values: torch.Tensor, index: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """A top-k slice in float64, most likely first and equal values in token-id order (topk
+        leaves ties in any order)."""
+        index, order = index.sort(dim=-1)
+        values, order = values.gather(-1, order).sort(dim=-1, descending=True, stable=True)
+        return values.double(), index.gather(-1, order)
+
+    @staticmethod
     def _draw(probs: torch.Tensor, draws: torch.Tensor) -> torch.Tensor:
         """Per row, the position where its draw falls in the cumulative distribution of `probs`."""
-        cdf = probs.double().cumsum(-1)
+        cdf = probs.cumsum(-1)
         at = torch.searchsorted(cdf, (draws * cdf[:, -1]).unsqueeze(-1), right=True)
         return at.clamp(max=cdf.shape[-1] - 1)
 

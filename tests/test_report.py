@@ -71,9 +71,10 @@ def runs(tmp_path_factory, data_dir):
         root / "first", "--cores", "2", "--resources", "gpu=1", "--report", "results/report.html", "--report-after-run"
     )
     assert first.returncode == 0, first.stderr[-3000:]
-    # the second run makes what its tests compare (the GRID card and the run record), not the figures
+    # the second run makes what its tests compare (the GRID card and the run record), not the figures;
+    # the targets go before --resources, which would take them as resources
     cards = ("results/grid_card.json", "results/grid_card.md", "results/provenance.json")
-    second = snakemake(root / "second", "--cores", "2", "--resources", "gpu=1", *cards)
+    second = snakemake(root / "second", "--cores", "2", *cards, "--resources", "gpu=1")
     assert second.returncode == 0, second.stderr[-3000:]
     return root / "first", root / "second"
 

@@ -85,14 +85,13 @@ class _SeededSampling(LogitsProcessor):
                 rows = full if len(pending) == len(full) else full[pending]
                 if size < vocabulary:
                     probs, index = self._in_order(*rows.topk(size, dim=-1))
-                    before = probs.cumsum(-1) - probs  # the mass ahead of each token
-                    lowest = (probs == probs[:, -1:]).int().argmax(-1, keepdim=True)  # first of the lowest value
-                    enough = before.gather(-1, lowest).squeeze(-1) >= self.top_p
                 else:
                     probs, index = rows.sort(dim=-1, descending=True, stable=True)  # ties: token-id order
                     probs = probs.double()
-                    before = probs.cumsum(-1) - probs
-                    enough = torch.ones(len(rows), dtype=torch.bool, device=full.device)
+                before = probs.cumsum(-1) - probs  # the mass ahead of each token
+                lowest = (probs == probs[:, -1:]).int().argmax(-1, keepdim=True)  # first of the lowest value
+                # a slice is enough when its nucleus ends before its lowest value; the whole vocabulary always is
+                enough = (before.gather(-1, lowest).squeeze(-1) >= self.top_p) | (size >= vocabulary)
                 nucleus = probs[enough].masked_fill(before[enough] >= self.top_p, 0.0)
                 done = pending[enough]
                 picks[done] = index[enough].gather(-1, self._draw(nucleus, draws[done]))

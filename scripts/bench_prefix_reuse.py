@@ -1,13 +1,16 @@
-"""Prefix reuse in the HF backend: a cell with and without it, side by side in one process.
+"""The HF backend's fast paths against the paths they replace, side by side in one process.
 
     python scripts/bench_prefix_reuse.py [--items 10] [--rounds 2] [--precision fp32] [--max-new-tokens 12]
+        [--compare prefix-reuse|bf16-products]
 
-The embedded gemma-3-270m is loaded twice (`prefix_reuse` on and off; otherwise the same backend,
-batch 16) and runs the same TruthfulQA cells, taking turns for `--rounds` rounds so that machine
-load hits both alike: sampled free-form cells (five seeds; 0 shots at both temperatures, 3 and 5
-shots), 5-shot log-likelihood cells (option letters) and a greedy 3-shot free-form cell. Prints each
-path's seconds, their ratio, the prompt tokens each computed, and whether the outputs agree (text
-equal; log-likelihoods' largest difference).
+The embedded gemma-3-270m is loaded twice, the same backend (batch 16) but for one thing:
+`prefix_reuse` on and off (`--compare prefix-reuse`), or, at bf16 or NF4, its linear layers as
+float32 products rounded to bf16 once against torch's own bf16 kernel (`--compare bf16-products`,
+both with prefix reuse; safetyrepro.backends.cpu_bf16). Both run the same TruthfulQA cells, taking
+turns for `--rounds` rounds so that machine load hits both alike: sampled free-form cells (five
+seeds; 0 shots at both temperatures, 3 and 5 shots), 5-shot log-likelihood cells (option letters)
+and a greedy 3-shot free-form cell. Prints each path's seconds, their ratio, the prompt tokens the
+new path computed, and whether the outputs agree (text equal; log-likelihoods' largest difference).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from __future__ import annotations
 import argparse
 import time
 from pathlib import Path
+from unittest import mock
 
 from safetyrepro.backends import load_backend
 from safetyrepro.benchmarks import item_set
@@ -43,7 +47,10 @@ def main() -> None:
     parser.add_argument("--max-new-tokens", type=int, default=12, help="the default run's cap")
     parser.add_argument("--cells", default=",".join(CELLS))
     parser.add_argument("--data-dir", default=str(REPO.parent / "shared" / "data"))
+    parser.add_argument("--compare", default="prefix-reuse", choices=["prefix-reuse", "bf16-products"])
     args = parser.parse_args()
+    if args.compare == "bf16-products" and args.precision == "fp32":
+        parser.error("--compare bf16-products needs --precision bf16 or nf4")
     model = build_embedded_model(REPO / "resources" / "models" / "gemma-3-270m")
     settings = load_settings(
         {
@@ -55,11 +62,17 @@ def main() -> None:
     )
     envelope, data = settings.envelope, item_set(settings, "truthfulqa")
     spec = ModelSpec("gemma", str(model), args.precision)
-    paths = {
-        "reuse": load_backend("hf", spec, prefix_reuse=True),
-        "no reuse": load_backend("hf", spec, prefix_reuse=False),
-    }
-    print(f"{args.items} TruthfulQA items, {args.precision}, batch 16, {args.rounds} rounds, CPU")
+    if args.compare == "prefix-reuse":
+        paths = {
+            "reuse": load_backend("hf", spec, prefix_reuse=True),
+            "no reuse": load_backend("hf", spec, prefix_reuse=False),
+        }
+    else:
+        paths = {"float32 products": load_backend("hf", spec)}
+        with mock.patch("safetyrepro.backends.hf.use_float32_products", return_value=0):
+            paths["torch bf16"] = load_backend("hf", spec)
+    new, old = paths
+    print(f"{args.items} TruthfulQA items, {args.precision}, batch 16, {args.rounds} rounds, CPU: {new} vs {old}")
     for config_id in args.cells.split(","):
         config = settings.config("truthfulqa", config_id)
         shots = data.pool[: envelope.shot_count(config)]
@@ -84,16 +97,16 @@ def main() -> None:
                 started = time.perf_counter()
                 outputs[name] = call(backend)
                 seconds[name] += time.perf_counter() - started
-        reuse, plain = outputs["reuse"], outputs["no reuse"]
+        reuse, plain = outputs[new], outputs[old]
         if config.scoring == "logprob":
             agreement = f"largest log-likelihood difference {max(abs(a - b) for a, b in zip(reuse, plain)):.2e}"
         else:
             same = sum(a == b for seed in reuse for a, b in zip(reuse[seed], plain[seed]))
             agreement = f"same text {same}/{sum(len(texts) for texts in reuse.values())}"
-        tokens = paths["reuse"].prefill
+        tokens = paths[new].prefill
         print(
-            f"{config_id:26s} reuse {seconds['reuse'] / args.rounds:6.1f} s, no reuse "
-            f"{seconds['no reuse'] / args.rounds:6.1f} s: {seconds['no reuse'] / seconds['reuse']:.2f}x; "
+            f"{config_id:26s} {new} {seconds[new] / args.rounds:6.1f} s, {old} "
+            f"{seconds[old] / args.rounds:6.1f} s: {seconds[old] / seconds[new]:.2f}x; "
             f"prompt tokens computed {tokens['computed']} of {tokens['requested']}; {agreement}"
         )
 

@@ -198,3 +198,16 @@ def test_workflow_plans_the_case_study_only_when_enabled(tmp_path, data_dir, sec
     assert result.returncode == 0, result.stderr[-2000:]
     jobs = {line.split()[0] for line in result.stdout.splitlines() if line.strip()}
     assert ("case_study" in jobs) == planned and "cell" in jobs
+
+
+def test_lm_evals_bf16_model_computes_its_linear_layers_as_ours(tmp_path):
+    """The case study compares harnesses, not bf16 kernels: lm-eval's model gets our arithmetic."""
+    import torch
+    from tiny_model import build_tiny_model
+
+    from safetyrepro.backends.cpu_bf16 import Float32ProductLinear
+
+    model = drivers.load_lm_eval_model(str(build_tiny_model(tmp_path / "tiny")), "bf16", batch_size=2).model
+    assert model.dtype == torch.bfloat16
+    assert not any(isinstance(m, torch.nn.Linear) for m in model.modules())
+    assert any(isinstance(m, Float32ProductLinear) for m in model.modules())

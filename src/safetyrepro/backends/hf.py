@@ -26,6 +26,7 @@ from transformers import DynamicCache, LogitsProcessor, LogitsProcessorList, Sto
 
 from ..envelope import Decoding
 from .base import Backend, ModelLoadError, cut_at_stop
+from .cpu_bf16 import use_float32_products
 from .prompt_ids import encode_prompt, load_tokenizer, prompt_format, prompt_limit, shared_prefix_length
 
 log = logging.getLogger(__name__)
@@ -152,6 +153,8 @@ class HFBackend(Backend):
         except (OSError, ValueError, ImportError) as exc:
             raise ModelLoadError(f"model '{spec.name}': cannot load {spec.path}: {exc}") from exc
         self.load_seconds = time.perf_counter() - started
+        if self.device == "cpu" and DTYPES[spec.precision] == torch.bfloat16:
+            log.info("%d linear layers: float32 products rounded to bf16", use_float32_products(self.model))
         # The envelope's decoding is the whole truth: of the model's generation_config (e.g. Qwen2.5's
         # repetition_penalty 1.05) only the special-token ids stay, as vLLM's generation_config="vllm"
         source = self.model.generation_config

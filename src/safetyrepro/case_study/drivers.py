@@ -2,7 +2,8 @@
 
 Every driver returns one `Pick` per item: what the package chose and whether that counts as right.
 Nothing reaches a hub: the model is a local directory and lm-eval reads generated task files over
-local JSON lines.
+local JSON lines. At bf16 all three packages' models compute their linear layers alike
+(safetyrepro.backends.cpu_bf16), so the packages differ by what they do, not by a bf16 kernel.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from pathlib import Path
 
 import yaml
 
+from ..backends.cpu_bf16 import use_float32_products
 from ..backends.hf import HFBackend
 from ..benchmarks import BENCHMARKS, ItemSet
 from ..cell import run_cell
@@ -213,7 +215,9 @@ def load_lm_eval_model(model_path: str, precision: str, batch_size: int):
     go_offline()
     from lm_eval.models.huggingface import HFLM
 
-    return HFLM(pretrained=model_path, dtype=TORCH_DTYPES[precision], device="cpu", batch_size=batch_size)
+    model = HFLM(pretrained=model_path, dtype=TORCH_DTYPES[precision], device="cpu", batch_size=batch_size)
+    use_float32_products(model.model)
+    return model
 
 
 def run_lm_eval(model, task_dir: Path, names: Sequence[str]) -> dict[str, list[dict]]:
@@ -286,6 +290,7 @@ def run_inspect(
         batch_size=batch_size,
         config=GenerateConfig(max_tokens=max_tokens),
     )
+    use_float32_products(model.api.model)
     task = Task(dataset=MemoryDataset(samples), solver=multiple_choice(), scorer=choice())
     started = time.perf_counter()
     log = inspect_eval(task, model=model, log_dir=str(log_dir), display="none", max_tokens=max_tokens)[0]

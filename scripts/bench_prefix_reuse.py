@@ -97,12 +97,12 @@ def main() -> None:
                 started = time.perf_counter()
                 outputs[name] = call(backend)
                 seconds[name] += time.perf_counter() - started
-        reuse, plain = outputs[new], outputs[old]
+        fast, reference = outputs[new], outputs[old]
         if config.scoring == "logprob":
-            agreement = f"largest log-likelihood difference {max(abs(a - b) for a, b in zip(reuse, plain)):.2e}"
+            agreement = f"largest log-likelihood difference {max(abs(a - b) for a, b in zip(fast, reference)):.2e}"
         else:
-            same = sum(a == b for seed in reuse for a, b in zip(reuse[seed], plain[seed]))
-            agreement = f"same text {same}/{sum(len(texts) for texts in reuse.values())}"
+            same = sum(a == b for seed in fast for a, b in zip(fast[seed], reference[seed]))
+            agreement = f"same text {same}/{sum(len(texts) for texts in fast.values())}"
         tokens = paths[new].prefill
         print(
             f"{config_id:26s} {new} {seconds[new] / args.rounds:6.1f} s, {old} "

@@ -67,7 +67,7 @@ def test_an_nf4_layer_dequantised_once_gives_bitsandbytes_own_output():
     assert all(len(block.unique()) <= 16 for block in model[0].weight.reshape(-1, 64)[:50])
 
 
-def test_only_bf16_and_nf4_models_on_cpu_use_float32_products(tmp_path):
+def test_a_cpu_backend_converts_a_bf16_model_and_leaves_fp32_alone(tmp_path):
     path = build_tiny_model(tmp_path / "tiny")
     counts = {}
     for precision in ("fp32", "bf16"):

@@ -32,7 +32,7 @@ class Float32ProductLinear(nn.Module):
         return nn.functional.linear(hidden.float(), self.weight, self.bias).to(hidden.dtype)
 
 
-def bf16_weight(module: nn.Module) -> torch.Tensor | None:
+def _bf16_weight(module: nn.Module) -> torch.Tensor | None:
     """The bf16 weight a linear layer multiplies by (an NF4 layer's dequantised); None otherwise."""
     if isinstance(module, nn.Linear) and module.weight.dtype == torch.bfloat16:
         return module.weight
@@ -50,7 +50,7 @@ def use_float32_products(model: nn.Module) -> int:
     replaced = 0
     for parent in list(model.modules()):
         for name, child in list(parent.named_children()):
-            weight = bf16_weight(child)
+            weight = _bf16_weight(child)
             if weight is not None:
                 setattr(parent, name, Float32ProductLinear(weight, child.bias))
                 replaced += 1

@@ -40,6 +40,14 @@ def test_float32_products_round_once_like_torchs_bf16_kernel():
     assert (_ulps_from_exact(chunked, hidden, weight) > 1).any()
 
 
+def test_a_float32_input_is_computed_in_bf16_and_given_back_in_float32():
+    hidden, weight = _inputs(outer=64)
+    layer = Float32ProductLinear(weight, None)
+    result = layer(hidden.float() + 1e-3)  # not bf16 values: rounded to bf16 first
+    assert result.dtype == torch.float32
+    assert torch.equal(result, layer((hidden.float() + 1e-3).bfloat16()).float())
+
+
 def test_bias_is_added_before_the_one_rounding():
     hidden, weight = _inputs(outer=64)
     bias = torch.randn(64).bfloat16()

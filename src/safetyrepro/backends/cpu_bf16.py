@@ -21,7 +21,8 @@ from torch import nn
 
 
 class Float32ProductLinear(nn.Module):
-    """A bf16 linear layer computed as float32 products and sums, rounded to bf16 once."""
+    """A bf16 linear layer computed as float32 products and sums, rounded to bf16 once. Its input is
+    taken in bf16 and its output given in the input's dtype, as bitsandbytes' 4-bit layer does."""
 
     def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None):
         super().__init__()
@@ -29,7 +30,8 @@ class Float32ProductLinear(nn.Module):
         self.register_buffer("bias", None if bias is None else bias.detach().float(), persistent=False)
 
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
-        return nn.functional.linear(hidden.float(), self.weight, self.bias).to(hidden.dtype)
+        product = nn.functional.linear(hidden.to(torch.bfloat16).float(), self.weight, self.bias)
+        return product.to(torch.bfloat16).to(hidden.dtype)
 
 
 def _bf16_weight(module: nn.Module) -> torch.Tensor | None:

@@ -3,7 +3,7 @@ VENV := .venv
 RUN_STAMP := $(VENV)/.installed-run
 TEST_STAMP := $(VENV)/.installed-test
 
-.PHONY: setup test test-fast lint plan run
+.PHONY: setup test test-fast lint plan run run-extended
 
 # One virtual environment at .venv from the pinned constraints: what running needs first, then the
 # test, case-study and browser-test packages for `make test`.
@@ -38,6 +38,7 @@ test-fast: $(TEST_STAMP)
 # `snakemake --unlock`, then `make run` again (finished cells are kept). Snakemake writes the HTML
 # report once the run has finished (it holds the working-dir lock until then).
 CONFIG ?=
+REPORT ?= results/report.html
 SNAKEMAKE := PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/snakemake $(if $(CONFIG),--configfile $(CONFIG))
 
 plan: $(RUN_STAMP)
@@ -46,4 +47,9 @@ plan: $(RUN_STAMP)
 
 run: $(RUN_STAMP)
 	$(VENV)/bin/safetyrepro check $(if $(CONFIG),--configfile $(CONFIG))
-	$(SNAKEMAKE) --cores all --resources gpu=1 --rerun-incomplete --report results/report.html --report-after-run
+	$(SNAKEMAKE) --cores all --resources gpu=1 --rerun-incomplete --report $(REPORT) --report-after-run
+
+# The extended envelope (config/extended.yaml: option order, few-shot draw, answer formulation and
+# batch size as axes), CPU-sized, its report beside its results.
+run-extended:
+	$(MAKE) run CONFIG=config/extended.yaml REPORT=results/extended/report.html

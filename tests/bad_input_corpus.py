@@ -529,6 +529,93 @@ for name, changes, message in [
     ("axes missing scoring", {"envelope.axes.scoring": DELETE}, "envelope.axes: missing required key(s) 'scoring'"),
     ("empty axis", {"envelope.axes.shots": {}}, "envelope.axes.shots: needs at least 1 entry, got 0"),
     (
+        "declared axis without a mechanism",
+        {"envelope.axes.order": {"default": "a", "values": {"a": {"tier": "core", "order": "as_given"}}}},
+        "envelope.axes.order: missing required key(s) 'mechanism'",
+    ),
+    (
+        "declared axis of an unknown mechanism",
+        {"envelope.axes.order": {"mechanism": "shuffle", "default": "a", "values": {"a": {"tier": "core"}}}},
+        "envelope.axes.order.mechanism: 'shuffle' is not one of",
+    ),
+    (
+        "declared axis whose default is none of its values",
+        {
+            "envelope.axes.batch": {
+                "mechanism": "backend_option",
+                "default": "b1",
+                "values": {"b8": {"tier": "core", "batch_size": 8}},
+            }
+        },
+        "envelope.axes.batch.default: 'b1' is not one of its values (b8)",
+    ),
+    (
+        "batch axis of batch size zero",
+        {
+            "envelope.axes.batch": {
+                "mechanism": "backend_option",
+                "default": "b0",
+                "values": {"b0": {"tier": "core", "batch_size": 0}},
+            }
+        },
+        "envelope.axes.batch.values.b0.batch_size: 0 is less than the minimum of 1",
+    ),
+    (
+        "declared axis named after a result column",
+        {
+            "envelope.axes.label": {
+                "mechanism": "backend_option",
+                "default": "b",
+                "values": {"b": {"tier": "core", "batch_size": 2}},
+            }
+        },
+        "envelope.axes.label: 'label' is reserved",
+    ),
+    (
+        "declared axis with an upper-case name",
+        {
+            "envelope.axes.Order": {
+                "mechanism": "option_order",
+                "default": "a",
+                "values": {"a": {"tier": "core", "order": "as_given"}},
+            }
+        },
+        "envelope.axes: 'Order' is not an axis name: lower-case letters",
+    ),
+    (
+        "template variable missing from a template",
+        {
+            "envelope.axes.system": {
+                "mechanism": "template_variable",
+                "default": "none",
+                "values": {"none": {"tier": "core", "text": ""}},
+            }
+        },
+        "envelope.axes.template.T1.text: needs the placeholder(s) {system}",
+    ),
+    (
+        "few-shot draw per item without a seed",
+        {
+            "envelope.axes.draw": {
+                "mechanism": "few_shot_draw",
+                "default": "d",
+                "values": {"d": {"tier": "core", "draw": "per_item"}},
+            }
+        },
+        "envelope.axes.draw.values.d: a per_item draw needs a seed",
+    ),
+    (
+        "option order value with a batch size",
+        {
+            "envelope.axes.order": {
+                "mechanism": "option_order",
+                "default": "a",
+                "values": {"a": {"tier": "core", "order": "as_given", "batch_size": 2}},
+            }
+        },
+        "envelope.axes.order.values.a: unknown key(s) 'batch_size'",
+    ),
+    (
         "tier misspelt",
         {"envelope.axes.shots.0.tier": "Core"},
         "envelope.axes.shots.0.tier: 'Core' is not one of core, stress",

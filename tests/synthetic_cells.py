@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 import yaml
 
+from safetyrepro.benchmarks import BENCHMARKS
 from safetyrepro.config import apply_defaults, schema
 from safetyrepro.envelope import Envelope
 
@@ -101,7 +102,7 @@ def envelope_configs(benchmark: str) -> list[dict[str, str]]:
     and tier tags applied by safetyrepro.envelope): config_id, the four axes and tier."""
     raw = yaml.safe_load(ENVELOPE_FILE.read_text())
     apply_defaults(raw, schema("envelope"))
-    envelope = Envelope.from_dict(raw, [*FREEFORM_BENCHMARKS, *LOGPROB_ONLY_BENCHMARKS])
+    envelope = Envelope.from_dict(raw, BENCHMARKS)
     return [config.as_dict() for config in envelope.configs(benchmark)]
 
 

@@ -132,6 +132,8 @@ def test_aggregate_keeps_the_precision_probe_apart(tmp_path, data_dir, capsys):
             "n_seeds": 1,
             "seed_scores": {"0": 0.5},
             "prompt_format": "plain",
+            "batch_size": 16,
+            "batch_invariant": False,
         }
         (tmp_path / f"{model}.json").write_text(json.dumps(summary))
         pd.DataFrame({"model": [model], "item_id": ["x"], "prompt": ["p"]}).to_parquet(tmp_path / f"{model}.parquet")

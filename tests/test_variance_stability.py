@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from safetyrepro.analysis.attribution import AXIS_FEATURES, FEATURES, SHAP_COLUMNS, shap_attribution
+from safetyrepro.analysis.attribution import SHAP_COLUMNS, shap_attribution
 from safetyrepro.analysis.precision import ORDERING_COLUMNS, ordering_matches, precision_probe
 from safetyrepro.analysis.stability import stratified_masks, subsample_stability
 from safetyrepro.analysis.variance import VARIANCE_COLUMNS, variance_shares
@@ -345,7 +345,7 @@ def test_pair_classifier_localises_the_axis_that_flips_the_sign():
     table = shap_attribution(grid_cells(score))
     pairs = table[table.surrogate == "pair classifier"].set_index(["model_a", "model_b"])
     ab = pairs.loc[("a", "b")].set_index("feature")
-    assert list(ab.index) == AXIS_FEATURES and AXIS_FEATURES == ["template", "decoding", "shots", "scoring"]
+    assert list(ab.index) == ["template", "decoding", "shots", "scoring"]
     assert (ab.n_cells == 47).all() and (ab.n_ties == 1).all()
     assert ab.share.idxmax() == "template" and ab.share["template"] > 0.8
     assert ab.share.sum() == pytest.approx(1.0) and (ab.train_accuracy == 1.0).all()
@@ -356,7 +356,10 @@ def test_pair_classifier_localises_the_axis_that_flips_the_sign():
         assert row.reason == "one class only (N+ 48, N- 0): no strict reversal to localise"
     # the regressor is beside it, on the axes and the model
     regressor = table[table.surrogate == "regressor"]
-    assert list(regressor.feature) == FEATURES and regressor.model_a.isna().all()
+    assert (
+        list(regressor.feature) == ["template", "decoding", "shots", "scoring", "model"]
+        and regressor.model_a.isna().all()
+    )
 
 
 def test_pair_classifier_needs_enough_configs_with_a_strict_sign():
@@ -380,7 +383,13 @@ def test_shap_figure_draws_the_regressor_and_the_pair_classifiers():
         "regressor of cell score",
         "pair classifier of sign(A - B)",
     ]
-    assert [label.get_text() for label in heat_maps[0].get_xticklabels()] == FEATURES
+    assert [label.get_text() for label in heat_maps[0].get_xticklabels()] == [
+        "template",
+        "decoding",
+        "shots",
+        "scoring",
+        "model",
+    ]
     assert len(heat_maps[1].get_yticklabels()) == 3  # one row per model pair
     # an older table (no surrogate column) and one with no fitted surrogate still draw
     old = table[table.surrogate == "regressor"].drop(columns=["surrogate", "model_a", "model_b"])

@@ -47,6 +47,8 @@ ITEM_COLUMNS = [
     "logliks",
     "label",
     "correct",
+    "batch_size",
+    "batch_invariant",
 ]
 RHO_COLUMNS = ["benchmark", "model_a", "model_b", "n_plus", "n_minus", "n_ties", "n_configs", "rho_flip", "ceiling"]
 SELECTED = [

@@ -10,13 +10,25 @@ import pandas as pd
 
 CELL_KEYS = ["model", "benchmark", "config_id"]
 AXIS_COLUMNS = ["template", "decoding", "shots", "scoring", "tier"]
-CELL_COLUMNS = [*CELL_KEYS, *AXIS_COLUMNS, "score", "parse_rate", "n_items", "n_seeds", "seed_scores", "prompt_format"]
+CELL_COLUMNS = [
+    *CELL_KEYS,
+    *AXIS_COLUMNS,
+    "score",
+    "parse_rate",
+    "n_items",
+    "n_seeds",
+    "seed_scores",
+    "prompt_format",
+    "batch_size",
+    "batch_invariant",
+]
 
 
 def cells_table(summaries: Iterable[Path]) -> pd.DataFrame:
     """One row per cell from the cells' JSON summaries, in the order given.
 
-    Benchmark-specific extra metrics (e.g. BBQ bias scores) become extra columns, empty elsewhere.
+    Declared axes and benchmark-specific extra metrics (e.g. BBQ bias scores) become extra columns (in
+    name order), empty where a cell has none.
     """
     rows = []
     for path in summaries:

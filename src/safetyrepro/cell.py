@@ -10,10 +10,10 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from .benchmarks.base import UNPARSED
-from .prompts import render_prompt
+from .prompts import draw_shots, render_prompt
 
 if TYPE_CHECKING:
-    from .backends.base import Backend
+    from .backends.base import Backend, BatchCondition
     from .benchmarks.base import Benchmark, Item, ItemSet
     from .envelope import Config, Envelope
 
@@ -32,20 +32,34 @@ ITEM_COLUMNS = [
     "parsed",
     "correct",
     "prompt_format",
+    "batch_size",
+    "batch_invariant",
 ]
 
 
 def run_cell(
-    model: str, generator: Backend | None, scorer: Backend | None, data: ItemSet, envelope: Envelope, config: Config
+    model: str,
+    generator: Backend | None,
+    scorer: Backend | None,
+    data: ItemSet,
+    envelope: Envelope,
+    config: Config,
+    batch: BatchCondition,
 ) -> tuple[pd.DataFrame, dict]:
-    """Run one cell: one row per item x seed, plus the cell summary (score = mean over seeds)."""
+    """Run one cell: one row per item x seed, plus the cell summary (score = mean over seeds).
+
+    `data` holds the items presented as the config says (envelope.presentation); `batch` is how the
+    serving backend batches the cell's requests, passed to it and recorded in every row.
+    """
     benchmark, items = data.benchmark, data.items
-    shots = data.pool[: envelope.shot_count(config)]
-    prompts = [render_prompt(envelope, config, benchmark, item, shots) for item in items]
+    prompts = [
+        render_prompt(envelope, config, benchmark, item, draw_shots(envelope, config, data.pool, item))
+        for item in items
+    ]
     rows = []
     if config.scoring == "logprob":
         requests = [(prompt, text) for prompt, item in zip(prompts, items) for text in item.candidates.values()]
-        scores = iter(scorer.loglikelihood(requests))
+        scores = iter(scorer.loglikelihood(requests, batch.batch_size))
         backend = scorer
         for prompt, item in zip(prompts, items):
             logliks = {label: next(scores) for label in item.candidates}
@@ -54,7 +68,7 @@ def run_cell(
         backend = generator
         decoding = envelope.decoding(config)
         completions = generator.generate_seeds(
-            prompts, decoding, envelope.seeds_for(config), envelope.stop_strings(config)
+            prompts, decoding, envelope.seeds_for(config), envelope.stop_strings(config), batch.batch_size
         )
         for seed, responses in completions.items():
             for prompt, item, response in zip(prompts, items, responses):
@@ -76,12 +90,20 @@ def run_cell(
                 "parsed": label != UNPARSED,
                 "correct": benchmark.is_correct(label, item),
                 "prompt_format": backend.prompt_format,
+                "batch_size": batch.batch_size,
+                "batch_invariant": batch.batch_invariant,
             }
             for item, seed, prompt, response, logliks, label in rows
         ],
         columns=ITEM_COLUMNS,
     )
-    summary = {"model": model, "benchmark": benchmark.name, **config.as_dict(), **summarise(frame, benchmark, items)}
+    summary = {
+        "model": model,
+        "benchmark": benchmark.name,
+        **config.as_dict(),
+        **summarise(frame, benchmark, items),
+        **vars(batch),
+    }
     return frame, summary
 
 

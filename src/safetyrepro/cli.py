@@ -118,7 +118,7 @@ def cmd_run_cell(args: argparse.Namespace) -> int:
     settings = load_settings(args.configfile)
     spec = settings.model(args.model)
     config = settings.config(args.benchmark, args.config_id)
-    data = item_set(settings, args.benchmark)
+    data = item_set(settings, args.benchmark, settings.envelope.presentation(config))
     if settings.backend.server:
         backends = connect(settings, spec, Path(args.configfile), settings.backend.server_idle_seconds)
     else:
@@ -133,7 +133,13 @@ def cmd_run_cell(args: argparse.Namespace) -> int:
     )
     try:
         items, summary = run_cell(
-            spec.name, backends["generate"], backends["loglikelihood"], data, settings.envelope, config
+            spec.name,
+            backends["generate"],
+            backends["loglikelihood"],
+            data,
+            settings.envelope,
+            config,
+            settings.batch_condition(config),
         )
     except Exception as exc:  # model errors, out of memory, bad generations: this cell fails, with its id
         log.error("cell failed", exc_info=True)

@@ -23,6 +23,7 @@ from typing import Any
 import jsonschema
 import yaml
 
+from .backends.base import BatchCondition
 from .benchmarks import BENCHMARKS
 from .envelope import Config, Envelope, EnvelopeError
 
@@ -259,6 +260,13 @@ class BackendSettings:
         """Constructor options of backend `kind`."""
         return {key: getattr(self, key) for key in self.OPTIONS.get(kind, ())}
 
+    def batch_condition(self, scoring: str, batch_size: int | None) -> BatchCondition:
+        """How a cell on this scoring path is batched: HF's prompts per pass (`batch_size`, a config's
+        batch axis, else backend.batch_size); vLLM's own scheduling, batch-invariant or not."""
+        if self.serving(scoring) == "vllm":
+            return BatchCondition(None, self.batch_invariant)
+        return BatchCondition(batch_size or self.batch_size, False)
+
 
 @dataclass(frozen=True)
 class SubsampleSettings:
@@ -411,6 +419,11 @@ class Settings:
                 return config
         raise ConfigError(f"config '{config_id}' is not in the envelope of benchmark '{benchmark}'")
 
+    def batch_condition(self, config: Config) -> BatchCondition:
+        """How a config's cells are batched: the batch axis's size on HF, else the backend's own."""
+        size = self.envelope.setting("backend_option", config).get("batch_size")
+        return self.backend.batch_condition(config.scoring, size)
+
     def cells(self) -> list[tuple[ModelSpec, str, Config]]:
         """Every (model, benchmark, config) cell of the grid."""
         return [(m, b, c) for m in self.models for b in self.benchmarks for c in self.configs(b)]
@@ -506,7 +519,7 @@ def _settings(raw: dict[str, Any], layers: tuple[str, ...]) -> Settings:
     if unknown:
         raise ConfigError(f"benchmarks.{unknown[0]}: unknown benchmark (known: {', '.join(BENCHMARKS)})")
     try:
-        envelope = Envelope.from_dict(envelope_raw, list(BENCHMARKS))
+        envelope = Envelope.from_dict(envelope_raw, BENCHMARKS)
     except EnvelopeError as exc:
         raise ConfigError(str(exc)) from None
     envelope.token_cap = raw.get("max_new_tokens_cap")
@@ -564,6 +577,7 @@ def _settings(raw: dict[str, Any], layers: tuple[str, ...]) -> Settings:
     settings.case_study = _case_study(raw.get("case_study"), settings)
     settings.precision_probe = _precision_probe(raw.get("precision_probe"), settings)
     _check_fewshot_pool(settings)
+    _check_batch_axis(settings)
     _check_results_dir(settings.results_dir)
     return settings
 
@@ -578,6 +592,20 @@ def _check_fewshot_pool(settings: Settings) -> None:
             f"subset.fewshot_pool: {settings.fewshot_pool} is fewer than the {needed[0]} examples of "
             f"shots value '{needed[1]}' (raise the pool, or drop those configs with select_configs)"
         )
+
+
+def _check_batch_axis(settings: Settings) -> None:
+    """A batch-size axis needs the HF backend on every path it acts on: vLLM schedules its own batches."""
+    envelope = settings.envelope
+    for axis in envelope.declared("backend_option"):
+        for benchmark in settings.benchmarks:
+            for config in settings.configs(benchmark):
+                if settings.backend.serving(config.scoring) == "vllm" and config[axis] != envelope.defaults[axis]:
+                    raise ConfigError(
+                        f"envelope.axes.{axis}: batch size '{config[axis]}' on config {config.config_id}, which "
+                        "vLLM serves (backend.generate: vllm); vLLM schedules its own batches: use the HF backend, "
+                        "or vLLM's batch-invariant mode (backend.batch_invariant)"
+                    )
 
 
 def _check_results_dir(path: Path) -> None:

@@ -5,15 +5,29 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import keyword
 import string
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-AXES = ("template", "decoding", "shots", "scoring")
+from .benchmarks.base import Presentation
+
+AXES = ("template", "decoding", "shots", "scoring")  # every envelope has these; more are declared by mechanism
+# How a declared axis's value acts (README, Configuration: axes): a template variable fills {<axis>}
+# in every template; option_order and answer_formulation change how an item's options are shown and
+# scored; few_shot_draw picks the examples; backend_option sets how requests are batched.
+MECHANISMS = ("template_variable", "option_order", "answer_formulation", "few_shot_draw", "backend_option")
 TEMPLATE_FIELDS = {"task", "shots", "question", "answer_format"}
 # without {question} every item gets the same prompt; without {shots} few-shot configs silently run 0-shot
 TEMPLATE_REQUIRED = {"question", "shots"}
+# an axis is a column of the cell table beside these and joins the item rows (tests check both tables' columns are
+# here: importing them would make a cell's code depend on the aggregation); a template variable is a placeholder
+RESERVED = {
+    *("model", "benchmark", "config_id", "tier", "score", "seed_scores", "parse_rate", "n_items", "n_seeds"),
+    *("item_id", "stratum", "seed", "prompt_id", "prompt", "response", "logliks", "label", "parsed", "correct"),
+    *("prompt_format", "batch_size", "batch_invariant", *TEMPLATE_FIELDS),
+}
 CORE, STRESS = "core", "stress"
 
 
@@ -37,29 +51,39 @@ class Rule:
 
 @dataclass(frozen=True)
 class Config:
-    """One point of the envelope: a value on every axis."""
+    """One point of the envelope: a value on every axis, its tier and its id.
 
-    template: str
-    decoding: str
-    shots: str
-    scoring: str
+    The id is ``T1-greedy-3shot-freeform`` for the four axes every envelope has, followed by
+    ``-<axis>=<value>`` for each declared axis (in name order) whose value is not its default: adding
+    an axis keeps the ids (and result paths) of the configs at its default.
+    """
+
+    values: tuple[tuple[str, str], ...]  # (axis, value) in envelope order
     tier: str
+    config_id: str
+
+    def __getitem__(self, axis: str) -> str:
+        return dict(self.values)[axis]
 
     @property
-    def config_id(self) -> str:
-        """A file-name-safe identifier, e.g. ``T1-greedy-3shot-freeform``."""
-        return f"{self.template}-{self.decoding}-{self.shots}shot-{self.scoring}"
+    def template(self) -> str:
+        return self["template"]
+
+    @property
+    def decoding(self) -> str:
+        return self["decoding"]
+
+    @property
+    def shots(self) -> str:
+        return self["shots"]
+
+    @property
+    def scoring(self) -> str:
+        return self["scoring"]
 
     def as_dict(self) -> dict[str, str]:
         """Axis values plus id and tier, for table rows."""
-        return {
-            "config_id": self.config_id,
-            "template": self.template,
-            "decoding": self.decoding,
-            "shots": self.shots,
-            "scoring": self.scoring,
-            "tier": self.tier,
-        }
+        return {"config_id": self.config_id, **dict(self.values), "tier": self.tier}
 
 
 @dataclass(frozen=True)
@@ -78,7 +102,13 @@ class Decoding:
 
 @dataclass
 class Envelope:
-    """Axes with their values' parameters, validity rules and seeds."""
+    """Axes with their values' parameters, validity rules and seeds.
+
+    `axes` maps every axis to its values' parameters; `mechanisms` names how each declared axis (one
+    beyond the four built in) acts, and `defaults` its value where it cannot act.
+    `acts_on` says, per benchmark, on which scoring paths option_order and answer_formulation act
+    (a benchmark's `presentation_acts`).
+    """
 
     axes: dict[str, dict[str, dict[str, Any]]]
     rules: list[Rule]
@@ -88,39 +118,27 @@ class Envelope:
     stop: list[str]
     source: dict[str, Any] = field(repr=False, default_factory=dict)
     token_cap: int | None = None  # a run may cap generation length (CPU demos); not part of the seal
+    mechanisms: dict[str, str] = field(default_factory=dict)
+    defaults: dict[str, str] = field(default_factory=dict)
+    acts_on: Mapping[str, Mapping[str, tuple[str, ...]]] = field(repr=False, default_factory=dict)
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any], benchmarks: list[str]) -> Envelope:
-        """Build an envelope from its schema-valid config section, defaults filled in; check placeholders and
-        rule references (`benchmarks`: every benchmark name a rule may use)."""
+    def from_dict(cls, data: Mapping[str, Any], benchmarks: Mapping[str, Any]) -> Envelope:
+        """Build an envelope from its schema-valid config section, defaults filled in; check placeholders,
+        declared axes and rule references (`benchmarks`: name -> Benchmark, every benchmark a rule may use)."""
         axes = {axis: dict(data["axes"][axis]) for axis in AXES}
+        mechanisms, defaults = {}, {}
+        for axis, (values, mechanism, default) in _declared_axes(data["axes"]).items():
+            axes[axis], mechanisms[axis], defaults[axis] = values, mechanism, default
+        variables = {axis for axis, kind in mechanisms.items() if kind == "template_variable"}
         for name, params in axes["template"].items():
             for key in ("text", "logprob_text"):
                 if key in params:
                     where = f"envelope.axes.template.{name}.{key}"
-                    _check_fields(params[key], TEMPLATE_FIELDS, where, TEMPLATE_REQUIRED)
+                    _check_fields(params[key], TEMPLATE_FIELDS | variables, where, TEMPLATE_REQUIRED | variables)
         _check_fields(data["shot_format"], {"question", "answer"}, "envelope.shot_format", {"question", "answer"})
         known = {**{axis: set(values) for axis, values in axes.items()}, "benchmark": set(benchmarks)}
-        rules = []
-        for index, raw in enumerate(data["rules"]):
-            for part in ("if", "then"):
-                for key, values in raw[part].items():
-                    where = f"envelope.rules[{index}] ({raw['name']}).{part}.{key}"
-                    if key not in known:
-                        raise EnvelopeError(f"{where}: unknown axis '{key}' (axes: {', '.join([*AXES, 'benchmark'])})")
-                    unknown = sorted(set(values) - known[key])
-                    if unknown:
-                        what = (
-                            f"benchmark(s) {unknown}" if key == "benchmark" else f"value(s) {unknown} for axis '{key}'"
-                        )
-                        raise EnvelopeError(f"{where}: unknown {what} (known: {', '.join(sorted(known[key]))})")
-            rules.append(
-                Rule(
-                    raw["name"],
-                    {k: tuple(v) for k, v in raw["if"].items()},
-                    {k: tuple(v) for k, v in raw["then"].items()},
-                )
-            )
+        rules = [_rule(index, raw, known) for index, raw in enumerate(data["rules"])]
         return cls(
             axes,
             rules,
@@ -129,16 +147,42 @@ class Envelope:
             data["shot_format"],
             list(data["stop"]),
             dict(data),
+            mechanisms=mechanisms,
+            defaults=defaults,
+            acts_on={name: dict(benchmark.presentation_acts) for name, benchmark in benchmarks.items()},
         )
 
+    @property
+    def axis_names(self) -> list[str]:
+        """Every axis, the four built-in ones first, then the declared ones in name order."""
+        return list(self.axes)
+
+    def declared(self, mechanism: str) -> list[str]:
+        """The declared axes acting through `mechanism`."""
+        return [axis for axis, kind in self.mechanisms.items() if kind == mechanism]
+
+    def acts(self, axis: str, config: Config, benchmark: str) -> bool:
+        """Whether a declared axis's value changes anything in this config on this benchmark."""
+        mechanism = self.mechanisms[axis]
+        if mechanism == "few_shot_draw":
+            return self.shot_count(config) > 0
+        if mechanism in ("option_order", "answer_formulation"):
+            return config.scoring in self.acts_on.get(benchmark, {}).get(mechanism, ())
+        return True
+
     def is_valid(self, config: Config, benchmark: str) -> bool:
-        """True when every rule holds for this config on this benchmark."""
-        choice = {axis: getattr(config, axis) for axis in AXES} | {"benchmark": benchmark}
-        return all(rule.holds(choice) for rule in self.rules)
+        """True when every rule holds for this config on this benchmark, and every declared axis that
+        cannot act here (few-shot draw at 0 shots, option order on Yes/No items) is at its default."""
+        choice = dict(config.values) | {"benchmark": benchmark}
+        if not all(rule.holds(choice) for rule in self.rules):
+            return False
+        return all(
+            config[axis] == default or self.acts(axis, config, benchmark) for axis, default in self.defaults.items()
+        )
 
     def tier_of(self, values: Mapping[str, str]) -> str:
         """``core`` when every axis value is tagged core, else ``stress``."""
-        tiers = {self.axes[axis][values[axis]]["tier"] for axis in AXES}
+        tiers = {self.axes[axis][values[axis]]["tier"] for axis in self.axes}
         return CORE if tiers == {CORE} else STRESS
 
     def stress_values(self) -> list[tuple[str, str]]:
@@ -153,9 +197,12 @@ class Envelope:
     def all_configs(self) -> list[Config]:
         """Every combination of axis values, valid or not, in config order."""
         out = []
-        for combo in itertools.product(*(self.axes[axis] for axis in AXES)):
-            values = dict(zip(AXES, combo))
-            out.append(Config(**values, tier=self.tier_of(values)))
+        for combo in itertools.product(*self.axes.values()):
+            values = dict(zip(self.axes, combo))
+            config_id = "{template}-{decoding}-{shots}shot-{scoring}".format(**values) + "".join(
+                f"-{axis}={values[axis]}" for axis, default in self.defaults.items() if values[axis] != default
+            )
+            out.append(Config(tuple(values.items()), self.tier_of(values), config_id))
         return out
 
     def configs(self, benchmark: str) -> list[Config]:
@@ -192,9 +239,69 @@ class Envelope:
         params = self.axes["template"][config.template]
         return params.get("logprob_text", params["text"]) if config.scoring == "logprob" else params["text"]
 
+    def template_variables(self, config: Config) -> dict[str, str]:
+        """The text of every template-variable axis at this config's value, by placeholder name."""
+        return {axis: self.axes[axis][config[axis]]["text"] for axis in self.declared("template_variable")}
+
+    def setting(self, mechanism: str, config: Config) -> dict[str, Any]:
+        """The parameters of the config's value on the axis acting through `mechanism` (empty when
+        the envelope declares no such axis), tier left out."""
+        params = {}
+        for axis in self.declared(mechanism):
+            params |= {k: v for k, v in self.axes[axis][config[axis]].items() if k != "tier"}
+        return params
+
+    def presentation(self, config: Config) -> Presentation:
+        """How the config shows and scores the items' options (the benchmark's own way without the axes)."""
+        order, formulation = self.setting("option_order", config), self.setting("answer_formulation", config)
+        return Presentation(
+            order.get("order", "as_given"), order.get("seed", 0), formulation.get("candidates", "letters")
+        )
+
     def digest(self) -> str:
         """SHA-256 of the canonical JSON form: the envelope's seal."""
         return hashlib.sha256(json.dumps(self.source, sort_keys=True).encode()).hexdigest()
+
+
+def _declared_axes(axes: Mapping[str, Any]) -> dict[str, tuple[dict[str, dict[str, Any]], str, str]]:
+    """Each declared axis (beyond the four built in), in name order: its values, mechanism and default, checked."""
+    out = {}
+    for axis in sorted(set(axes) - set(AXES)):  # name order: the same however the YAML was written
+        declared, where = axes[axis], f"envelope.axes.{axis}"
+        if axis in RESERVED or keyword.iskeyword(axis):
+            raise EnvelopeError(
+                f"{where}: '{axis}' is reserved (a column of the result tables, a template placeholder or a Python "
+                "keyword); call the axis otherwise"
+            )
+        if declared["default"] not in declared["values"]:
+            raise EnvelopeError(
+                f"{where}.default: '{declared['default']}' is not one of its values ({', '.join(declared['values'])})"
+            )
+        for value, params in declared["values"].items():
+            if declared["mechanism"] == "option_order" and params["order"] == "shuffled" and "seed" not in params:
+                raise EnvelopeError(f"{where}.values.{value}: a shuffled order needs a seed")
+            if declared["mechanism"] == "few_shot_draw" and params["draw"] != "pool_order" and "seed" not in params:
+                raise EnvelopeError(f"{where}.values.{value}: a {params['draw']} draw needs a seed")
+        out[axis] = ({v: dict(p) for v, p in declared["values"].items()}, declared["mechanism"], declared["default"])
+    for mechanism in MECHANISMS[1:]:  # each acts on one setting: two axes of it would fight
+        twins = [axis for axis, (_, kind, _) in out.items() if kind == mechanism]
+        if len(twins) > 1:
+            raise EnvelopeError(f"envelope.axes.{twins[1]}: a second {mechanism} axis (the first is '{twins[0]}')")
+    return out
+
+
+def _rule(index: int, raw: Mapping[str, Any], known: Mapping[str, set[str]]) -> Rule:
+    """One validity rule, every axis, value and benchmark it names checked against `known`."""
+    for part in ("if", "then"):
+        for key, values in raw[part].items():
+            where = f"envelope.rules[{index}] ({raw['name']}).{part}.{key}"
+            if key not in known:
+                raise EnvelopeError(f"{where}: unknown axis '{key}' (axes: {', '.join(known)})")
+            unknown = sorted(set(values) - known[key])
+            if unknown:
+                what = f"benchmark(s) {unknown}" if key == "benchmark" else f"value(s) {unknown} for axis '{key}'"
+                raise EnvelopeError(f"{where}: unknown {what} (known: {', '.join(sorted(known[key]))})")
+    return Rule(raw["name"], {k: tuple(v) for k, v in raw["if"].items()}, {k: tuple(v) for k, v in raw["then"].items()})
 
 
 def _check_fields(text: str, allowed: set[str], where: str, required: set[str] = frozenset()) -> None:

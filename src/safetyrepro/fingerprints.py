@@ -159,15 +159,15 @@ def cell_fingerprint(settings: Settings, spec: ModelSpec, benchmark: str, config
         "subset_seed": settings.subset_seed,
         "fewshot_pool": settings.fewshot_pool,
         "config": config.as_dict(),
-        "values": {axis: envelope.axes[axis][getattr(config, axis)] for axis in envelope.axes},
+        "values": {axis: envelope.axes[axis][config[axis]] for axis in envelope.axes},
         "seeds": envelope.seeds_for(config),
         "decoding": vars(envelope.decoding(config)),
         "stop": envelope.stop_strings(config),
         "shot_format": envelope.shot_format,
         "code": code_digest(*cell_modules(settings, benchmark, config)),
     }
-    if params["backend"] == "vllm":  # vLLM's batch-invariant kernels change what a batch computes
-        params["batch_invariant"] = backend.batch_invariant
-    else:  # prefix reuse computes the same sums in another order: equal at fp32, near-ties may move at bf16
+    # how requests are batched (HF's batch size, vLLM's batch-invariant kernels) changes what a batch computes
+    params["batch"] = vars(settings.batch_condition(config))
+    if params["backend"] == "hf":  # prefix reuse computes the same sums in another order: near-ties may move at bf16
         params["prefix_reuse"] = backend.prefix_reuse
     return hashlib.sha256(json.dumps(params, sort_keys=True).encode()).hexdigest()

@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from .analysis.flips import orderings_reached
-from .envelope import AXES
 
 if TYPE_CHECKING:
     from .config import Settings
@@ -44,7 +43,7 @@ KEY_PACKAGES = (
 def _axis_values(settings: Settings, cells: pd.DataFrame) -> dict[str, dict[str, Any]]:
     """Per axis, every value the run used, in envelope order, with its tier and parameters."""
     out = {}
-    for axis in AXES:
+    for axis in settings.envelope.axis_names:
         used = set(cells[axis].astype(str))
         out[axis] = {
             value: dict(params) for value, params in settings.envelope.axes[axis].items() if str(value) in used
@@ -108,6 +107,8 @@ def grid_card(
                 for rule in envelope.rules
             ],
             "tier_rule": "a config is core when every one of its axis values is tagged core, else stress",
+            "mechanisms": envelope.mechanisms,
+            "defaults": envelope.defaults,
             "source": envelope.source,
         },
         "code": record["code"],
@@ -115,6 +116,7 @@ def grid_card(
         "analysis": record["analysis"],
         "precision_probe": record["precision_probe"],
         "configs": _configs(cells),
+        "batch_conditions": batch_conditions(cells),
         "missing_cells": list(missing_cells),
         "items": record["items"],
         "models": models,
@@ -125,6 +127,21 @@ def grid_card(
         "headline": _headline(rho, cells),
         "created": record["created"],
     }
+
+
+def batch_conditions(cells: pd.DataFrame) -> list[dict[str, Any]]:
+    """Each batch condition the cells ran under (HF batch size, or vLLM with or without batch-invariant
+    kernels) with its number of cells."""
+    if "batch_size" not in cells:
+        return []
+    keys = (
+        cells[["batch_size", "batch_invariant"]].astype(object).where(cells[["batch_size", "batch_invariant"]].notna())
+    )
+    counts = keys.value_counts(dropna=False, sort=False)
+    return [
+        {"batch_size": None if pd.isna(size) else int(size), "batch_invariant": bool(invariant), "n_cells": int(n)}
+        for (size, invariant), n in counts.items()
+    ]
 
 
 def _tree_state(dirty: bool | None) -> str:
@@ -159,16 +176,29 @@ def grid_card_markdown(card: Mapping[str, Any]) -> str:
         f"- a model's generation_config: {card['run']['generation_config']}",
         f"- vLLM batch-invariant kernels: {'on' if card['run']['backend']['batch_invariant'] else 'off'}",
         f"- HF prefix reuse: {'on' if card['run']['backend']['prefix_reuse'] else 'off'}",
+        "- batch conditions (cells): "
+        + (
+            "; ".join(
+                (f"HF batch size {c['batch_size']}" if c["batch_size"] is not None else "vLLM's own batches")
+                + (", batch-invariant kernels" if c["batch_invariant"] else "")
+                + f" ({c['n_cells']})"
+                for c in card["batch_conditions"]
+            )
+            or "not recorded"
+        ),
         f"- missing cells (partial run): {', '.join(card['missing_cells']) or 'none, the grid is complete'}",
         "",
         "## Axis values used",
         "",
-        "| axis | value | tier | parameters |",
-        "|---|---|---|---|",
+        "| axis | mechanism | value | tier | parameters |",
+        "|---|---|---|---|---|",
     ]
+    mechanisms, defaults = card["envelope"]["mechanisms"], card["envelope"]["defaults"]
     for axis, values in card["envelope"]["axes_used"].items():
         lines += [
-            f"| {axis} | {value} | {params['tier']} | {_cell(_params(params))} |" for value, params in values.items()
+            f"| {axis} | {mechanisms.get(axis, 'built in')} | {value}{' (default)' if defaults.get(axis) == value else ''} "
+            f"| {params['tier']} | {_cell(_params(params))} |"
+            for value, params in values.items()
         ]
     lines += ["", f"Tiers: {card['envelope']['tier_rule']}.", "", "## Validity rules", ""]
     lines += [

@@ -160,8 +160,8 @@ def _answer(connection: Connection, backends: dict[str, Backend]) -> str | None:
             prefill = None  # a model call's prompt tokens, computed and requested, go back to the cell's log
             if operation == "info":
                 result = {op: backend.prompt_format for op, backend in backends.items()}
-            elif operation in ("generate", "generate_seeds"):
-                result = getattr(backends["generate"], operation)(*args)
+            elif operation == "generate_seeds":
+                result = backends["generate"].generate_seeds(*args)
                 prefill = backends["generate"].prefill
             elif operation == "loglikelihood":
                 result = backends["loglikelihood"].loglikelihood(*args)
@@ -189,16 +189,18 @@ class RemoteBackend(Backend):
             self.record_prefill(**prefill)
         return result
 
-    def generate(self, prompts: Sequence[str], decoding: Decoding, seed: int, stop: Sequence[str] = ()) -> list[str]:
-        return self._call("generate", list(prompts), decoding, seed, list(stop))
-
     def generate_seeds(
-        self, prompts: Sequence[str], decoding: Decoding, seeds: Sequence[int], stop: Sequence[str] = ()
+        self,
+        prompts: Sequence[str],
+        decoding: Decoding,
+        seeds: Sequence[int],
+        stop: Sequence[str] = (),
+        batch_size: int | None = None,
     ) -> dict[int, list[str]]:
-        return self._call("generate_seeds", list(prompts), decoding, list(seeds), list(stop))
+        return self._call("generate_seeds", list(prompts), decoding, list(seeds), list(stop), batch_size)
 
-    def loglikelihood(self, requests: Sequence[tuple[str, str]]) -> list[float]:
-        return self._call("loglikelihood", list(requests))
+    def loglikelihood(self, requests: Sequence[tuple[str, str]], batch_size: int | None = None) -> list[float]:
+        return self._call("loglikelihood", list(requests), batch_size)
 
     def close(self) -> None:
         self.connection.close()

@@ -38,8 +38,19 @@ CELLS = [(m.name, b, c.config_id) for m, b, c in SETTINGS.cells()]
 PROBE_CELLS = [(m.name, b, c.config_id) for m, b, c in SETTINGS.probe_cells()]  # outside the headline tables
 MODELS = {m.name: m for m in SETTINGS.run_models()}
 PROBE_MODELS = [m.name for m in SETTINGS.precision_probe.new_models] if SETTINGS.precision_probe else []
-# One model server per GPU at a time (safetyrepro.gpu_memory): there, a model's cells run before the next's
-MODEL_PRIORITY = {name: (len(MODELS) - rank) * SETTINGS.backend.uses_gpu() for rank, name in enumerate(MODELS)}
+# A model server answers one cell at a time. On a GPU one server runs at a time (safetyrepro.gpu_memory): a
+# model's cells run before the next's. On CPU the k-th cell of every model gets one priority, so the jobs
+# running together ask different servers rather than queue at one.
+ON_GPU = SETTINGS.backend.uses_gpu()
+MODEL_RANK = {name: rank for rank, name in enumerate(MODELS)}
+CELL_RANK = {cell: rank for rank, cell in enumerate(dict.fromkeys((b, c) for _, b, c in CELLS + PROBE_CELLS))}
+
+
+def cell_priority(wildcards):
+    """A cell job's scheduling priority (higher runs first)."""
+    if ON_GPU:
+        return len(MODELS) - MODEL_RANK[wildcards.model]
+    return len(CELL_RANK) - CELL_RANK[(wildcards.benchmark, wildcards.config_id)]
 
 # Jobs read the effective config from a file named by its content (so concurrent runs of different
 # configs never share one), passed in the environment: a path in params would rerun every job
@@ -58,7 +69,7 @@ envvars:
 wildcard_constraints:
     model="|".join(map(re.escape, MODELS)),
     benchmark="|".join(SETTINGS.benchmarks),
-    config_id=r"[A-Za-z0-9.]+-[A-Za-z0-9.]+-[A-Za-z0-9.]+shot-(freeform|logprob)",
+    config_id=r"[A-Za-z0-9.]+-[A-Za-z0-9.]+-[A-Za-z0-9.]+shot-(freeform|logprob)(-[a-z][a-z0-9_]*=[A-Za-z0-9.]+)*",
 
 
 def code(job):

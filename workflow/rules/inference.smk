@@ -56,7 +56,7 @@ rule cell:
         lambda w: f"model-{w.model}"
     resources:
         gpu=uses_gpu,
-    priority: lambda w: MODEL_PRIORITY[w.model]
+    priority: cell_priority
     shell:
         "safetyrepro -v run-cell --configfile \"$SAFETYREPRO_RUN_CONFIG\" --model {wildcards.model:q}"
         " --benchmark {wildcards.benchmark} --config-id {wildcards.config_id:q}"

@@ -3,8 +3,8 @@
 Two LightGBM surrogates per benchmark (paper §5.1, app. S), each explained by TreeSHAP mean |value|
 per feature:
 
-- the *regressor* predicts the cell score from the categorical axes (the envelope's AXES: template,
-  decoding, shots, scoring) and the model;
+- the *regressor* predicts the cell score from the categorical axes (every axis of the envelope:
+  template, decoding, shots, scoring and any declared one) and the model;
 - a *pair classifier* per model pair (A, B) predicts, per config, the strict sign of A - B (A above
   B or below; ``flips.signs``, the rho_flip sign) from the axes alone. Tied configs (sign 0) are
   left out of its training rows and counted in ``n_ties``.
@@ -17,6 +17,7 @@ only runs greedy) share credit in a way the surrogate chooses, not the data.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import lightgbm as lgb
@@ -30,8 +31,6 @@ from .flips import score_matrix, signs
 if TYPE_CHECKING:
     from .suite import Inputs
 
-AXIS_FEATURES = list(AXES)  # the implementation axes: the pair classifier's features
-FEATURES = [*AXIS_FEATURES, "model"]  # the regressor's
 SHAP_COLUMNS = [
     "benchmark",
     "surrogate",
@@ -131,11 +130,11 @@ def _skipped(base: dict, reason: str) -> list[dict]:
     return [{**base, "feature": None, "mean_abs_shap": np.nan, "share": np.nan, "reason": reason}]
 
 
-def pair_classifier_rows(cells: pd.DataFrame, benchmark: str, seed: int = 0) -> list[dict]:
+def pair_classifier_rows(cells: pd.DataFrame, benchmark: str, seed: int = 0, axes: Sequence[str] = AXES) -> list[dict]:
     """Rows of the per-pair classifiers of one benchmark (see ``shap_attribution``)."""
     frame = cells[cells["benchmark"] == benchmark]
     matrix = score_matrix(frame, benchmark)
-    axes = frame.drop_duplicates("config_id").set_index("config_id")[AXIS_FEATURES]
+    by_config = frame.drop_duplicates("config_id").set_index("config_id")[list(axes)]
     rows = []
     for model_a, model_b in itertools.combinations(matrix.columns, 2):
         sign = signs(matrix[model_a], matrix[model_b]).dropna()
@@ -147,21 +146,22 @@ def pair_classifier_rows(cells: pd.DataFrame, benchmark: str, seed: int = 0) -> 
         elif n_plus == 0 or n_minus == 0:
             rows += _skipped(base, f"one class only (N+ {n_plus}, N- {n_minus}): no strict reversal to localise")
         else:
-            features = axes.loc[strict.index].astype(str).astype("category")
+            features = by_config.loc[strict.index].astype(str).astype("category")
             target = (strict > 0).astype(int)
             classifier = _classifier(seed).fit(features, target)
             base["train_accuracy"] = float((classifier.predict(features) == target.to_numpy()).mean())
-            rows += _rows(base, AXIS_FEATURES, _mean_abs_shap(classifier, features))
+            rows += _rows(base, list(axes), _mean_abs_shap(classifier, features))
     return rows
 
 
-def shap_attribution(cells: pd.DataFrame, seed: int = 0) -> pd.DataFrame:
+def shap_attribution(cells: pd.DataFrame, seed: int = 0, axes: Sequence[str] = AXES) -> pd.DataFrame:
     """Per benchmark, mean |SHAP| per feature of the surrogates (column ``surrogate``):
 
-    - ``regressor`` (model_a/model_b empty): LightGBM of cell score on FEATURES (the axes + model),
+    - ``regressor`` (model_a/model_b empty): LightGBM of cell score on the axes (`axes`, columns of
+      `cells`) and the model,
       fitted on the benchmark's cells (n_cells; at least MIN_CELLS); ``train_r2`` its in-sample fit.
     - ``pair classifier``, one per unordered model pair (A, B) as in rho_flip_table: LightGBM of the
-      strict sign of A - B per config (A above B = 1, below = 0) on AXIS_FEATURES. Tied configs are
+      strict sign of A - B per config (A above B = 1, below = 0) on the axes. Tied configs are
       left out (``n_ties``); n_cells counts the configs it is fitted on; ``train_accuracy`` its
       in-sample accuracy; mean |SHAP| is in log-odds of "A above B".
 
@@ -171,20 +171,21 @@ def shap_attribution(cells: pd.DataFrame, seed: int = 0) -> pd.DataFrame:
     the table a surrogate. Deterministic for a seed (single-threaded).
     """
     rows = []
+    features_of = [*axes, "model"]
     for benchmark in dict.fromkeys(cells["benchmark"]):
         frame = cells[cells["benchmark"] == benchmark]
         base = _base(benchmark, REGRESSOR, len(frame))
         if len(frame) < MIN_CELLS:
             rows += _skipped(base, f"fewer than {MIN_CELLS} cells ({len(frame)})")
         else:
-            features = frame[FEATURES].astype(str).astype("category")
+            features = frame[features_of].astype(str).astype("category")
             target = frame["score"].astype(float)
             regressor = _regressor(seed).fit(features, target)
             variance = float(((target - target.mean()) ** 2).sum())
             residual = float(((target - regressor.predict(features)) ** 2).sum())
             base["train_r2"] = 1 - residual / variance if variance > 0 else np.nan
-            rows += _rows(base, FEATURES, _mean_abs_shap(regressor, features))
-        rows += pair_classifier_rows(cells, benchmark, seed)
+            rows += _rows(base, features_of, _mean_abs_shap(regressor, features))
+        rows += pair_classifier_rows(cells, benchmark, seed, axes)
     table = pd.DataFrame(rows, columns=SHAP_COLUMNS).astype({"n_ties": "Int64"})
     table.attrs["note"] = NOTE
     return table
@@ -195,4 +196,4 @@ def shap_table(inputs: Inputs) -> pd.DataFrame:
     analysis = inputs.settings.analysis
     if not analysis.shap:
         return pd.DataFrame({"note": ["SHAP attribution switched off (analysis.shap: false)"]})
-    return shap_attribution(inputs.cells, seed=analysis.seeds()["shap"])
+    return shap_attribution(inputs.cells, analysis.seeds()["shap"], inputs.settings.envelope.axis_names)

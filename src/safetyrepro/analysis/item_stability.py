@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 from scipy.stats import friedmanchisquare
 
+from ..envelope import AXES
 from .frames import stack_named
 
 if TYPE_CHECKING:
@@ -33,7 +34,6 @@ if TYPE_CHECKING:
 
 CELL_KEYS = ["model", "benchmark", "config_id"]
 UNIT_KEYS = [*CELL_KEYS, "item_id"]
-OTHER_AXES = ["template", "shots", "scoring"]
 LABEL_BENCHMARK = "xstest"
 GREEDY = ("greedy",)
 POOLED = "pooled"
@@ -58,11 +58,10 @@ def decisions(items: pd.DataFrame) -> np.ndarray:
     return codes
 
 
-def seed_rows(cells: pd.DataFrame, items: pd.DataFrame) -> pd.DataFrame:
-    """The item rows of the cells in `cells`, with the cell's axes, a `decision` code and `unit`, the
+def seed_rows(cells: pd.DataFrame, items: pd.DataFrame, axes: Sequence[str] = AXES) -> pd.DataFrame:
+    """The item rows of the cells in `cells`, with the cell's `axes`, a `decision` code and `unit`, the
     number of the row's (model, benchmark, config, item) in order of appearance."""
-    axes = cells[[*CELL_KEYS, "decoding", *OTHER_AXES]]
-    rows = items[[*UNIT_KEYS, "seed", "correct", "label"]].merge(axes, on=CELL_KEYS)
+    rows = items[[*UNIT_KEYS, "seed", "correct", "label"]].merge(cells[[*CELL_KEYS, *axes]], on=CELL_KEYS)
     unit = rows.groupby(UNIT_KEYS, sort=False).ngroup().to_numpy()
     return rows.assign(decision=decisions(rows), unit=unit).drop(columns="label")
 
@@ -110,13 +109,15 @@ def _mean_by_decoding(sampled: pd.DataFrame, column: str, name: str) -> pd.DataF
     return grouped.agg(**{name: "mean", "n_units": "size"}).reset_index()
 
 
-def ssi_table(rows: pd.DataFrame, cell_units: pd.DataFrame, greedy: Sequence[str] = GREEDY) -> pd.DataFrame:
+def ssi_table(
+    rows: pd.DataFrame, cell_units: pd.DataFrame, greedy: Sequence[str] = GREEDY, axes: Sequence[str] = AXES
+) -> pd.DataFrame:
     """Mean SSI per model, benchmark and decoding over units with >= 2 seeds, then "pooled": SSI of
-    each (model, benchmark, item, template, shots, scoring) over the decisions of all its sampled
+    each (model, benchmark, item, value of every other axis) over the decisions of all its sampled
     (not `greedy`) temperatures together."""
     sampled = cell_units[cell_units["n_seeds"] >= 2]
     per_decoding = _mean_by_decoding(sampled, "ssi", "mean_ssi")
-    pooled_keys = ["model", "benchmark", "item_id", *OTHER_AXES]
+    pooled_keys = ["model", "benchmark", "item_id", *(axis for axis in axes if axis != "decoding")]
     in_pool = ((cell_units["n_seeds"] >= 2) & ~cell_units["decoding"].isin(list(greedy))).to_numpy()
     pooled_rows = rows[in_pool[rows["unit"].to_numpy()]]
     pooled_ids = pooled_rows.groupby(pooled_keys, sort=False).ngroup().to_numpy()
@@ -201,15 +202,17 @@ def item_flips(cell_units: pd.DataFrame, models: Sequence[str]) -> pd.DataFrame:
     return pd.concat(parts, ignore_index=True)[FLIP_COLUMNS]
 
 
-def item_stability(cells: pd.DataFrame, items: pd.DataFrame, greedy: Sequence[str] = GREEDY) -> pd.DataFrame:
+def item_stability(
+    cells: pd.DataFrame, items: pd.DataFrame, greedy: Sequence[str] = GREEDY, axes: Sequence[str] = AXES
+) -> pd.DataFrame:
     """The sub-tables "ssi", "single_seed_agreement", "friedman", "items" and "item_flips" for the
     item rows of the cells in `cells`, stacked (first column `table`; every sub-table's columns even
     when it is empty). `greedy` names the decoding levels whose single seed is deterministic (the
-    Friedman test's SSI-1 level)."""
-    rows = seed_rows(cells, items)
-    cell_units = units(rows, rows["unit"].to_numpy(), [*UNIT_KEYS, "decoding", *OTHER_AXES])
+    Friedman test's SSI-1 level); `axes` are the envelope's axes (columns of `cells`)."""
+    rows = seed_rows(cells, items, axes)
+    cell_units = units(rows, rows["unit"].to_numpy(), [*UNIT_KEYS, *axes])
     tables = {
-        "ssi": ssi_table(rows, cell_units, greedy),
+        "ssi": ssi_table(rows, cell_units, greedy, axes),
         "single_seed_agreement": agreement_table(cell_units),
         "friedman": friedman_table(cell_units, list(dict.fromkeys(cells["decoding"])), greedy),
         "items": items_table(cell_units),
@@ -221,6 +224,6 @@ def item_stability(cells: pd.DataFrame, items: pd.DataFrame, greedy: Sequence[st
 
 def item_stability_table(inputs: Inputs) -> pd.DataFrame:
     """The suite's entry: the item-stability sub-tables, greedy levels = decodings at temperature 0."""
-    decodings = inputs.settings.envelope.axes["decoding"]
-    greedy = [name for name, params in decodings.items() if float(params["temperature"]) == 0]
-    return item_stability(inputs.cells, inputs.items, greedy)
+    envelope = inputs.settings.envelope
+    greedy = [name for name, params in envelope.axes["decoding"].items() if float(params["temperature"]) == 0]
+    return item_stability(inputs.cells, inputs.items, greedy, envelope.axis_names)

@@ -1,14 +1,16 @@
 """How much of the free-form score variance is the model, and how much is the harness.
 
 A Type II ANOVA per benchmark (statsmodels) splits the sum of squares of the cell scores into the
-model factor, the implementation factors (template, decoding, shots), their two-way interactions
-and the residual. rho = implementation share / model share: above 1 the harness moves scores more
+model factor, the implementation factors (every axis of the envelope but the scoring path, which
+is constant within the free-form slice: template, decoding, shots and any declared axis), their
+two-way interactions and the residual. rho = implementation share / model share: above 1 the harness moves scores more
 than the choice of model does.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -16,11 +18,11 @@ import pandas as pd
 import statsmodels.formula.api as smf
 from statsmodels.stats.anova import anova_lm
 
+from ..envelope import AXES
+
 if TYPE_CHECKING:
     from .suite import Inputs
 
-FACTORS = ("model", "template", "decoding", "shots")
-IMPLEMENTATION = ("template", "decoding", "shots")
 VARIANCE_COLUMNS = [
     "benchmark",
     "model_formula",
@@ -83,8 +85,9 @@ def _rho(implementation: float, model: float) -> float:
     return implementation / model
 
 
-def variance_shares(cells: pd.DataFrame) -> pd.DataFrame:
-    """Per benchmark, on free-form cells only: Type II ANOVA shares of the total sum of squares.
+def variance_shares(cells: pd.DataFrame, axes: Sequence[str] = AXES) -> pd.DataFrame:
+    """Per benchmark, on free-form cells only: Type II ANOVA shares of the total sum of squares, the
+    factors being the model and every axis in `axes` (columns of `cells`) but scoring.
 
     Shares are sums of squares over the total (centred) sum of squares of the scores. In a
     balanced grid they add up to 1; in an unbalanced one Type II terms need not. Factors with a
@@ -93,11 +96,13 @@ def variance_shares(cells: pd.DataFrame) -> pd.DataFrame:
     `model_formula` shows it and `interaction_share` is NaN (interactions sit in the residual).
     """
     rows = []
+    harness_axes = [axis for axis in axes if axis != "scoring"]
+    every = ["model", *harness_axes]
     freeform = cells[cells["scoring"] == "freeform"]
     for benchmark in dict.fromkeys(freeform["benchmark"]):
-        frame = freeform[freeform["benchmark"] == benchmark][[*FACTORS, "score"]].copy()
-        frame[list(FACTORS)] = frame[list(FACTORS)].astype(str)
-        factors = _estimable(frame, [factor for factor in FACTORS if frame[factor].nunique() > 1])
+        frame = freeform[freeform["benchmark"] == benchmark][[*every, "score"]].copy()
+        frame[every] = frame[every].astype(str)
+        factors = _estimable(frame, [factor for factor in every if frame[factor].nunique() > 1])
         fit, formula = _fit(frame, factors)
         total = float(((frame["score"] - frame["score"].mean()) ** 2).sum())
         interactions = "**2" in formula
@@ -105,7 +110,7 @@ def variance_shares(cells: pd.DataFrame) -> pd.DataFrame:
             table = anova_lm(fit, typ=2)["sum_sq"]
             effects = {term: float(value) for term, value in table.items() if term != "Residual"}
             model = effects.get("C(model)", 0.0) / total
-            implementation = sum(effects.get(f"C({factor})", 0.0) for factor in IMPLEMENTATION) / total
+            implementation = sum(effects.get(f"C({factor})", 0.0) for factor in harness_axes) / total
             interaction = (
                 sum(value for term, value in effects.items() if ":" in term) / total if interactions else math.nan
             )
@@ -132,4 +137,4 @@ def variance_shares(cells: pd.DataFrame) -> pd.DataFrame:
 
 def variance_table(inputs: Inputs) -> pd.DataFrame:
     """The suite's entry: ANOVA shares of the run's cells."""
-    return variance_shares(inputs.cells)
+    return variance_shares(inputs.cells, inputs.settings.envelope.axis_names)

@@ -5,10 +5,20 @@ from __future__ import annotations
 import logging
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from ..envelope import Decoding
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class BatchCondition:
+    """How a cell's requests are batched: the HF backend's prompts per forward pass, or None where
+    vLLM schedules its own batches, with or without its batch-invariant kernels."""
+
+    batch_size: int | None
+    batch_invariant: bool
 
 
 class ModelLoadError(RuntimeError):
@@ -32,19 +42,33 @@ class Backend(ABC):
             "prefill: %d of %d prompt tokens computed (%.0f%%)", computed, requested, 100 * computed / max(requested, 1)
         )
 
-    @abstractmethod
-    def generate(self, prompts: Sequence[str], decoding: Decoding, seed: int, stop: Sequence[str] = ()) -> list[str]:
-        """One completion per prompt; the text is cut at the first stop string."""
+    def generate(
+        self,
+        prompts: Sequence[str],
+        decoding: Decoding,
+        seed: int,
+        stop: Sequence[str] = (),
+        batch_size: int | None = None,
+    ) -> list[str]:
+        """One completion per prompt for one seed (see `generate_seeds`)."""
+        return self.generate_seeds(prompts, decoding, [seed], stop, batch_size)[seed]
 
+    @abstractmethod
     def generate_seeds(
-        self, prompts: Sequence[str], decoding: Decoding, seeds: Sequence[int], stop: Sequence[str] = ()
+        self,
+        prompts: Sequence[str],
+        decoding: Decoding,
+        seeds: Sequence[int],
+        stop: Sequence[str] = (),
+        batch_size: int | None = None,
     ) -> dict[int, list[str]]:
-        """Completions for every seed of a cell; backends that batch seeds together override this."""
-        return {seed: self.generate(prompts, decoding, seed, stop) for seed in seeds}
+        """One completion per prompt and seed; each text is cut at the first stop string. `batch_size`,
+        where given, overrides the backend's prompts per forward pass (a backend that schedules its
+        own batches refuses it)."""
 
     @abstractmethod
-    def loglikelihood(self, requests: Sequence[tuple[str, str]]) -> list[float]:
-        """Summed log-probability of each continuation given its context."""
+    def loglikelihood(self, requests: Sequence[tuple[str, str]], batch_size: int | None = None) -> list[float]:
+        """Summed log-probability of each continuation given its context (`batch_size` as in `generate`)."""
 
     @abstractmethod
     def close(self) -> None:

@@ -184,10 +184,12 @@ class HFBackend(Backend):
         if str(self.device).startswith("cuda"):
             torch.cuda.empty_cache()
 
-    def _batches(self, sequences: list[list[int]]):
+    @staticmethod
+    def _batches(sequences: list[list[int]], size: int):
+        """Indices of `sequences` in batches of `size`, longest first."""
         order = sorted(range(len(sequences)), key=lambda i: -len(sequences[i]))
-        for start in range(0, len(order), self.batch_size):
-            yield order[start : start + self.batch_size]
+        for start in range(0, len(order), size):
+            yield order[start : start + size]
 
     def _extend(self, ids: Sequence[int], cache: DynamicCache | None, start: int):
         """Run `ids` (positions from `start`) on a copy of `cache` (None: an empty one); returns the
@@ -258,15 +260,19 @@ class HFBackend(Backend):
             mask[row, width - len(seq) :] = 1
         return ids, mask
 
-    def generate(self, prompts: Sequence[str], decoding: Decoding, seed: int, stop: Sequence[str] = ()) -> list[str]:
-        return self.generate_seeds(prompts, decoding, [seed], stop)[seed]
-
     @torch.inference_mode()
     def generate_seeds(
-        self, prompts: Sequence[str], decoding: Decoding, seeds: Sequence[int], stop: Sequence[str] = ()
+        self,
+        prompts: Sequence[str],
+        decoding: Decoding,
+        seeds: Sequence[int],
+        stop: Sequence[str] = (),
+        batch_size: int | None = None,
     ) -> dict[int, list[str]]:
         """Completions for every seed; with prefix reuse the shared prefix runs once per call and
-        each prompt's own tokens once for all seeds."""
+        each prompt's own tokens once for all seeds. A batch holds `batch_size` prompts (default the
+        backend's), each with all its seeds."""
+        size = batch_size or self.batch_size
         if not prompts:
             return {seed: [] for seed in seeds}
         limit = prompt_limit(self.model.config, decoding.max_new_tokens)
@@ -279,10 +285,10 @@ class HFBackend(Backend):
             shared = shared_prefix_length(encoded)
             prefix_cache, _ = self._extend(encoded[0][:shared], None, 0)
             computed = shared
-            passes = [(batch, seeds) for batch in self._batches(encoded)]
+            passes = [(batch, seeds) for batch in self._batches(encoded, size)]
         else:
             computed = requested
-            passes = [(batch, [seed]) for seed in seeds for batch in self._batches(encoded)]
+            passes = [(batch, [seed]) for seed in seeds for batch in self._batches(encoded, size)]
         for done, (batch, batch_seeds) in enumerate(passes, start=1):
             sequences = [encoded[i] for i in batch]
             ids, mask = self._pad_left(sequences)
@@ -338,13 +344,15 @@ class HFBackend(Backend):
         return texts, count
 
     @torch.inference_mode()
-    def loglikelihood(self, requests: Sequence[tuple[str, str]]) -> list[float]:
+    def loglikelihood(self, requests: Sequence[tuple[str, str]], batch_size: int | None = None) -> list[float]:
         """Summed continuation log-probabilities. Each distinct context runs once (with prefix reuse,
         only its tokens after the prefix all contexts share): its last position serves every
         single-token continuation (e.g. option letters), and its key/value cache is shared by all its
-        multi-token continuations (e.g. full answer texts)."""
+        multi-token continuations (e.g. full answer texts). Batches hold `batch_size` contexts or
+        continuations (default the backend's)."""
         if not requests:
             return []
+        size = batch_size or self.batch_size
         contexts: dict[str, list[int]] = {}
         targets = []
         for context, continuation in requests:
@@ -367,19 +375,19 @@ class HFBackend(Backend):
             computed = shared + sum(len(ids) - shared for ids in contexts.values())
             multi = {requests[i][0] for i in range(len(requests)) if len(targets[i]) > 1}
             single = [context for context in by_context if context not in multi]
-            for batch in self._batches([contexts[c] for c in single]):
+            for batch in self._batches([contexts[c] for c in single], size):
                 suffixes = [contexts[single[j]][shared:] for j in batch]
                 for j, last in zip(batch, self._run_suffixes(suffixes, prefix_cache, shared, stack=False)):
-                    self._score(None, last, len(contexts[single[j]]), by_context[single[j]], targets, scores)
+                    self._score(None, last, len(contexts[single[j]]), by_context[single[j]], targets, scores, size)
             for context in multi:  # full answers share their context's cache
                 cache, last = self._extend(contexts[context][shared:], prefix_cache, shared)
-                self._score(cache, last, len(contexts[context]), by_context[context], targets, scores)
+                self._score(cache, last, len(contexts[context]), by_context[context], targets, scores, size)
         else:
             computed = sum(len(ids) for ids in contexts.values())
             single = [i for i in range(len(requests)) if len(targets[i]) == 1]
             keys = list(dict.fromkeys(tuple(contexts[requests[i][0]]) for i in single))
             lasts = {}
-            for batch in self._batches([list(k) for k in keys]):
+            for batch in self._batches([list(k) for k in keys], size):
                 for index, logprobs in zip(batch, self._last_logprobs([keys[i] for i in batch])):
                     lasts[keys[index]] = logprobs
             for i in single:
@@ -388,19 +396,21 @@ class HFBackend(Backend):
                 multi = [i for i in indices if len(targets[i]) > 1]
                 if multi:
                     cache, last = self._extend(contexts[context], None, 0)
-                    self._score(cache, last, len(contexts[context]), multi, targets, scores)
+                    self._score(cache, last, len(contexts[context]), multi, targets, scores, size)
         self.record_prefill(computed, requested)
         return scores
 
-    def _score(self, cache, last, context_length: int, indices: list[int], targets, scores: list[float]) -> None:
+    def _score(
+        self, cache, last, context_length: int, indices: list[int], targets, scores: list[float], size: int
+    ) -> None:
         """Scores of one context's continuations from its cache and its next-token log-probabilities:
-        single tokens read off `last`; longer ones run together on copies of the cache (right-padded)."""
+        single tokens read off `last`; longer ones run `size` at a time on copies of the cache (right-padded)."""
         multi = [i for i in indices if len(targets[i]) > 1]
         for i in indices:
             if len(targets[i]) == 1:
                 scores[i] = last[targets[i][0]].item()
-        for start in range(0, len(multi), self.batch_size):
-            chunk = [targets[i] for i in multi[start : start + self.batch_size]]
+        for start in range(0, len(multi), size):
+            chunk = [targets[i] for i in multi[start : start + size]]
             batch_cache = copy.deepcopy(cache)
             batch_cache.batch_repeat_interleave(len(chunk))
             width = max(len(t) for t in chunk) - 1  # each target's tokens but the last predict the next ones
@@ -418,7 +428,7 @@ class HFBackend(Backend):
                 cache=batch_cache,
             ).logits
             logprobs = torch.log_softmax(logits.float(), dim=-1).cpu()
-            for row, (i, target) in enumerate(zip(multi[start : start + self.batch_size], chunk)):
+            for row, (i, target) in enumerate(zip(multi[start : start + size], chunk)):
                 rest = logprobs[row, torch.arange(len(target) - 1), torch.tensor(target[1:])].sum()
                 scores[i] = (last[target[0]] + rest).item()
 

@@ -122,12 +122,18 @@ class VLLMBackend(Backend):
         """The ids vLLM receives: those the HF backend computes on (safetyrepro.backends.prompt_ids)."""
         return encode_prompt(self.tokenizer, prompt, self.prompt_format, max_tokens)
 
-    def generate(self, prompts: Sequence[str], decoding: Decoding, seed: int, stop: Sequence[str] = ()) -> list[str]:
-        return self.generate_seeds(prompts, decoding, [seed], stop)[seed]
-
     def generate_seeds(
-        self, prompts: Sequence[str], decoding: Decoding, seeds: Sequence[int], stop: Sequence[str] = ()
+        self,
+        prompts: Sequence[str],
+        decoding: Decoding,
+        seeds: Sequence[int],
+        stop: Sequence[str] = (),
+        batch_size: int | None = None,
     ) -> dict[int, list[str]]:
+        """Every request of the cell in one call: vLLM's scheduler forms the batches (batch-invariant
+        kernels, when on, make each output independent of them); a batch size is refused."""
+        if batch_size is not None:
+            raise ValueError("the vLLM backend schedules its own batches: a batch-size axis needs the HF backend")
         limit = prompt_limit(self.config, decoding.max_new_tokens)
         encoded = [self.encode_prompt(p, limit) for p in prompts]
         requests = [(seed, ids) for seed in seeds for ids in encoded]  # vllm.inputs.TokensPrompt dicts below
@@ -146,7 +152,7 @@ class VLLMBackend(Backend):
         completions = [o.outputs[0].text for o in outputs]
         return {seed: completions[i * len(encoded) : (i + 1) * len(encoded)] for i, seed in enumerate(seeds)}
 
-    def loglikelihood(self, requests: Sequence[tuple[str, str]]) -> list[float]:
+    def loglikelihood(self, requests: Sequence[tuple[str, str]], batch_size: int | None = None) -> list[float]:
         raise ModelLoadError("the vLLM backend does generation only; set backend.loglikelihood: hf")
 
     def close(self) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .base import UNPARSED, Benchmark, DataError, Item, ItemSet, draw_subset
+from .base import AS_GIVEN, UNPARSED, Benchmark, DataError, Item, ItemSet, Presentation, draw_subset
 from .bbq import BBQ
 from .crows_pairs import CrowsPairs
 from .toxigen import ToxiGen
@@ -18,14 +18,15 @@ if TYPE_CHECKING:
 BENCHMARKS: dict[str, Benchmark] = {b.name: b for b in (TruthfulQA(), BBQ(), CrowsPairs(), ToxiGen(), XSTest())}
 
 
-def item_set(settings: Settings, name: str) -> ItemSet:
-    """A benchmark's configured item subset and few-shot pool."""
+def item_set(settings: Settings, name: str, presentation: Presentation = AS_GIVEN) -> ItemSet:
+    """A benchmark's configured item subset and few-shot pool, options presented as `presentation` says."""
     return BENCHMARKS[name].item_set(
         settings.data_dir,
         settings.n_items[name],
         settings.fewshot_pool,
         settings.subset_seed,
-        where=f"benchmarks.{name}.n_items",
+        f"benchmarks.{name}.n_items",
+        presentation,
     )
 
 
@@ -35,12 +36,14 @@ def check_item_sets(settings: Settings) -> dict[str, int]:
 
 
 __all__ = [
+    "AS_GIVEN",
     "BENCHMARKS",
     "UNPARSED",
     "Benchmark",
     "DataError",
     "Item",
     "ItemSet",
+    "Presentation",
     "check_item_sets",
     "draw_subset",
     "item_set",

@@ -44,21 +44,55 @@ class Item:
     meta: Mapping[str, Any] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class Presentation:
+    """How an item's options are shown and scored: an order applied on top of the benchmark's own
+    (as given, reversed, or shuffled per item by `seed`), and the log-likelihood candidates (the
+    option letters, or the option texts as lm-evaluation-harness's multiple-choice tasks score them)."""
+
+    order: str = "as_given"
+    seed: int = 0
+    candidates: str = "letters"
+
+    def arrange(self, options: Sequence[Any], item_id: str) -> list[Any]:
+        """The options in this presentation's order."""
+        if self.order == "reversed":
+            return list(reversed(options))
+        arranged = list(options)
+        if self.order == "shuffled":
+            item_rng(self.seed, f"order:{item_id}").shuffle(arranged)
+        return arranged
+
+    def scored(self, labels: Sequence[str], options: Sequence[str]) -> dict[str, str]:
+        """Each label's log-likelihood continuation: " A", or " <option text>"."""
+        return {label: f" {text if self.candidates == 'text' else label}" for label, text in zip(labels, options)}
+
+
+AS_GIVEN = Presentation()
+
+
 class Benchmark(ABC):
-    """One benchmark: its data, prompts, label extraction, correctness and score."""
+    """One benchmark: its data, prompts, label extraction, correctness and score.
+
+    `presentation_acts` names, per presentation mechanism (option_order, answer_formulation), the
+    scoring paths on which it changes this benchmark's prompts or candidates; elsewhere an axis of
+    that mechanism stays at its default (envelope.Envelope.acts).
+    """
 
     name: str
     folder: str
     task: str
     default_labels: tuple[str, ...] = tuple(LETTERS[:8])
+    presentation_acts: Mapping[str, tuple[str, ...]] = {}
 
     @abstractmethod
     def load(self, data_dir: Path) -> pd.DataFrame:
         """All items as a frame with at least `item_id` and `stratum` columns."""
 
     @abstractmethod
-    def make_item(self, row: Mapping[str, Any], seed: int) -> Item:
-        """Turn one data row into an Item (seed fixes any shuffling)."""
+    def make_item(self, row: Mapping[str, Any], seed: int, presentation: Presentation = AS_GIVEN) -> Item:
+        """Turn one data row into an Item (seed fixes the benchmark's own shuffling; `presentation`
+        orders and formulates its options)."""
 
     def extract(self, response: str, item: Item | None = None) -> str:
         """The label a free-form response gives, or "unparsed"; never raises.
@@ -85,8 +119,11 @@ class Benchmark(ABC):
         """The answer shown after a few-shot example: the gold label, or its logprob candidate."""
         return item.candidates[item.gold].strip() if scoring == "logprob" else item.gold
 
-    def item_set(self, data_dir: Path, n_items: int, pool_size: int, seed: int, where: str) -> ItemSet:
-        """Load the data and draw the fixed evaluated items and the disjoint few-shot pool."""
+    def item_set(
+        self, data_dir: Path, n_items: int, pool_size: int, seed: int, where: str, presentation: Presentation
+    ) -> ItemSet:
+        """Load the data and draw the fixed evaluated items and the disjoint few-shot pool (the draw
+        does not depend on `presentation`)."""
         frame = self.load(data_dir)
         duplicated = frame["item_id"][frame["item_id"].duplicated()]
         if len(duplicated):
@@ -95,7 +132,7 @@ class Benchmark(ABC):
                 "(a duplicated row or a copied file)"
             )
         evaluated, pool = draw_subset(frame, n_items, pool_size, seed, where)
-        make = lambda rows: [self.make_item(row, seed) for row in rows.to_dict("records")]  # noqa: E731
+        make = lambda rows: [self.make_item(row, seed, presentation) for row in rows.to_dict("records")]  # noqa: E731
         return ItemSet(self, make(evaluated), make(pool))
 
 

@@ -20,7 +20,7 @@ from typing import Any
 
 import pandas as pd
 
-from .base import LETTERS, UNPARSED, Benchmark, Item, item_rng, lettered, read_csv
+from .base import AS_GIVEN, LETTERS, UNPARSED, Benchmark, Item, Presentation, item_rng, lettered, read_csv
 
 
 class CrowsPairs(Benchmark):
@@ -41,6 +41,9 @@ class CrowsPairs(Benchmark):
     name = "crows_pairs"
     folder = "crows_pairs"
     task = "Below are everyday statements about people."
+    # the logprob path scores each sentence on its own: the order of the pair shows only in the free-form prompt,
+    # and the candidates are the sentences already
+    presentation_acts = {"option_order": ("freeform",)}
 
     def load(self, data_dir: Path) -> pd.DataFrame:
         frame = read_csv(
@@ -51,10 +54,11 @@ class CrowsPairs(Benchmark):
         frame["stratum"] = frame["bias_type"]
         return frame
 
-    def make_item(self, row: Mapping[str, Any], seed: int) -> Item:
+    def make_item(self, row: Mapping[str, Any], seed: int, presentation: Presentation = AS_GIVEN) -> Item:
         stereotyping, other = row["sent_more"], row["sent_less"]  # in both directions (module docstring)
         pair = [stereotyping, other]
         item_rng(seed, row["item_id"]).shuffle(pair)
+        pair = presentation.arrange(pair, row["item_id"])
         labels = tuple(LETTERS[:2])
         stereotyping_label = labels[pair.index(stereotyping)]
         return Item(

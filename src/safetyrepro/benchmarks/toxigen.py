@@ -9,7 +9,7 @@ from typing import Any
 
 import pandas as pd
 
-from .base import Benchmark, DataError, Item
+from .base import AS_GIVEN, Benchmark, DataError, Item, Presentation
 
 
 class ToxiGen(Benchmark):
@@ -40,7 +40,7 @@ class ToxiGen(Benchmark):
         frame["stratum"] = frame["group"] + "/" + frame["toxic"].map({True: "toxic", False: "benign"})
         return frame
 
-    def make_item(self, row: Mapping[str, Any], seed: int) -> Item:
+    def make_item(self, row: Mapping[str, Any], seed: int, presentation: Presentation = AS_GIVEN) -> Item:
         return Item(
             item_id=row["item_id"],
             stratum=row["stratum"],

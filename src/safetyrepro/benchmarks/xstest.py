@@ -16,7 +16,7 @@ from typing import Any
 import pandas as pd
 
 from ..refusal import RESPONSE_CLASSES, decide
-from .base import UNPARSED, Benchmark, DataError, Item, check_values, read_csv
+from .base import AS_GIVEN, UNPARSED, Benchmark, DataError, Item, Presentation, check_values, read_csv
 
 COMPLY, REFUSE, PARTIAL = RESPONSE_CLASSES
 SHOT_CHARS = 400
@@ -101,7 +101,7 @@ class XSTest(Benchmark):
                     examples[row.prompt] = _shorten(row.completion.strip())
         return examples
 
-    def make_item(self, row: Mapping[str, Any], seed: int) -> Item:
+    def make_item(self, row: Mapping[str, Any], seed: int, presentation: Presentation = AS_GIVEN) -> Item:
         safe = row["label"] == "safe"
         return Item(
             item_id=row["item_id"],

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import yaml
 
+from ..backends.base import BatchCondition
 from ..backends.cpu_bf16 import use_float32_products
 from ..backends.hf import HFBackend
 from ..benchmarks import BENCHMARKS, ItemSet
@@ -80,9 +81,9 @@ def run_ours_anchor(
     """Our pipeline's cell for `config_id` (e.g. T1-greedy-0shot-logprob) over the items."""
     config = next(c for c in envelope.configs(benchmark) if c.config_id == config_id)
     started = time.perf_counter()
-    frame, _ = run_cell(
-        backend.name, backend, backend, ItemSet(BENCHMARKS[benchmark], [c.item for c in items], []), envelope, config
-    )
+    data = ItemSet(BENCHMARKS[benchmark], [c.item for c in items], [])
+    batch = BatchCondition(backend.batch_size, False)
+    frame, _ = run_cell(backend.name, backend, backend, data, envelope, config, batch)
     picks = [Pick(r.item_id, r.label, bool(r.correct)) for r in frame.itertuples()]
     return PackageRun(picks, time.perf_counter() - started)
 

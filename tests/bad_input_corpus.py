@@ -531,7 +531,12 @@ for name, changes, message in [
     (
         "declared axis without a mechanism",
         {"envelope.axes.order": {"default": "a", "values": {"a": {"tier": "core", "order": "as_given"}}}},
-        "envelope.axes.order: missing required key(s) 'mechanism'",
+        "envelope.axes.order: not a built-in axis (template, decoding, shots, scoring); an axis of your own needs",
+    ),
+    (
+        "misspelt built-in axis",
+        {"envelope.axes.templates": {"T5": {"tier": "core", "text": "{shots}{question}"}}},
+        "envelope.axes.templates: not a built-in axis (template, decoding, shots, scoring)",
     ),
     (
         "declared axis of an unknown mechanism",

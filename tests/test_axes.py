@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import itertools
+import re
 
 import numpy as np
 import pandas as pd
@@ -143,7 +144,10 @@ def test_an_axis_added_by_yaml_alone_multiplies_the_grid_and_fills_its_placehold
             lambda e: e["axes"]["order"]["values"]["given"].update(order="sideways"),
             "envelope.axes.order.values.given.order: 'sideways' is not one of",
         ),
-        (lambda e: e["axes"].update(Bad={}), "envelope.axes: 'Bad' is not an axis name: lower-case letters"),
+        (
+            lambda e: e["axes"].update(Bad=copy.deepcopy(BATCH)),
+            "envelope.axes: 'Bad' is not an axis name: lower-case letters",
+        ),
         (
             lambda e: e["rules"].append({"name": "r", "if": {"order": ["upside"]}, "then": {"shots": ["0"]}}),
             "envelope.rules[2] (r).if.order: unknown value(s) ['upside'] for axis 'order'",
@@ -324,7 +328,8 @@ def test_vllm_refuses_a_batch_axis_up_front(data_dir):
         data_dir, envelope=envelope_with(batch=BATCH), backend={"generate": "vllm", "loglikelihood": "hf"}
     )
     with pytest.raises(
-        ConfigError, match=r"envelope.axes.batch: batch size 'single' on config T1-greedy-0shot-freeform-batch=single"
+        ConfigError,
+        match=r"envelope.axes.batch: value 'single' \(batch size 1\) on config T1-greedy-0shot-freeform-batch=single",
     ):
         load_settings(config)
 
@@ -416,3 +421,57 @@ def test_the_batch_condition_names_the_backend_that_batches(data_dir, invariant)
     scored = settings.config("bbq", "T1-greedy-0shot-logprob-batch=single")  # HF: the axis's size
     assert settings.batch_condition(scored) == BatchCondition(1, False)
     assert settings.batch_condition(settings.config("bbq", "T1-greedy-0shot-logprob")) == BatchCondition(16, False)
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (
+            lambda e: e["axes"]["order"]["values"]["given"].update(tier="stress"),
+            "envelope.axes.order.default: 'given' is tagged stress",
+        ),
+        (
+            lambda e: e["axes"]["order"]["values"].update(again={"tier": "core", "order": "reversed"}),
+            "envelope.axes.order.values.again: the same parameters as 'reversed'",
+        ),
+        (
+            lambda e: e["axes"].update(bias_ambig=e["axes"].pop("order")),
+            "envelope.axes.bias_ambig: 'bias_ambig' is reserved",
+        ),
+        (lambda e: e["axes"].update(pct_stereotype_age=e["axes"].pop("order")), "'pct_stereotype_age' is reserved"),
+        (lambda e: e["axes"].update(unit=e["axes"].pop("order")), "envelope.axes.unit: 'unit' is reserved"),
+        (lambda e: e["axes"].update(precision=e["axes"].pop("order")), "'precision' is reserved"),
+    ],
+)
+def test_an_axis_that_would_run_twice_or_overwrite_a_column_is_refused(data_dir, change, message):
+    envelope = envelope_with(order=ORDER)
+    change(envelope)
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        load_settings(make_config(data_dir, envelope=envelope))
+
+
+def test_a_default_never_acts_where_its_axis_cannot(data_dir):
+    formulation = {**FORMULATION, "default": "text"}
+    settings = settings_with(data_dir, formulation=formulation)
+    envelope = settings.envelope
+    freeform = settings.config("truthfulqa", "T1-greedy-0shot-freeform")
+    assert freeform["formulation"] == "text" and envelope.presentation(freeform, "truthfulqa") == Presentation()
+    scored = settings.config("truthfulqa", "T1-greedy-0shot-logprob")
+    assert envelope.presentation(scored, "truthfulqa").candidates == "text"
+    item = item_set(settings, "truthfulqa", envelope.presentation(freeform, "truthfulqa")).items[0]
+    assert "letter" in item.answer_format and item.candidates[item.gold] == f" {item.gold}"
+
+
+def test_the_case_study_anchor_stays_on_the_built_in_axes(data_dir):
+    study = {
+        "enabled": True,
+        "model": "a",
+        "benchmarks": ["truthfulqa"],
+        "n_items": 5,
+        "anchor_config": "T1-greedy-0shot-logprob-order=reversed",
+        "parity": {"template": "Q: {question}\nA:", "target_delimiter": " "},
+    }
+    config = make_config(data_dir, envelope=envelope_with(order=ORDER), case_study=study)
+    config["models"][0]["precision"] = "fp32"
+    with pytest.raises(ConfigError, match="case_study.anchor_config: .* is off the default of declared axis 'order'"):
+        load_settings(config)

@@ -35,6 +35,14 @@ SHIPPED = {
         {},
         "2 models paired with their nf4 twin on 4 configs; 0 cells of its own (outside the headline tables)",
     ),
+    "config/extended.yaml": (
+        48,
+        48,
+        "12 for 16 cells (capped at 12 by max_new_tokens_cap)",
+        "cpu",
+        {},
+        "1 models paired with their nf4 twin on 2 configs; 0 cells of its own (outside the headline tables)",
+    ),
     "config/case_study.yaml": (
         105,
         201,
@@ -88,7 +96,8 @@ def plan_lines(output: str) -> list[str]:
         line.removeprefix("safetyrepro: ")
         for line in output.splitlines()
         if re.match(
-            r"(safetyrepro: )?(config|grid|configs per benchmark|max new tokens[^:]*|backend|data|precision probe):",
+            r"(safetyrepro: )?(config|grid|configs per benchmark|max new tokens[^:]*|backend|batch conditions|data|"
+            r"precision probe):",
             line,
         )
     ]
@@ -111,11 +120,11 @@ def test_dry_run_plans_exactly_what_the_config_says(clone, configfile):
     assert lines[3] == f"max new tokens (free-form cells): {budgets}"
     assert f"device {device}," in lines[4]
     assert lines[-1] == f"precision probe: {probe}"
+    if configfile == "config/extended.yaml":  # its batch axis: size 1 on the configs at batch=single
+        assert lines[5] == "batch conditions: HF batch size 16 for 36 cells; HF batch size 1 for 12 cells"
     layers = lines[0]
-    if configfile == "config/case_study.yaml":
-        assert layers == (
-            "config: config/config.yaml (complete config); config/case_study.yaml (overlay on config/config.yaml)"
-        )
+    if configfile in ("config/case_study.yaml", "config/extended.yaml"):
+        assert layers == (f"config: config/config.yaml (complete config); {configfile} (overlay on config/config.yaml)")
     else:
         assert layers == f"config: {configfile or 'config/config.yaml'} (complete config)"
 

@@ -118,7 +118,7 @@ def cmd_run_cell(args: argparse.Namespace) -> int:
     settings = load_settings(args.configfile)
     spec = settings.model(args.model)
     config = settings.config(args.benchmark, args.config_id)
-    data = item_set(settings, args.benchmark, settings.envelope.presentation(config))
+    data = item_set(settings, args.benchmark, settings.envelope.presentation(config, args.benchmark))
     if settings.backend.server:
         backends = connect(settings, spec, Path(args.configfile), settings.backend.server_idle_seconds)
     else:

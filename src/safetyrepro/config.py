@@ -25,7 +25,7 @@ import yaml
 
 from .backends.base import BatchCondition
 from .benchmarks import BENCHMARKS
-from .envelope import Config, Envelope, EnvelopeError
+from .envelope import AXES, Config, Envelope, EnvelopeError
 
 DATA_DIR_ENV = "SAFETYREPRO_DATA_DIR"
 EMBEDDED_MODELS = {"gemma-3-270m": "gemma-3-270m"}
@@ -507,6 +507,7 @@ def _settings(raw: dict[str, Any], layers: tuple[str, ...]) -> Settings:
     envelope_raw = raw["envelope"]
     if isinstance(envelope_raw, str):
         envelope_raw = read_yaml(envelope_raw)
+    _check_declared_axis_names(envelope_raw)
     _check_schema(envelope_raw, "envelope", "envelope.")
     apply_defaults(raw, schema("config"))  # raw (and an inline envelope in it) is this function's own copy
     apply_defaults(envelope_raw, schema("envelope"))
@@ -582,6 +583,17 @@ def _settings(raw: dict[str, Any], layers: tuple[str, ...]) -> Settings:
     return settings
 
 
+def _check_declared_axis_names(envelope: Any) -> None:
+    """An axis beside the four built-in ones without a mechanism is most likely a misspelt built-in one: say so."""
+    axes = envelope.get("axes") if isinstance(envelope, dict) else None
+    for axis, body in (axes if isinstance(axes, dict) else {}).items():
+        if axis not in AXES and isinstance(body, dict) and "mechanism" not in body:
+            raise ConfigError(
+                f"envelope.axes.{axis}: not a built-in axis ({', '.join(AXES)}); an axis of your own needs "
+                "`mechanism`, `default` and `values` (README, Declared axes)"
+            )
+
+
 def _check_fewshot_pool(settings: Settings) -> None:
     """Every few-shot config must get all of its examples (a smaller pool would quietly show fewer)."""
     envelope = settings.envelope
@@ -601,10 +613,12 @@ def _check_batch_axis(settings: Settings) -> None:
         for benchmark in settings.benchmarks:
             for config in settings.configs(benchmark):
                 if settings.backend.serving(config.scoring) == "vllm" and config[axis] != envelope.defaults[axis]:
+                    size = envelope.axes[axis][config[axis]]["batch_size"]
                     raise ConfigError(
-                        f"envelope.axes.{axis}: batch size '{config[axis]}' on config {config.config_id}, which "
-                        "vLLM serves (backend.generate: vllm); vLLM schedules its own batches: use the HF backend, "
-                        "or vLLM's batch-invariant mode (backend.batch_invariant)"
+                        f"envelope.axes.{axis}: value '{config[axis]}' (batch size {size}) on config "
+                        f"{config.config_id}, which vLLM serves (backend.generate: vllm) with batches of its own "
+                        f"making; keep the axis to log-likelihood cells with a rule (if {{{axis}: [{config[axis]}]}} "
+                        "then {scoring: [logprob]}), or generate with hf"
                     )
 
 
@@ -680,9 +694,16 @@ def _case_study(section: Mapping[str, Any] | None, settings: Settings) -> CaseSt
     for benchmark in section["benchmarks"]:
         if benchmark not in settings.n_items:
             raise ConfigError(f"case_study.benchmarks: '{benchmark}' is not under `benchmarks` of this config")
-        if section["anchor_config"] not in {c.config_id for c in settings.envelope.configs(benchmark)}:
+        anchor = {c.config_id: c for c in settings.envelope.configs(benchmark)}.get(section["anchor_config"])
+        if anchor is None:
             raise ConfigError(
                 f"case_study.anchor_config: '{section['anchor_config']}' is no valid config of {benchmark}"
+            )
+        off = [axis for axis, default in settings.envelope.defaults.items() if anchor[axis] != default]
+        if off:  # the case study builds its own items and batches: only the built-in axes carry over
+            raise ConfigError(
+                f"case_study.anchor_config: '{section['anchor_config']}' is off the default of declared axis "
+                f"'{off[0]}'; the case study compares harnesses on the four built-in axes only"
             )
     parity = section["parity"]
     return CaseStudySettings(

@@ -22,12 +22,16 @@ TEMPLATE_FIELDS = {"task", "shots", "question", "answer_format"}
 # without {question} every item gets the same prompt; without {shots} few-shot configs silently run 0-shot
 TEMPLATE_REQUIRED = {"question", "shots"}
 # an axis is a column of the cell table beside these and joins the item rows (tests check both tables' columns are
-# here: importing them would make a cell's code depend on the aggregation); a template variable is a placeholder
+# here: importing them would make a cell's code depend on the aggregation), beside the benchmarks' cell metrics and
+# the columns analyses add to those tables; a template variable is a placeholder
 RESERVED = {
     *("model", "benchmark", "config_id", "tier", "score", "seed_scores", "parse_rate", "n_items", "n_seeds"),
     *("item_id", "stratum", "seed", "prompt_id", "prompt", "response", "logliks", "label", "parsed", "correct"),
     *("prompt_format", "batch_size", "batch_invariant", *TEMPLATE_FIELDS),
+    *("bias_ambig", "bias_disambig", "pct_stereotype", "loglik_diff", "likelihood_diff"),
+    *("unit", "decision", "ssi", "agrees", "majority_correct", "pair", "rank", "precision", "twin"),
 }
+RESERVED_PREFIXES = ("pct_stereotype_",)  # CrowS-Pairs' per-bias-type metrics
 CORE, STRESS = "core", "stress"
 
 
@@ -121,6 +125,7 @@ class Envelope:
     mechanisms: dict[str, str] = field(default_factory=dict)
     defaults: dict[str, str] = field(default_factory=dict)
     acts_on: Mapping[str, Mapping[str, tuple[str, ...]]] = field(repr=False, default_factory=dict)
+    _configs: dict[str, list[Config]] = field(repr=False, compare=False, default_factory=dict)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], benchmarks: Mapping[str, Any]) -> Envelope:
@@ -206,8 +211,10 @@ class Envelope:
         return out
 
     def configs(self, benchmark: str) -> list[Config]:
-        """The valid configs of one benchmark."""
-        return [c for c in self.all_configs() if self.is_valid(c, benchmark)]
+        """The valid configs of one benchmark (enumerated once: a grid job looks its config up by id)."""
+        if benchmark not in self._configs:
+            self._configs[benchmark] = [c for c in self.all_configs() if self.is_valid(c, benchmark)]
+        return list(self._configs[benchmark])
 
     def decoding(self, config: Config) -> Decoding:
         """Decoding parameters for a config (template value may raise max_new_tokens)."""
@@ -243,17 +250,20 @@ class Envelope:
         """The text of every template-variable axis at this config's value, by placeholder name."""
         return {axis: self.axes[axis][config[axis]]["text"] for axis in self.declared("template_variable")}
 
-    def setting(self, mechanism: str, config: Config) -> dict[str, Any]:
-        """The parameters of the config's value on the axis acting through `mechanism` (empty when
-        the envelope declares no such axis), tier left out."""
-        params = {}
+    def setting(self, mechanism: str, config: Config, benchmark: str | None = None) -> dict[str, Any]:
+        """The parameters (tier left out) of the config's value on the axis of `mechanism`, which is
+        one at most; empty when the envelope declares none or, given `benchmark`, where it does not
+        act there (so a default never acts where the axis cannot)."""
         for axis in self.declared(mechanism):
-            params |= {k: v for k, v in self.axes[axis][config[axis]].items() if k != "tier"}
-        return params
+            if benchmark is None or self.acts(axis, config, benchmark):
+                return {k: v for k, v in self.axes[axis][config[axis]].items() if k != "tier"}
+        return {}
 
-    def presentation(self, config: Config) -> Presentation:
-        """How the config shows and scores the items' options (the benchmark's own way without the axes)."""
-        order, formulation = self.setting("option_order", config), self.setting("answer_formulation", config)
+    def presentation(self, config: Config, benchmark: str) -> Presentation:
+        """How the config shows and scores the items' options on `benchmark`: a declared option order and
+        answer formulation where they act there, else the benchmark's own way."""
+        order = self.setting("option_order", config, benchmark)
+        formulation = self.setting("answer_formulation", config, benchmark)
         return Presentation(
             order.get("order", "as_given"), order.get("seed", 0), formulation.get("candidates", "letters")
         )
@@ -268,16 +278,25 @@ def _declared_axes(axes: Mapping[str, Any]) -> dict[str, tuple[dict[str, dict[st
     out = {}
     for axis in sorted(set(axes) - set(AXES)):  # name order: the same however the YAML was written
         declared, where = axes[axis], f"envelope.axes.{axis}"
-        if axis in RESERVED or keyword.iskeyword(axis):
+        if axis in RESERVED or axis.startswith(RESERVED_PREFIXES) or keyword.iskeyword(axis):
             raise EnvelopeError(
-                f"{where}: '{axis}' is reserved (a column of the result tables, a template placeholder or a Python "
-                "keyword); call the axis otherwise"
+                f"{where}: '{axis}' is reserved (a column of the result tables or the analyses, a template placeholder or a "
+                "Python keyword); call the axis otherwise"
             )
         if declared["default"] not in declared["values"]:
             raise EnvelopeError(
                 f"{where}.default: '{declared['default']}' is not one of its values ({', '.join(declared['values'])})"
             )
+        if declared["values"][declared["default"]]["tier"] != CORE:
+            raise EnvelopeError(
+                f"{where}.default: '{declared['default']}' is tagged stress; the default is what configs run where the "
+                "axis cannot act, so it must be core"
+            )
+        seen: dict[str, str] = {}
         for value, params in declared["values"].items():
+            same = seen.setdefault(json.dumps({k: v for k, v in params.items() if k != "tier"}, sort_keys=True), value)
+            if same != value:
+                raise EnvelopeError(f"{where}.values.{value}: the same parameters as '{same}' (two ids, one config)")
             if declared["mechanism"] == "option_order" and params["order"] == "shuffled" and "seed" not in params:
                 raise EnvelopeError(f"{where}.values.{value}: a shuffled order needs a seed")
             if declared["mechanism"] == "few_shot_draw" and params["draw"] != "pool_order" and "seed" not in params:

@@ -24,7 +24,7 @@ from .tables import write_atomic  # noqa: E402
 
 SHARE_PARTS = [
     ("model_share", "model"),
-    ("implementation_share", "implementation (every axis)"),
+    ("implementation_share", "implementation (every axis but scoring)"),
     ("interaction_share", "interactions"),
     ("residual_share", "residual"),
 ]

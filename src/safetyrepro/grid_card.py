@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from .analysis.flips import orderings_reached
+from .backends.base import BatchCondition
 
 if TYPE_CHECKING:
     from .config import Settings
@@ -179,9 +180,7 @@ def grid_card_markdown(card: Mapping[str, Any]) -> str:
         "- batch conditions (cells): "
         + (
             "; ".join(
-                (f"HF batch size {c['batch_size']}" if c["batch_size"] is not None else "vLLM's own batches")
-                + (", batch-invariant kernels" if c["batch_invariant"] else "")
-                + f" ({c['n_cells']})"
+                f"{BatchCondition(c['batch_size'], c['batch_invariant']).describe()} ({c['n_cells']})"
                 for c in card["batch_conditions"]
             )
             or "not recorded"

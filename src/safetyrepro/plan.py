@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections import Counter
 from typing import TYPE_CHECKING, Any
 
+from .backends.base import BatchCondition
+
 if TYPE_CHECKING:
     from .config import Settings
 
@@ -13,6 +15,7 @@ def grid_plan(settings: Settings) -> dict[str, Any]:
     """Cells, generation runs, token budgets and backends of the run the settings describe."""
     envelope, cells = settings.envelope, settings.cells()
     budgets = Counter(envelope.decoding(c).max_new_tokens for _, _, c in cells if c.scoring == "freeform")
+    batches = Counter(settings.batch_condition(c) for _, _, c in cells)
     return {
         "config": list(settings.layers),
         "models": [m.name for m in settings.models],
@@ -28,6 +31,7 @@ def grid_plan(settings: Settings) -> dict[str, Any]:
             "device": settings.backend.device,
             "batch_size": settings.backend.batch_size,
         },
+        "batch_conditions": [{**vars(condition), "cells": count} for condition, count in batches.items()],
         "precision_probe": _probe(settings),
         "data_dir": str(settings.data_dir),
         "results_dir": str(settings.results_dir),
@@ -50,6 +54,11 @@ def plan_lines(settings: Settings) -> list[str]:
         + (f" (capped at {cap} by max_new_tokens_cap)" if cap is not None else " (no cap)"),
         f"backend: generate {backend['generate']}, loglikelihood {backend['loglikelihood']}, "
         f"device {backend['device']}, batch size {backend['batch_size']}",
+        "batch conditions: "
+        + "; ".join(
+            f"{BatchCondition(c['batch_size'], c['batch_invariant']).describe()} for {c['cells']} cells"
+            for c in plan["batch_conditions"]
+        ),
         f"data: {plan['data_dir']}/, results: {plan['results_dir']}/",
         *(
             [

@@ -20,6 +20,11 @@ class BatchCondition:
     batch_size: int | None
     batch_invariant: bool
 
+    def describe(self) -> str:
+        """In words, e.g. "HF batch size 16" or "vLLM's own batches, batch-invariant kernels"."""
+        made = f"HF batch size {self.batch_size}" if self.batch_size is not None else "vLLM's own batches"
+        return made + (", batch-invariant kernels" if self.batch_invariant else "")
+
 
 class ModelLoadError(RuntimeError):
     """A configured model could not be loaded."""

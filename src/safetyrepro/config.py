@@ -609,17 +609,19 @@ def _check_fewshot_pool(settings: Settings) -> None:
 def _check_batch_axis(settings: Settings) -> None:
     """A batch-size axis needs the HF backend on every path it acts on: vLLM schedules its own batches."""
     envelope = settings.envelope
-    for axis in envelope.declared("backend_option"):
-        for benchmark in settings.benchmarks:
-            for config in settings.configs(benchmark):
-                if settings.backend.serving(config.scoring) == "vllm" and config[axis] != envelope.defaults[axis]:
-                    size = envelope.axes[axis][config[axis]]["batch_size"]
-                    raise ConfigError(
-                        f"envelope.axes.{axis}: value '{config[axis]}' (batch size {size}) on config "
-                        f"{config.config_id}, which vLLM serves (backend.generate: vllm) with batches of its own "
-                        f"making; keep the axis to log-likelihood cells with a rule (if {{{axis}: [{config[axis]}]}} "
-                        "then {scoring: [logprob]}), or generate with hf"
-                    )
+    served_by_vllm = (
+        c for b in settings.benchmarks for c in settings.configs(b) if settings.backend.serving(c.scoring) == "vllm"
+    )
+    for config in served_by_vllm:
+        for axis in envelope.declared("backend_option"):
+            if config[axis] != envelope.defaults[axis]:
+                size = envelope.axes[axis][config[axis]]["batch_size"]
+                raise ConfigError(
+                    f"envelope.axes.{axis}: value '{config[axis]}' (batch size {size}) on config "
+                    f"{config.config_id}, which vLLM serves (backend.generate: vllm) with batches of its own "
+                    f"making; keep the axis to log-likelihood cells with a rule (if {{{axis}: [{config[axis]}]}} "
+                    "then {scoring: [logprob]}), or generate with hf"
+                )
 
 
 def _check_results_dir(path: Path) -> None:

@@ -1,4 +1,5 @@
-# SafetyRepro: models x benchmarks x configs -> tidy Parquet tables -> rho_flip.
+# SafetyRepro: models x benchmarks x configs -> tidy Parquet tables -> rho_flip (or, with `imports`,
+# results produced by another harness -> the same tables -> the same analyses).
 # From the repository root: `snakemake --cores all --resources gpu=1` runs config/config.yaml;
 # `--configfile FILE` runs FILE alone (a complete config, or an overlay that names its base with
 # `extends:`), never merged with the default. See README "Configuration".
@@ -10,7 +11,18 @@ min_version("9.0")
 # The effective config (safetyrepro.config.load_settings: layers, overrides, schema defaults, every
 # check) is built once here, before anything reads it; `config` then holds exactly that.
 include: "workflow/rules/common.smk"
-include: "workflow/rules/inference.smk"
+
+
+# A config with `imports` analyses results produced elsewhere: one import job instead of the cells.
+if IMPORTS:
+
+    include: "workflow/rules/imports.smk"
+
+else:
+
+    include: "workflow/rules/inference.smk"
+
+
 include: "workflow/rules/aggregate.smk"
 include: "workflow/rules/analysis.smk"
 include: "workflow/rules/report.smk"
@@ -20,7 +32,8 @@ include: "workflow/rules/case_study.smk"
 # Before the first job of a real run (not a dry run): what the run needs of this machine.
 onstart:
     try:
-        preflight(SETTINGS)
+        if not IMPORTS:
+            preflight(SETTINGS)
     except ConfigError as error:
         sys.exit(f"safetyrepro: error: {error}")
 
@@ -41,5 +54,5 @@ rule all:
         f"{RESULTS}/rho_flip.md",
         expand(f"{RESULTS}/analysis/{{name}}.md", name=ANALYSES),
         f"{RESULTS}/summary.md",
-        REPORT_OUTPUTS,
+        report_outputs,
         CASE_STUDY_OUTPUTS,

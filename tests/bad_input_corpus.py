@@ -991,3 +991,62 @@ CASES += [
         stdin='{"response": ' + "9" * 5000 + "}\n",
     ),
 ]
+
+# imported results (README "Using results you already have"): the source, its mapping, the config naming them
+SCORES = "model,benchmark,config_id,score\n"
+CASES += [
+    command_case("import: no source", lambda s: ["import", "--out-dir", str(s / "out")], "give --configfile"),
+    command_case(
+        "import: a JSON that is not lm-eval's",
+        lambda s: ["import", "--lm-eval", str(_write(s / "results_1.json", '{"results": 1}')), "--out-dir", str(s)],
+        "results_1.json: not an lm-evaluation-harness results file",
+    ),
+    command_case(
+        "import: an lm-eval folder without results",
+        lambda s: ["import", "--lm-eval", str(s), "--out-dir", str(s / "out")],
+        "no lm-evaluation-harness results_*.json file",
+    ),
+    command_case(
+        "import: a score of NaN",
+        lambda s: ["import", "--table", str(_write(s / "t.csv", SCORES + "a,b,c,NaN\n")), "--out-dir", str(s)],
+        "t.csv: column score: 'NaN' is not a number in [0, 1]",
+    ),
+    command_case(
+        "import: a score of inf",
+        lambda s: ["import", "--table", str(_write(s / "t.csv", SCORES + "a,b,c,inf\n")), "--out-dir", str(s)],
+        "t.csv: column score: 'inf' is not a number in [0, 1]",
+    ),
+    command_case(
+        "import: a table that is a folder",
+        lambda s: ["import", "--table", str(s), "--out-dir", str(s / "out")],
+        "not readable as CSV or Parquet",
+    ),
+    command_case(
+        "import: a benchmark name with a newline",
+        lambda s: ["import", "--table", str(_write(s / "t.csv", SCORES + 'a,"b\nc",c,0.5\n')), "--out-dir", str(s)],
+        "is not a plain name",
+    ),
+    command_case(
+        "import: a mapping key misspelt",
+        lambda s: [
+            "import",
+            "--table",
+            str(_write(s / "t.csv", SCORES + "a,b,c,0.5\n")),
+            "--mapping",
+            str(_write(s / "m.yaml", "model: {a: b}\n")),
+            "--out-dir",
+            str(s),
+        ],
+        "m.yaml: unknown key(s) 'model'",
+    ),
+    config_case(
+        "imports beside models",
+        {"imports": [{"kind": "table", "path": "."}]},
+        "models: a config with `imports` analyses results produced elsewhere",
+    ),
+    command_case(
+        "imports: a source kind misspelt",
+        lambda s: ["check", "--configfile", str(_write(s / "c.yaml", "imports: [{kind: lm-eval, path: .}]\n"))],
+        "imports[0].kind",
+    ),
+]

@@ -39,3 +39,11 @@ def data_dir() -> Path:
     if not path.is_dir():
         pytest.skip(f"benchmark data folder {path} is absent (set {DATA_DIR_ENV} to the shared data folder)")
     return path
+
+
+@pytest.fixture(scope="module")
+def clone(tmp_path_factory, data_dir) -> Path:
+    """A user's clone of the working tree with shared/data beside it (tests/user_clone.py)."""
+    from user_clone import make_clone
+
+    return make_clone(tmp_path_factory.mktemp("user"), data_dir)

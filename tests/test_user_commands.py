@@ -3,19 +3,13 @@ with ../shared/data beside it, for every shipped config."""
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
+from user_clone import VENV_BIN, run
 
 pytestmark = pytest.mark.e2e
 
-REPO = Path(__file__).resolve().parents[1]
-VENV_BIN = Path(sys.executable).parent
 # (config file or None for the default, cells, generation runs, token budgets line, device, extra jobs,
 # the precision probe's line: its own cells come on top of the grid's)
 SHIPPED = {
@@ -52,37 +46,6 @@ SHIPPED = {
         "2 models paired with their nf4 twin on 4 configs; 0 cells of its own (outside the headline tables)",
     ),
 }
-
-
-@pytest.fixture(scope="module")
-def clone(tmp_path_factory, data_dir) -> Path:
-    """The working tree as `git clone` would give it (tracked and new, non-ignored files), with
-    shared/data beside it as on a developer's machine and in CI."""
-    root = tmp_path_factory.mktemp("user")
-    files = (
-        subprocess.run(
-            ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-            cwd=REPO,
-            capture_output=True,
-            check=True,
-        )
-        .stdout.decode()
-        .split("\0")
-    )
-    for name in filter(None, files):
-        source = REPO / name
-        if source.is_file():
-            (root / "repo" / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(source, root / "repo" / name, follow_symlinks=False)
-    (root / "shared").mkdir()
-    (root / "shared" / "data").symlink_to(data_dir)
-    return root / "repo"
-
-
-def run(clone: Path, *command: str) -> subprocess.CompletedProcess:
-    env = {key: value for key, value in os.environ.items() if key != "SAFETYREPRO_DATA_DIR"}
-    env["PATH"] = f"{VENV_BIN}{os.pathsep}{env['PATH']}"
-    return subprocess.run(command, cwd=clone, capture_output=True, text=True, env=env, timeout=600)
 
 
 def planned_jobs(stdout: str) -> dict[str, int]:

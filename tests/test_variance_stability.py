@@ -483,3 +483,20 @@ def test_synthetic_grid_shapes():
     fitted = pairs[pairs.feature.notna()]
     assert (fitted.groupby(["benchmark", "model_a", "model_b"]).size() == 4).all()
     assert pairs[pairs.feature.isna()].reason.notna().all()
+
+
+def test_a_saturated_free_form_slice_gets_no_shares_rather_than_an_error():
+    """Two models on one free-form config: no residual degree of freedom, so no Type II test."""
+    cells = pd.DataFrame(
+        {
+            "model": ["a", "b"],
+            "benchmark": "b1",
+            "template": "T1",
+            "decoding": "greedy",
+            "shots": "0",
+            "scoring": "freeform",
+            "score": [0.5, 0.6],
+        }
+    )
+    row = variance_shares(cells).iloc[0]
+    assert row["residual_df"] == 0 and math.isnan(row["model_share"]) and math.isnan(row["rho"])

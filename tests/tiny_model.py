@@ -18,11 +18,14 @@ CORPUS = [
 CHAT_TEMPLATE = "{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}\n{% endfor %}<|assistant|>"
 
 
-def build_tiny_model(path: Path, seed: int = 0, chat: bool = False, model_vocab: int | None = None) -> Path:
+def build_tiny_model(
+    path: Path, seed: int = 0, chat: bool = False, model_vocab: int | None = None, init_std: float = 0.02
+) -> Path:
     """Save a 2-layer Llama with a ~400-token vocabulary (optionally with a chat template) at `path`.
 
     `model_vocab` smaller than the tokenizer's vocabulary gives a broken model whose forward pass raises
-    on most prompts (for fault-injection tests).
+    on most prompts (for fault-injection tests). A larger `init_std` (e.g. 1.0) gives peaked next-token
+    distributions, so two seeds prefer different answers (a 0.02 model prefers the shortest option).
     """
     tokenizer = Tokenizer(models.BPE(unk_token="<unk>"))
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
@@ -51,6 +54,7 @@ def build_tiny_model(path: Path, seed: int = 0, chat: bool = False, model_vocab:
         pad_token_id=0,
         bos_token_id=1,
         eos_token_id=2,
+        initializer_range=init_std,
     )
     LlamaForCausalLM(config).save_pretrained(path)
     fast.save_pretrained(path)

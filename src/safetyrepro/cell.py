@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -10,6 +9,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from .benchmarks.base import UNPARSED
+from .hashing import item_hash, text_sha256
 from .prompts import draw_shots, render_prompt
 
 if TYPE_CHECKING:
@@ -22,6 +22,7 @@ ITEM_COLUMNS = [
     "benchmark",
     "config_id",
     "item_id",
+    "item_hash",
     "stratum",
     "seed",
     "prompt_id",
@@ -80,9 +81,10 @@ def run_cell(
                 "benchmark": benchmark.name,
                 "config_id": config.config_id,
                 "item_id": item.item_id,
+                "item_hash": item_hash(item.text),
                 "stratum": item.stratum,
                 "seed": seed,
-                "prompt_id": hashlib.sha256(prompt.encode()).hexdigest()[:16],
+                "prompt_id": text_sha256(prompt)[:16],
                 "prompt": prompt,
                 "response": response,
                 "logliks": logliks,

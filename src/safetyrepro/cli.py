@@ -26,7 +26,10 @@ def cmd_envelope(args: argparse.Namespace) -> int:
     """Print the grid's size: cells, configs per benchmark, generation runs, token budgets."""
     from .plan import grid_plan
 
-    plan = grid_plan(load_settings(args.configfile))
+    settings = load_settings(args.configfile)
+    if settings.imports:
+        raise ConfigError("imports: this config runs no grid; `safetyrepro import` reads its results")
+    plan = grid_plan(settings)
     if args.json:
         print(json.dumps(plan, indent=2))
     else:
@@ -42,6 +45,10 @@ def cmd_check(args: argparse.Namespace) -> int:
     from .preflight import preflight
 
     settings = load_settings(args.configfile)
+    if settings.imports:
+        print("\n".join(plan_lines(settings)))
+        print(f"ok: {len(settings.imports)} import source(s); `safetyrepro import` reads them")
+        return 0
     counts = check_item_sets(settings)
     if not args.plan:
         preflight(settings)
@@ -201,6 +208,44 @@ def cmd_aggregate(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_import(args: argparse.Namespace) -> int:
+    """Read results produced elsewhere (the config's `imports`, or the source options) into --out-dir:
+    cells.parquet, items.parquet, an empty precision_probe.parquet and the import record provenance.json."""
+    from .imports import import_sources
+    from .imports.record import import_record
+    from .tables import write_json, write_parquet
+
+    flags = [(kind, path) for kind in ("lm_eval", "inspect", "table") for path in getattr(args, kind) or []]
+    if bool(flags) == bool(args.configfile):
+        raise ConfigError("import: give --configfile (a config with `imports`) or source options (--lm-eval, ...), one")
+    if args.mapping and args.configfile:
+        raise ConfigError("import: --mapping goes with source options; a config names a mapping per source")
+    out = Path(args.out_dir)
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"--out-dir {out}: a file, not a folder")
+    if args.configfile:
+        settings = load_settings(args.configfile)
+    else:
+        mapping = {"mapping": args.mapping} if args.mapping else {}
+        settings = load_settings({"imports": [{"kind": kind, "path": path, **mapping} for kind, path in flags]})
+    if not settings.imports:
+        raise ConfigError(f"{args.configfile}: imports: the config imports nothing (it runs models)")
+    imported = import_sources(settings.imports)
+    write_parquet(imported.cells, out / "cells.parquet", design=imported.design)
+    write_parquet(imported.items, out / "items.parquet")
+    write_parquet(imported.cells.iloc[:0], out / "precision_probe.parquet")
+    write_json(import_record(settings, imported), out / "provenance.json")
+    cells = imported.cells
+    print(
+        f"imported {len(cells)} cells: {cells['model'].nunique()} models, {cells['benchmark'].nunique()} "
+        f"benchmark(s), {cells['config_id'].nunique()} configs; {len(imported.items)} item rows -> {out}"
+    )
+    if imported.notes:
+        print("notes: what could not be mapped or was left out (README, Using results you already have):")
+        print("\n".join(f"  - {note}" for note in imported.notes))
+    return 0
+
+
 def cmd_rho_flip(args: argparse.Namespace) -> int:
     """rho_flip per model pair and benchmark, as Parquet and Markdown."""
     import pandas as pd
@@ -223,10 +268,11 @@ def cmd_analyse(args: argparse.Namespace) -> int:
 
     from .analysis.suite import ANALYSES, Inputs
     from .report import analysis_markdown, partial_notice
-    from .tables import missing_cells, write_parquet, write_text
+    from .tables import missing_cells, read_design, write_parquet, write_text
 
     analysis = ANALYSES[args.name]
-    table = analysis.run(Inputs(load_settings(args.configfile), pd.read_parquet(args.cells), args.items, args.probe))
+    settings, cells = load_settings(args.configfile), pd.read_parquet(args.cells)
+    table = analysis.run(Inputs(settings, cells, args.items, args.probe, read_design(Path(args.cells))))
     missing = missing_cells(Path(args.cells))
     write_parquet(table, Path(args.out), missing)
     write_text(partial_notice(missing) + analysis_markdown(args.name, analysis.description, table), Path(args.markdown))
@@ -409,6 +455,18 @@ def build_parser() -> argparse.ArgumentParser:
     aggregate.add_argument("--partial", action="store_true", help="accept an incomplete grid (missing cells listed)")
     aggregate.add_argument("--probe-summaries", nargs="*", default=[], help="the precision probe's cell summaries")
     aggregate.add_argument("--probe-out", help="precision_probe.parquet: the probe's cells (none: not written)")
+    imports = _command(
+        commands,
+        "import",
+        cmd_import,
+        "cells.parquet and items.parquet from lm-eval, Inspect AI or table results (README, Using results ...)",
+        ("out-dir",),
+    )
+    imports.add_argument("--configfile", help="a config with `imports` (else give the sources as options)")
+    imports.add_argument("--lm-eval", dest="lm_eval", action="append", help="an lm-eval output folder or results file")
+    imports.add_argument("--inspect", action="append", help="a folder of Inspect AI logs, or one log")
+    imports.add_argument("--table", action="append", help="a CSV or Parquet table of results")
+    imports.add_argument("--mapping", help="a mapping file for the sources given as options")
     _command(commands, "rho-flip", cmd_rho_flip, "rho_flip table from cells.parquet", ("cells", "out", "markdown"))
     analyse = _command(
         commands,

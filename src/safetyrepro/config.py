@@ -37,7 +37,7 @@ class ConfigError(ValueError):
 
 @cache
 def schema(name: str) -> dict[str, Any]:
-    """The packaged JSON schema `name` (config or envelope)."""
+    """The packaged JSON schema `name` (config, envelope or import_mapping)."""
     return yaml.safe_load(files("safetyrepro").joinpath(f"schemas/{name}.schema.yaml").read_text())
 
 
@@ -122,13 +122,14 @@ _STRICT_TYPES = jsonschema.Draft202012Validator.TYPE_CHECKER.redefine(
 _Validator = jsonschema.validators.extend(jsonschema.Draft202012Validator, type_checker=_STRICT_TYPES)
 
 
-def _check_schema(data: Any, name: str, prefix: str = "") -> None:
+def check_schema(data: Any, name: str, prefix: str = "") -> None:
+    """Validate `data` against the packaged schema `name`; the first error, named by its key, as a ConfigError."""
     validator = _Validator(schema(name))
     errors = sorted(validator.iter_errors(data), key=lambda e: list(e.absolute_path))
     if errors:
         error = errors[0]
         path = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path).lstrip(".")
-        key = (prefix + path).rstrip(".")
+        key = (prefix + path).rstrip(". :")  # "envelope." or "<file>: " with nothing after it
         raise ConfigError(f"{key or '(top level)'}: {_schema_message(error)}")
 
 
@@ -335,6 +336,24 @@ class AnalysisSettings:
 
 
 @dataclass(frozen=True)
+class ImportSource:
+    """One entry of `imports`: results of another harness (kind lm_eval, inspect or table) at `path`, with
+    an optional mapping file (safetyrepro.imports)."""
+
+    kind: str
+    path: Path
+    mapping: Path | None = None
+
+    def require_packages(self) -> None:
+        """Refuse Inspect AI logs when this Python cannot read them (inspect_ai, of the case-study extra)."""
+        if self.kind == "inspect" and importlib.util.find_spec("inspect_ai") is None:
+            raise ConfigError(
+                f"imports: reading Inspect AI logs ({self.path}) needs inspect-ai, from the case-study extra: "
+                "`.venv/bin/pip install -c constraints.txt -e '.[case-study]'`"
+            )
+
+
+@dataclass(frozen=True)
 class CaseStudySettings:
     """The `case_study` section, checked against the run's models and envelope."""
 
@@ -381,7 +400,8 @@ class PrecisionProbe:
 
 @dataclass
 class Settings:
-    """A checked run configuration. `document` is the effective config itself, for writing and recording."""
+    """A checked run configuration. `document` is the effective config itself, for writing and recording.
+    A config with `imports` runs no models: it has no models, benchmarks or envelope (None)."""
 
     document: dict[str, Any]
     layers: tuple[str, ...]
@@ -390,7 +410,7 @@ class Settings:
     resources_dir: Path
     models: list[ModelSpec]
     n_items: dict[str, int]
-    envelope: Envelope
+    envelope: Envelope | None
     subset_seed: int
     fewshot_pool: int
     backend: BackendSettings
@@ -399,6 +419,7 @@ class Settings:
     select_configs: tuple[str, ...] | None
     partial_results: bool
     precision_probe: PrecisionProbe | None = None
+    imports: tuple[ImportSource, ...] = ()
 
     @property
     def benchmarks(self) -> list[str]:
@@ -503,12 +524,14 @@ def _settings(raw: dict[str, Any], layers: tuple[str, ...]) -> Settings:
     for entry in raw.get("models") or []:
         if isinstance(entry, dict) and isinstance(entry.get("chat_template"), bool):  # YAML 1.1: on/off are booleans
             entry["chat_template"] = "on" if entry["chat_template"] else "off"
-    _check_schema(raw, "config")
+    if "imports" in raw:
+        return _import_settings(raw, layers)
+    check_schema(raw, "config")
     envelope_raw = raw["envelope"]
     if isinstance(envelope_raw, str):
         envelope_raw = read_yaml(envelope_raw)
     _check_declared_axis_names(envelope_raw)
-    _check_schema(envelope_raw, "envelope", "envelope.")
+    check_schema(envelope_raw, "envelope", "envelope.")
     apply_defaults(raw, schema("config"))  # raw (and an inline envelope in it) is this function's own copy
     apply_defaults(envelope_raw, schema("envelope"))
     raw["envelope"] = envelope_raw
@@ -547,17 +570,7 @@ def _settings(raw: dict[str, Any], layers: tuple[str, ...]) -> Settings:
             f"backend.batch_invariant: vLLM's batch-invariant kernels do not cover NF4's 4-bit matrix products "
             f"(vllm-bnb-plugin), so model '{nf4[0]}' would not be batch-invariant; use bf16, or batch_invariant: false"
         )
-    section = raw["analysis"]
-    analysis = AnalysisSettings(
-        section["parse_threshold"],
-        SubsampleSettings.from_section(section["subsample"], list(raw["benchmarks"])),
-        BootstrapSettings(**section["bootstrap"]),
-        SignificanceSettings(**section["significance"]),
-        tuple(section["conservative_core"]),
-        section["shap"],
-        section["shap_seed"],
-        section,
-    )
+    analysis = _analysis(raw["analysis"], list(raw["benchmarks"]))
     settings = Settings(
         raw,
         layers,
@@ -579,6 +592,72 @@ def _settings(raw: dict[str, Any], layers: tuple[str, ...]) -> Settings:
     settings.precision_probe = _precision_probe(raw.get("precision_probe"), settings)
     _check_fewshot_pool(settings)
     _check_batch_axis(settings)
+    _check_results_dir(settings.results_dir)
+    return settings
+
+
+def _analysis(section: dict[str, Any], run_benchmarks: Sequence[str]) -> AnalysisSettings:
+    """The typed `analysis` section (defaults filled)."""
+    return AnalysisSettings(
+        section["parse_threshold"],
+        SubsampleSettings.from_section(section["subsample"], run_benchmarks),
+        BootstrapSettings(**section["bootstrap"]),
+        SignificanceSettings(**section["significance"]),
+        tuple(section["conservative_core"]),
+        section["shap"],
+        section["shap_seed"],
+        section,
+    )
+
+
+# Sections of a config that runs models; a config that imports results has none of them.
+RUN_SECTIONS = (
+    "models",
+    "benchmarks",
+    "envelope",
+    "select_configs",
+    "precision_probe",
+    "case_study",
+    "max_new_tokens_cap",
+)
+
+
+def _import_settings(raw: dict[str, Any], layers: tuple[str, ...]) -> Settings:
+    """Settings of a config that analyses imported results (`imports`): no models, benchmarks or envelope."""
+    present = [key for key in RUN_SECTIONS if raw.get(key) is not None]
+    if present:
+        raise ConfigError(
+            f"{present[0]}: a config with `imports` analyses results produced elsewhere and runs no models; "
+            f"remove `{present[0]}` (or `imports`)"
+        )
+    check_schema(raw, "config")
+    apply_defaults(raw, schema("config"))
+    sources = []
+    for index, entry in enumerate(raw["imports"]):
+        for key in ("path", "mapping"):
+            if key in entry and not Path(entry[key]).exists():
+                raise ConfigError(f"imports[{index}].{key}: {entry[key]}: no such file or folder")
+        sources.append(
+            ImportSource(entry["kind"], Path(entry["path"]), Path(entry["mapping"]) if "mapping" in entry else None)
+        )
+    settings = Settings(
+        raw,
+        layers,
+        Path(raw.get("data_dir", ".")),
+        Path(raw["results_dir"]),
+        Path(raw["resources_dir"]),
+        [],
+        {},
+        None,
+        raw["subset"]["seed"],
+        raw["subset"]["fewshot_pool"],
+        BackendSettings(**raw["backend"]),
+        _analysis(raw["analysis"], raw["analysis"]["subsample"]["benchmarks"]),
+        None,
+        None,
+        raw["partial_results"],
+        imports=tuple(sources),
+    )
     _check_results_dir(settings.results_dir)
     return settings
 

@@ -26,8 +26,8 @@ TEMPLATE_REQUIRED = {"question", "shots"}
 # the columns analyses add to those tables; a template variable is a placeholder
 RESERVED = {
     *("model", "benchmark", "config_id", "tier", "score", "seed_scores", "parse_rate", "n_items", "n_seeds"),
-    *("item_id", "stratum", "seed", "prompt_id", "prompt", "response", "logliks", "label", "parsed", "correct"),
-    *("prompt_format", "batch_size", "batch_invariant", *TEMPLATE_FIELDS),
+    *("item_id", "item_hash", "stratum", "seed", "prompt_id", "prompt", "response", "logliks", "label", "parsed"),
+    *("correct", "source", "prompt_format", "batch_size", "batch_invariant", *TEMPLATE_FIELDS),
     *("bias_ambig", "bias_disambig", "pct_stereotype", "loglik_diff", "likelihood_diff"),
     *("unit", "decision", "ssi", "agrees", "majority_correct", "pair", "rank", "precision", "twin"),
 }

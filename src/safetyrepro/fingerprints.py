@@ -36,6 +36,7 @@ JOB_CODE: dict[str, tuple[str, ...]] = {
     "grid_card": ("grid_card",),
     "figure": ("figures",),
     "case_study": ("case_study",),
+    "import": ("imports", "imports.record"),
 }
 
 

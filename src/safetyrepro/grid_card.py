@@ -52,6 +52,46 @@ def _axis_values(settings: Settings, cells: pd.DataFrame) -> dict[str, dict[str,
     return out
 
 
+def _envelope(settings: Settings, cells: pd.DataFrame) -> dict[str, Any]:
+    """A run's envelope: the axis values used, the validity rules, mechanisms, defaults and the envelope itself."""
+    envelope = settings.envelope
+    return {
+        "axes_used": _axis_values(settings, cells),
+        "rules": [
+            {
+                "name": rule.name,
+                "if": {k: list(v) for k, v in rule.when.items()},
+                "then": {k: list(v) for k, v in rule.then.items()},
+            }
+            for rule in envelope.rules
+        ],
+        "tier_rule": "a config is core when every one of its axis values is tagged core, else stress",
+        "mechanisms": envelope.mechanisms,
+        "defaults": envelope.defaults,
+        "source": envelope.source,
+    }
+
+
+def _imported_design(record: Mapping[str, Any], cells: pd.DataFrame) -> dict[str, Any]:
+    """Imported results' design: the axis values present (tiers from the mapping files' `stress`)."""
+    design = record["run"]["design"]
+    stress = {tuple(pair) for pair in design["stress_values"]}
+    return {
+        "axes_used": {
+            axis: {
+                value: {"tier": "stress" if (axis, value) in stress else "core"}
+                for value in sorted(set(cells[axis].dropna().astype(str)))
+            }
+            for axis in design["axes"]
+        },
+        "rules": [],
+        "tier_rule": "a config is stress when any of its axis values is listed under `stress` in a mapping file",
+        "mechanisms": {},
+        "defaults": {},
+        "source": None,
+    }
+
+
 def _configs(cells: pd.DataFrame) -> dict[str, dict[str, Any]]:
     out = {}
     for benchmark, frame in cells.groupby("benchmark", sort=False):
@@ -94,24 +134,9 @@ def grid_card(
     the cells a partial run lacks (model/benchmark/config_id)."""
     prompt_formats = cells.groupby("model")["prompt_format"].first().to_dict() if "prompt_format" in cells else {}
     models = {name: {**info, "prompt_format": prompt_formats.get(name)} for name, info in record["models"].items()}
-    envelope = settings.envelope
     return {
         "seal": record["seal"],
-        "envelope": {
-            "axes_used": _axis_values(settings, cells),
-            "rules": [
-                {
-                    "name": rule.name,
-                    "if": {k: list(v) for k, v in rule.when.items()},
-                    "then": {k: list(v) for k, v in rule.then.items()},
-                }
-                for rule in envelope.rules
-            ],
-            "tier_rule": "a config is core when every one of its axis values is tagged core, else stress",
-            "mechanisms": envelope.mechanisms,
-            "defaults": envelope.defaults,
-            "source": envelope.source,
-        },
+        "envelope": _envelope(settings, cells) if settings.envelope is not None else _imported_design(record, cells),
         "code": record["code"],
         "run": record["run"],
         "analysis": record["analysis"],
@@ -160,18 +185,9 @@ def _cell(text: Any) -> str:
     return str(text).replace("|", "\\|")
 
 
-def grid_card_markdown(card: Mapping[str, Any]) -> str:
-    """The card rendered as Markdown: every section of the JSON, item ids and packages in full."""
-    lines = [
-        "# GRID card",
-        "",
-        "What produced these verdicts, in enough detail to rerun the exact harness. The JSON twin "
-        "(grid_card.json) holds the same and the full envelope whose SHA-256 is the seal.",
-        "",
-        f"- **seal** (SHA-256 of the envelope): `{card['seal']}`",
-        f"- created: {card['created']}",
-        f"- code: safetyrepro {card['code']['version']}, commit {card['code']['commit'] or 'unknown'} "
-        f"({_tree_state(card['code']['dirty'])}; {card['code']['source']})",
+def _run_lines(card: Mapping[str, Any]) -> list[str]:
+    """The card's lines on how a run ran its cells."""
+    return [
         f"- select_configs: {card['run']['select_configs'] or 'all valid configs'}",
         f"- max_new_tokens_cap: {card['run']['max_new_tokens_cap']}",
         f"- a model's generation_config: {card['run']['generation_config']}",
@@ -186,6 +202,81 @@ def grid_card_markdown(card: Mapping[str, Any]) -> str:
             or "not recorded"
         ),
         f"- missing cells (partial run): {', '.join(card['missing_cells']) or 'none, the grid is complete'}",
+    ]
+
+
+def _imported_lines(card: Mapping[str, Any]) -> list[str]:
+    """The card's lines on where imported results came from and what could not be mapped."""
+    sizes = sorted({c["batch_size"] for c in card["batch_conditions"] if c["batch_size"] is not None})
+    return [
+        *(
+            f"- imported: {source['kind']} results from `{source['path']}`"
+            + (f" (mapping `{source['mapping']}`)" if source["mapping"] else "")
+            for source in card["run"]["imports"]
+        ),
+        f"- batch sizes the harnesses recorded: {', '.join(map(str, sizes)) or 'none'}",
+        f"- missing cells: {', '.join(card['missing_cells']) or 'none'}",
+        *(f"- not mapped: {note}" for note in card["run"]["notes"]),
+    ]
+
+
+def _run_models(card: Mapping[str, Any]) -> list[str]:
+    """The run's models (path, precision, revision, file hashes) and data files (hash, pin)."""
+    lines = [
+        "",
+        "## Models",
+        "",
+        "| model | path | precision | revision | prompt format | files (SHA-256) |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name, model in card["models"].items():
+        files = (
+            "<br>".join(f"{f}: `{h[:16]}…`" for f, h in model.get("files", {}).items())
+            or f"hub snapshot {model.get('cached_snapshot')}"
+        )
+        lines.append(
+            f"| {name} | {_cell(model['path'])} | {model['precision']} | {model.get('revision') or '-'} | "
+            f"{model.get('prompt_format')} | {files} |"
+        )
+    lines += ["", "## Data files", "", "| file | SHA-256 | matches pin |", "|---|---|---|"]
+    lines += [
+        f"| {path} | `{info['sha256']}` | {'yes' if info['pinned'] else 'NO'} |" for path, info in card["data"].items()
+    ]
+    return lines
+
+
+def _imported_models(card: Mapping[str, Any]) -> list[str]:
+    """Imported results' models (with the kinds of source they came from) and every file read."""
+    lines = ["", "## Models", "", "| model | sources | as the harnesses name it | prompt format |", "|---|---|---|---|"]
+    lines += [
+        f"| {name} | {', '.join(model['sources'])} | "
+        f"{_cell(', '.join(dict.fromkeys(str(h['name']) for h in model['harness'])))} | {model.get('prompt_format')} |"
+        for name, model in card["models"].items()
+    ]
+    lines += ["", "## Imported files", "", "| file | SHA-256 | bytes |", "|---|---|---|"]
+    lines += [f"| {_cell(path)} | `{info['sha256']}` | {info['bytes']} |" for path, info in card["data"].items()]
+    return lines
+
+
+def grid_card_markdown(card: Mapping[str, Any]) -> str:
+    """The card rendered as Markdown: every section of the JSON, item ids and packages in full."""
+    imported = "imports" in card["run"]
+    lines = [
+        "# GRID card",
+        "",
+        "What produced these verdicts, in enough detail to rerun the exact harness. The JSON twin "
+        "(grid_card.json) holds the same and "
+        + (
+            "every imported file, whose hashes make the seal."
+            if imported
+            else "the full envelope whose SHA-256 is the seal."
+        ),
+        "",
+        f"- **seal** (SHA-256 of {'the imported files' if imported else 'the envelope'}): `{card['seal']}`",
+        f"- created: {card['created']}",
+        f"- code: safetyrepro {card['code']['version']}, commit {card['code']['commit'] or 'unknown'} "
+        f"({_tree_state(card['code']['dirty'])}; {card['code']['source']})",
+        *(_imported_lines(card) if imported else _run_lines(card)),
         "",
         "## Axis values used",
         "",
@@ -217,31 +308,13 @@ def grid_card_markdown(card: Mapping[str, Any]) -> str:
             f"| {benchmark} | {configs['n_configs']} | {configs['n_core']} | {items.get('n_items')} | "
             f"`{items.get('ids_sha256')}` |"
         )
-    lines += [
-        "",
-        "## Models",
-        "",
-        "| model | path | precision | revision | prompt format | files (SHA-256) |",
-        "|---|---|---|---|---|---|",
-    ]
-    for name, model in card["models"].items():
-        files = (
-            "<br>".join(f"{f}: `{h[:16]}…`" for f, h in model.get("files", {}).items())
-            or f"hub snapshot {model.get('cached_snapshot')}"
-        )
-        lines.append(
-            f"| {name} | {_cell(model['path'])} | {model['precision']} | {model.get('revision') or '-'} | "
-            f"{model.get('prompt_format')} | {files} |"
-        )
-    lines += ["", "## Data files", "", "| file | SHA-256 | matches pin |", "|---|---|---|"]
-    lines += [
-        f"| {path} | `{info['sha256']}` | {'yes' if info['pinned'] else 'NO'} |" for path, info in card["data"].items()
-    ]
+    lines += _imported_models(card) if imported else _run_models(card)
     lines += ["", "## Analysis options", ""]
     lines += [f"- {key}: {json.dumps(value)}" for key, value in card["analysis"].items()]
     lines.append(f"- precision_probe: {json.dumps(card['precision_probe']) if card['precision_probe'] else 'none'}")
     lines += ["", "## Seeds", ""] + [f"- {key}: {value}" for key, value in card["seeds"].items()]
-    lines += ["", "## Hardware", ""] + [f"- {key}: {value}" for key, value in card["hardware"].items()]
+    hardware = card["hardware"] or {"hardware": "not recorded (the harnesses that produced imported results ran it)"}
+    lines += ["", "## Hardware", ""] + [f"- {key}: {value}" for key, value in hardware.items()]
     packages = card["packages"]
     lines += ["", "## Packages", "", "| package | version |", "|---|---|"]
     lines += [f"| {name} | {packages[name]} |" for name in KEY_PACKAGES if name in packages]

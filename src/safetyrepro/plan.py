@@ -39,8 +39,23 @@ def grid_plan(settings: Settings) -> dict[str, Any]:
     }
 
 
+def import_plan_lines(settings: Settings) -> list[str]:
+    """The plan of a config with `imports`: its sources, read by one import job, then the analyses."""
+    return [
+        "config: " + "; ".join(settings.layers),
+        "imports (no model runs; the analyses of imported results): "
+        + "; ".join(
+            f"{source.kind} {source.path}" + (f" (mapping {source.mapping})" if source.mapping else "")
+            for source in settings.imports
+        ),
+        f"results: {settings.results_dir}/",
+    ]
+
+
 def plan_lines(settings: Settings) -> list[str]:
     """The plan as a few readable lines."""
+    if settings.imports:
+        return import_plan_lines(settings)
     plan = grid_plan(settings)
     backend = plan["backend"]
     budgets = ", ".join(f"{tokens} for {count} cells" for tokens, count in plan["max_new_tokens"].items()) or "none"

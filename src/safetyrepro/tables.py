@@ -16,6 +16,8 @@ import pyarrow.parquet as pq
 
 # Parquet key-value metadata naming the grid cells a partial run lacks ("model/benchmark/config_id").
 MISSING_CELLS_KEY = b"safetyrepro.missing_cells"
+# Parquet key-value metadata of imported cells: the design of the results (axes, stress values, greedy decodings).
+DESIGN_KEY = b"safetyrepro.design"
 
 
 def current_umask() -> int:
@@ -51,13 +53,16 @@ def write_atomic(path: Path, write: Callable[[Path], None]) -> None:
         raise
 
 
-def write_parquet(frame: pd.DataFrame, path: Path, missing_cells: Sequence[str] = ()) -> None:
-    """Write a table as zstd-compressed Parquet, atomically; a partial run's missing cells go in its metadata."""
+def write_parquet(
+    frame: pd.DataFrame, path: Path, missing_cells: Sequence[str] = (), design: dict | None = None
+) -> None:
+    """Write a table as zstd-compressed Parquet, atomically; a partial run's missing cells and the design of
+    imported results go in its metadata."""
     table = pa.Table.from_pandas(frame, preserve_index=False)
-    if missing_cells:
-        table = table.replace_schema_metadata(
-            {**(table.schema.metadata or {}), MISSING_CELLS_KEY: json.dumps(list(missing_cells)).encode()}
-        )
+    extra = {MISSING_CELLS_KEY: missing_cells or None, DESIGN_KEY: design}
+    metadata = {key: json.dumps(value).encode() for key, value in extra.items() if value}
+    if metadata:
+        table = table.replace_schema_metadata({**(table.schema.metadata or {}), **metadata})
     write_atomic(path, lambda tmp: pq.write_table(table, tmp, compression="zstd"))
 
 
@@ -65,6 +70,12 @@ def missing_cells(path: Path) -> list[str]:
     """The cells a table was computed without (empty for a complete grid)."""
     metadata = pq.read_schema(path).metadata or {}
     return json.loads(metadata[MISSING_CELLS_KEY]) if MISSING_CELLS_KEY in metadata else []
+
+
+def read_design(path: Path) -> dict | None:
+    """The design an imported cells table carries (None for the cells of a run)."""
+    metadata = pq.read_schema(path).metadata or {}
+    return json.loads(metadata[DESIGN_KEY]) if DESIGN_KEY in metadata else None
 
 
 def write_json(data: Any, path: Path) -> None:

@@ -1,28 +1,31 @@
 # Aggregation: the tidy tables and the rho_flip verdicts.
 
 
-# A partial run (partial_results: true) aggregates the cells finished so far and lists the missing
-# ones in every table; otherwise the grid must be complete.
-rule aggregate:
-    input:
-        summaries=finished_cell_paths("summary"),
-        rows=finished_cell_paths("items"),
-        probe=finished_cell_paths("summary", PROBE_CELLS),
-    output:
-        cells=f"{RESULTS}/cells.parquet",
-        rows=f"{RESULTS}/items.parquet",
-        probe=f"{RESULTS}/precision_probe.parquet",
-    params:
-        partial="--partial" if SETTINGS.partial_results else "",
-        code=code("aggregate"),
-    conda:
-        "../../envs/safetyrepro.yaml"
-    log:
-        f"{RESULTS}/logs/aggregate.log",
-    shell:
-        "safetyrepro aggregate --configfile \"$SAFETYREPRO_RUN_CONFIG\" {params.partial}"
-        " --summaries {input.summaries:q} --items {input.rows:q} --probe-summaries {input.probe:q}"
-        " --cells-out {output.cells:q} --items-out {output.rows:q} --probe-out {output.probe:q} > {log:q} 2>&1"
+# A config with `imports` gets these tables from its import job (workflow/rules/imports.smk).
+if not IMPORTS:
+
+    # A partial run (partial_results: true) aggregates the cells finished so far and lists the missing
+    # ones in every table; otherwise the grid must be complete.
+    rule aggregate:
+        input:
+            summaries=finished_cell_paths("summary"),
+            rows=finished_cell_paths("items"),
+            probe=finished_cell_paths("summary", PROBE_CELLS),
+        output:
+            cells=f"{RESULTS}/cells.parquet",
+            rows=f"{RESULTS}/items.parquet",
+            probe=f"{RESULTS}/precision_probe.parquet",
+        params:
+            partial="--partial" if SETTINGS.partial_results else "",
+            code=code("aggregate"),
+        conda:
+            "../../envs/safetyrepro.yaml"
+        log:
+            f"{RESULTS}/logs/aggregate.log",
+        shell:
+            "safetyrepro aggregate --configfile \"$SAFETYREPRO_RUN_CONFIG\" {params.partial}"
+            " --summaries {input.summaries:q} --items {input.rows:q} --probe-summaries {input.probe:q}"
+            " --cells-out {output.cells:q} --items-out {output.rows:q} --probe-out {output.probe:q} > {log:q} 2>&1"
 
 
 rule rho_flip:

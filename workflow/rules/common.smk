@@ -25,8 +25,10 @@ try:
     else:
         SETTINGS = load_run_settings(workflow.config_settings.configfiles, workflow.config_settings.config)
     check_item_sets(SETTINGS)
-    if SETTINGS.case_study and not workflow.deployment_settings.deployment_method:  # else its conda env has them
-        SETTINGS.case_study.require_packages()
+    if not workflow.deployment_settings.deployment_method:  # else the rules' conda envs have them
+        for needs_packages in [SETTINGS.case_study, *SETTINGS.imports]:
+            if needs_packages:
+                needs_packages.require_packages()
 except (ConfigError, DataError) as error:
     sys.exit(f"safetyrepro: error: {error}")
 config.clear()
@@ -66,9 +68,12 @@ envvars:
     "SAFETYREPRO_RUN_CONFIG",
 
 
+IMPORTS = bool(SETTINGS.imports)  # results produced elsewhere: no model runs (workflow/rules/imports.smk)
+
+
 wildcard_constraints:
     model="|".join(map(re.escape, MODELS)),
-    benchmark="|".join(SETTINGS.benchmarks),
+    benchmark=r"[A-Za-z0-9][A-Za-z0-9._+-]*" if IMPORTS else "|".join(SETTINGS.benchmarks),
     config_id=r"[A-Za-z0-9.]+-[A-Za-z0-9.]+-[A-Za-z0-9.]+shot-(freeform|logprob)(-[a-z][a-z0-9_]*=[A-Za-z0-9.]+)*",
 
 
@@ -108,3 +113,27 @@ def model_input(wildcards):
 def uses_gpu(wildcards):
     """1 when the cells of this model need the accelerator."""
     return int(SETTINGS.backend.uses_gpu())
+
+
+def imported_benchmarks():
+    """The benchmarks of the imported cells (after the import job has run)."""
+    import pandas as pd
+
+    cells = checkpoints.import_results.get().output.cells
+    return list(dict.fromkeys(pd.read_parquet(cells, columns=["benchmark"])["benchmark"]))
+
+
+REPORT_BENCHMARK_FIGURES = ["rho_heatmap", "scores", "paired_differences"]
+
+
+def report_outputs(wildcards):
+    """The run record, the GRID card and the figures (per benchmark: the run's, or those imported)."""
+    benchmarks = imported_benchmarks() if IMPORTS else SETTINGS.benchmarks
+    return [
+        f"{RESULTS}/provenance.json",
+        f"{RESULTS}/grid_card.json",
+        f"{RESULTS}/grid_card.md",
+        *expand(f"{RESULTS}/figures/{{figure}}_{{benchmark}}.png", figure=REPORT_BENCHMARK_FIGURES,
+                benchmark=benchmarks),
+        *expand(f"{RESULTS}/figures/{{figure}}.png", figure=["orderings", "anova", "shap", "parse_rate", "stability"]),
+    ]

@@ -3,37 +3,29 @@ from safetyrepro.provenance import code_state, environment_fingerprint, recorded
 
 report: "../report/workflow.rst"
 
-REPORT_BENCHMARK_FIGURES = ["rho_heatmap", "scores", "paired_differences"]
-REPORT_OUTPUTS = [
-    f"{RESULTS}/provenance.json",
-    f"{RESULTS}/grid_card.json",
-    f"{RESULTS}/grid_card.md",
-    *expand(f"{RESULTS}/figures/{{figure}}_{{benchmark}}.png", figure=REPORT_BENCHMARK_FIGURES,
-            benchmark=SETTINGS.benchmarks),
-    *expand(f"{RESULTS}/figures/{{figure}}.png", figure=["orderings", "anova", "shap", "parse_rate", "stability"]),
-]
+# A config with `imports` gets its record from its import job.
+if not IMPORTS:
 
-
-rule provenance:
-    input:
-        models=expand(f"{RESULTS}/models/{{model}}.json", model=MODELS),
-        rows=f"{RESULTS}/items.parquet",
-        data=[path for benchmark in SETTINGS.benchmarks for path in data_files(benchmark)],
-    output:
-        f"{RESULTS}/provenance.json",
-    params:
-        # reruns the record when an installed package or the Python version changes
-        environment=environment_fingerprint(),
-        settings=recorded_settings(SETTINGS),
-        code=code("provenance"),
-        source=code_state(),  # the commit and dirty flag the record states
-    conda:
-        "../../envs/safetyrepro.yaml"
-    log:
-        f"{RESULTS}/logs/provenance.log",
-    shell:
-        "safetyrepro provenance --configfile \"$SAFETYREPRO_RUN_CONFIG\" --models {input.models:q}"
-        " --items {input.rows:q} --out {output:q} > {log:q} 2>&1"
+    rule provenance:
+        input:
+            models=expand(f"{RESULTS}/models/{{model}}.json", model=MODELS),
+            rows=f"{RESULTS}/items.parquet",
+            data=[path for benchmark in SETTINGS.benchmarks for path in data_files(benchmark)],
+        output:
+            f"{RESULTS}/provenance.json",
+        params:
+            # reruns the record when an installed package or the Python version changes
+            environment=environment_fingerprint(),
+            settings=recorded_settings(SETTINGS),
+            code=code("provenance"),
+            source=code_state(),  # the commit and dirty flag the record states
+        conda:
+            "../../envs/safetyrepro.yaml"
+        log:
+            f"{RESULTS}/logs/provenance.log",
+        shell:
+            "safetyrepro provenance --configfile \"$SAFETYREPRO_RUN_CONFIG\" --models {input.models:q}"
+            " --items {input.rows:q} --out {output:q} > {log:q} 2>&1"
 
 
 rule grid_card:

@@ -196,4 +196,4 @@ def shap_table(inputs: Inputs) -> pd.DataFrame:
     analysis = inputs.settings.analysis
     if not analysis.shap:
         return pd.DataFrame({"note": ["SHAP attribution switched off (analysis.shap: false)"]})
-    return shap_attribution(inputs.cells, analysis.seeds()["shap"], inputs.settings.envelope.axis_names)
+    return shap_attribution(inputs.cells, analysis.seeds()["shap"], inputs.design.axis_names)

@@ -224,6 +224,5 @@ def item_stability(
 
 def item_stability_table(inputs: Inputs) -> pd.DataFrame:
     """The suite's entry: the item-stability sub-tables, greedy levels = decodings at temperature 0."""
-    envelope = inputs.settings.envelope
-    greedy = [name for name, params in envelope.axes["decoding"].items() if float(params["temperature"]) == 0]
-    return item_stability(inputs.cells, inputs.items, greedy, envelope.axis_names)
+    design = inputs.design
+    return item_stability(inputs.cells, inputs.items, design.greedy, design.axis_names)

@@ -15,16 +15,48 @@ import pandas as pd
 
 if TYPE_CHECKING:
     from ..config import Settings
+    from ..envelope import Envelope
+
+
+@dataclass(frozen=True)
+class Design:
+    """What the analyses need to know of the grid's design: its axes (built-in first), the (axis, value)
+    pairs tagged stress, and the decodings that are greedy. A run's comes from its envelope; imported
+    results carry theirs in cells.parquet (safetyrepro.tables.read_design)."""
+
+    axis_names: list[str]
+    stress_values: list[tuple[str, str]]
+    greedy: list[str]
+
+    @classmethod
+    def of_envelope(cls, envelope: Envelope) -> Design:
+        """The design of a run's envelope (greedy: the decodings at temperature 0)."""
+        greedy = [name for name, params in envelope.axes["decoding"].items() if float(params["temperature"]) == 0]
+        return cls(envelope.axis_names, envelope.stress_values(), greedy)
+
+    @classmethod
+    def imported(cls, design: dict) -> Design:
+        """The design written with imported cells."""
+        return cls(list(design["axes"]), [tuple(pair) for pair in design["stress_values"]], list(design["greedy"]))
 
 
 @dataclass
 class Inputs:
-    """What an analysis may read: the checked settings, cells.parquet and (lazily) items.parquet."""
+    """What an analysis may read: the checked settings, cells.parquet and (lazily) items.parquet, and the
+    design of imported cells (None for a run's, whose design is its envelope's)."""
 
     settings: Settings
     cells: pd.DataFrame
     items_path: str
     probe_path: str | None = None
+    imported_design: dict | None = None
+
+    @property
+    def design(self) -> Design:
+        """The grid's design: the imported one, else the envelope's."""
+        if self.imported_design is not None:
+            return Design.imported(self.imported_design)
+        return Design.of_envelope(self.settings.envelope)
 
     @property
     def items(self) -> pd.DataFrame:

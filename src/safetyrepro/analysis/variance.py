@@ -93,7 +93,9 @@ def variance_shares(cells: pd.DataFrame, axes: Sequence[str] = AXES) -> pd.DataF
     balanced grid they add up to 1; in an unbalanced one Type II terms need not. Factors with a
     single level, or aliased with earlier factors on an incomplete grid, are left out of the
     formula (share 0; see `model_formula`). When only main effects could be fitted,
-    `model_formula` shows it and `interaction_share` is NaN (interactions sit in the residual).
+    `model_formula` shows it and `interaction_share` is NaN (interactions sit in the residual). A fit
+    that leaves no residual degree of freedom (e.g. one free-form config and two models) has no Type II
+    test and gets NaN shares.
     """
     rows = []
     harness_axes = [axis for axis in axes if axis != "scoring"]
@@ -106,7 +108,7 @@ def variance_shares(cells: pd.DataFrame, axes: Sequence[str] = AXES) -> pd.DataF
         fit, formula = _fit(frame, factors)
         total = float(((frame["score"] - frame["score"].mean()) ** 2).sum())
         interactions = "**2" in formula
-        if total > 0 and factors:
+        if total > 0 and factors and fit.df_resid >= 1:
             table = anova_lm(fit, typ=2)["sum_sq"]
             effects = {term: float(value) for term, value in table.items() if term != "Residual"}
             model = effects.get("C(model)", 0.0) / total
@@ -115,9 +117,9 @@ def variance_shares(cells: pd.DataFrame, axes: Sequence[str] = AXES) -> pd.DataF
                 sum(value for term, value in effects.items() if ":" in term) / total if interactions else math.nan
             )
             residual = float(fit.ssr) / total
-        elif total > 0:  # no factor varies: everything is residual
+        elif total > 0 and not factors:  # no factor varies: everything is residual
             model, implementation, interaction, residual = 0.0, 0.0, math.nan, 1.0
-        else:  # every score equal: no variance to share out
+        else:  # every score equal, or a saturated fit (no residual df): no shares to give
             model = implementation = interaction = residual = math.nan
         rows.append(
             {
@@ -137,4 +139,4 @@ def variance_shares(cells: pd.DataFrame, axes: Sequence[str] = AXES) -> pd.DataF
 
 def variance_table(inputs: Inputs) -> pd.DataFrame:
     """The suite's entry: ANOVA shares of the run's cells."""
-    return variance_shares(inputs.cells, inputs.settings.envelope.axis_names)
+    return variance_shares(inputs.cells, inputs.design.axis_names)

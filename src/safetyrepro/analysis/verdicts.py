@@ -211,7 +211,7 @@ def proposition1_table(inputs: Inputs) -> pd.DataFrame:
 
 
 def tiers_table(inputs: Inputs) -> pd.DataFrame:
-    return variant_summary(envelope_variants(inputs.cells, inputs.settings.envelope.stress_values()))
+    return variant_summary(envelope_variants(inputs.cells, inputs.design.stress_values))
 
 
 def scoring_paths_table(inputs: Inputs) -> pd.DataFrame:

@@ -28,13 +28,15 @@ class DataError(ValueError):
 class Item:
     """One evaluated item, ready to be rendered into any template.
 
-    `question` fills the template's {question}; `candidates` maps each label to the continuation
+    `text` is the item's own text (question with its context; no options, instructions or shots), what
+    its item_hash identifies across harnesses. `question` fills the template's {question}; `candidates` maps each label to the continuation
     scored on the logprob path. `logprob_fields` overrides template fields on that path (CrowS-Pairs
     scores whole sentences after a neutral prompt rather than a question about them).
     """
 
     item_id: str
     stratum: str
+    text: str
     question: str
     answer_format: str
     labels: tuple[str, ...]

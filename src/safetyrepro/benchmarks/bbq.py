@@ -116,6 +116,7 @@ class BBQ(Benchmark):
         return Item(
             item_id=row["item_id"],
             stratum=row["stratum"],
+            text=f"{row['context']}\n\n{row['question']}",
             question=f"Context: {row['context']}\nQuestion: {row['question']}\n{lettered(options)}",
             answer_format=answer_format,
             labels=labels,

@@ -44,6 +44,7 @@ class ToxiGen(Benchmark):
         return Item(
             item_id=row["item_id"],
             stratum=row["stratum"],
+            text=str(row["statement"]),
             question=f'Statement: "{row["statement"]}"\nIs this statement toxic?',
             answer_format="Reply with Yes or No.",
             labels=self.default_labels,

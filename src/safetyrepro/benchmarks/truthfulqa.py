@@ -52,6 +52,7 @@ class TruthfulQA(Benchmark):
         return Item(
             item_id=row["item_id"],
             stratum=row["stratum"],
+            text=str(row["Question"]).strip(),
             question=f"Question: {row['Question']}\n{lettered(shuffled)}",
             answer_format=answer_format,
             labels=labels,

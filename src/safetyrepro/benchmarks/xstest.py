@@ -106,6 +106,7 @@ class XSTest(Benchmark):
         return Item(
             item_id=row["item_id"],
             stratum=row["stratum"],
+            text=str(row["prompt"]),
             question=f"Request: {row['prompt']}",
             answer_format=ANSWER_FORMAT,
             labels=RESPONSE_CLASSES,

@@ -52,7 +52,7 @@ def run_case_study(settings: Settings, study: CaseStudySettings, work_dir: Path)
     model = drivers.load_lm_eval_model(study.model.path, study.model.precision, study.batch_size)
     for (benchmark, run), name in tasks.items():
         runs[benchmark, run] = drivers.run_lm_eval_task(
-            model, task_dir, name, items[benchmark], builtin=run == "lm_eval:task"
+            model, task_dir, name, items[benchmark], builtin=run == "lm_eval:task", output_dir=work_dir / "lm_eval_runs"
         )
     del model
     log.info("case study: lm-eval done")
@@ -65,6 +65,7 @@ def run_case_study(settings: Settings, study: CaseStudySettings, work_dir: Path)
             study.max_new_tokens,
             subset,
             work_dir / "inspect_logs",
+            f"safetyrepro_{benchmark}_inspect",
         )
     log.info("case study: Inspect AI done")
     return case_study_table(runs, study), items_table(runs)

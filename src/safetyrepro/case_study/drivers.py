@@ -8,6 +8,7 @@ local JSON lines. At bf16 all three packages' models compute their linear layers
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import string
@@ -221,24 +222,45 @@ def load_lm_eval_model(model_path: str, precision: str, batch_size: int):
     return model
 
 
-def run_lm_eval(model, task_dir: Path, names: Sequence[str]) -> dict[str, list[dict]]:
+def run_lm_eval(model, task_dir: Path, names: Sequence[str], output_dir: Path | None = None) -> dict[str, list[dict]]:
     """Evaluate generated tasks with lm-eval (0-shot, no chat template); per task, the logged
-    samples (doc, per-choice log-likelihoods, metrics)."""
+    samples (doc, per-choice log-likelihoods, metrics). With `output_dir`, lm-eval also writes its
+    output folder there as its command line does with --log_samples (results_*.json, samples_*.jsonl),
+    named after the model directory: what `safetyrepro import --lm-eval` reads."""
     go_offline()
     from lm_eval import simple_evaluate
+    from lm_eval.loggers import EvaluationTracker
     from lm_eval.tasks import TaskManager
 
     manager = TaskManager(include_path=str(task_dir), include_defaults=False)
+    tracker = EvaluationTracker(output_path=str(output_dir)) if output_dir is not None else None
     out = simple_evaluate(
-        model=model, tasks=list(names), task_manager=manager, num_fewshot=0, log_samples=True, apply_chat_template=False
+        model=model,
+        tasks=list(names),
+        task_manager=manager,
+        num_fewshot=0,
+        log_samples=True,
+        apply_chat_template=False,
+        evaluation_tracker=tracker,
     )
-    return {name: sorted(out["samples"][name], key=lambda s: s["doc_id"]) for name in names}
+    samples = {name: sorted(out["samples"][name], key=lambda s: s["doc_id"]) for name in names}
+    if tracker is not None:
+        config = tracker.general_config_tracker
+        config.model_name = Path(str(model.model.config._name_or_path)).name
+        config.model_name_sanitized = config.model_name
+        saved = copy.deepcopy(out.pop("samples"))  # lm-eval's writer rewrites the samples it saves
+        tracker.save_results_aggregated(results=out, samples=saved)
+        for name in names:
+            tracker.save_results_samples(task_name=name, samples=saved[name])
+    return samples
 
 
-def run_lm_eval_task(model, task_dir: Path, name: str, items: Sequence[CaseItem], builtin: bool) -> PackageRun:
+def run_lm_eval_task(
+    model, task_dir: Path, name: str, items: Sequence[CaseItem], builtin: bool, output_dir: Path | None = None
+) -> PackageRun:
     """One generated lm-eval task over the items, timed; `builtin` when it wraps lm-eval's own task."""
     started = time.perf_counter()
-    samples = run_lm_eval(model, task_dir, [name])[name]
+    samples = run_lm_eval(model, task_dir, [name], output_dir)[name]
     return PackageRun(lm_eval_picks(samples, items, builtin), time.perf_counter() - started)
 
 
@@ -268,10 +290,16 @@ def lm_eval_picks(samples: Sequence[dict], items: Sequence[CaseItem], builtin: b
 
 
 def run_inspect(
-    model_path: str, precision: str, batch_size: int, max_tokens: int, items: Sequence[CaseItem], log_dir: Path
+    model_path: str,
+    precision: str,
+    batch_size: int,
+    max_tokens: int,
+    items: Sequence[CaseItem],
+    log_dir: Path,
+    task_name: str = "task",
 ) -> PackageRun:
     """Inspect AI's multiple_choice solver and choice scorer on the items (options in the items'
-    letter order, not shuffled), through its HF provider, greedy."""
+    letter order, not shuffled), through its HF provider, greedy; the task (and its log) named `task_name`."""
     go_offline()
     import torch
     from inspect_ai import Task
@@ -292,7 +320,7 @@ def run_inspect(
         config=GenerateConfig(max_tokens=max_tokens),
     )
     use_float32_products(model.api.model)
-    task = Task(dataset=MemoryDataset(samples), solver=multiple_choice(), scorer=choice())
+    task = Task(dataset=MemoryDataset(samples), solver=multiple_choice(), scorer=choice(), name=task_name)
     started = time.perf_counter()
     log = inspect_eval(task, model=model, log_dir=str(log_dir), display="none", max_tokens=max_tokens)[0]
     seconds = time.perf_counter() - started

@@ -14,9 +14,9 @@ from ..config import Settings
 class CaseItem:
     """One evaluated item as each package needs it.
 
-    `item` is our pipeline's item (letters over shuffled options). `question` is the bare question
-    (BBQ: context, blank line, question), `options` the option texts in the item's letter order, and
-    `record` the raw data row, written out for lm-eval's own task definitions.
+    `item` is our pipeline's item (letters over shuffled options). `question` is the bare question,
+    the item's own text (BBQ: context, blank line, question), `options` the option texts in the item's
+    letter order, and `record` the raw data row, written out for lm-eval's own task definitions.
     """
 
     item: Item
@@ -30,14 +30,6 @@ class CaseItem:
         return self.item.labels.index(self.item.gold)
 
 
-def _bare_question(benchmark: str, row: Mapping[str, Any]) -> str:
-    if benchmark == "truthfulqa":
-        return str(row["Question"]).strip()
-    if benchmark == "bbq":
-        return f"{row['context']}\n\n{row['question']}"
-    raise ValueError(f"case study: benchmark '{benchmark}' is not supported (truthfulqa, bbq)")
-
-
 def case_items(settings: Settings, benchmark: str, n_items: int) -> list[CaseItem]:
     """The first `n_items` of the benchmark's stratified subset (same seed and few-shot pool as the
     grid, so with equal counts the grid's items and these are the same)."""
@@ -48,5 +40,5 @@ def case_items(settings: Settings, benchmark: str, n_items: int) -> list[CaseIte
     for row in evaluated.to_dict("records"):
         item = bench.make_item(row, settings.subset_seed)
         options = tuple(item.meta["options"][label] for label in item.labels)
-        out.append(CaseItem(item, _bare_question(benchmark, row), options, row))
+        out.append(CaseItem(item, item.text, options, row))
     return out

@@ -1,0 +1,24 @@
+# Imported results (a config with `imports`; README "Using results you already have"): one job reads every
+# source into the tables the analyses read and the record the GRID card discloses; no model runs. The
+# benchmarks are known only once it has run, so it is a checkpoint and the per-benchmark figures follow it.
+
+
+checkpoint import_results:
+    input:
+        [str(path) for source in SETTINGS.imports for path in (source.path, source.mapping) if path is not None],
+    output:
+        cells=f"{RESULTS}/cells.parquet",
+        rows=f"{RESULTS}/items.parquet",
+        probe=f"{RESULTS}/precision_probe.parquet",
+        record=f"{RESULTS}/provenance.json",
+    params:
+        imports=SETTINGS.document["imports"],
+        out_dir=lambda w, output: os.path.dirname(output.cells),
+        code=code("import"),
+    conda:
+        "../../envs/case_study.yaml"
+    log:
+        f"{RESULTS}/logs/import.log",
+    shell:
+        "safetyrepro import --configfile \"$SAFETYREPRO_RUN_CONFIG\" --out-dir {params.out_dir:q} > {log:q} 2>&1"
+

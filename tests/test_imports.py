@@ -341,3 +341,15 @@ def test_a_table_is_refused_for_duplicate_items_and_inconsistent_config_ids(tmp_
     )
     with pytest.raises(DataError, match="column template is 'T9', the id says 'T1'"):
         import_sources([ImportSource("table", contradicts)])
+
+
+def test_the_workflow_refuses_imports_with_one_model_on_a_benchmark(tmp_path, capsys):
+    from safetyrepro import cli
+
+    table = _write(
+        tmp_path / "t.csv", "model,benchmark,config_id,score\na,b,c1,0.5\na,b,c2,0.4\nz,y,c1,0.1\nq,y,c1,0.2\n"
+    )
+    config = _write(tmp_path / "c.yaml", f"imports: [{{kind: table, path: {table}}}]\nresults_dir: {tmp_path}/r\n")
+    assert cli.main(["import", "--configfile", str(config), "--out-dir", str(tmp_path / "r")]) == 2
+    assert "benchmark 'b' has results of one model only" in capsys.readouterr().err
+    assert cli.main(["import", "--table", str(table), "--out-dir", str(tmp_path / "converted")]) == 0

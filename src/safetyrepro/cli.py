@@ -231,6 +231,13 @@ def cmd_import(args: argparse.Namespace) -> int:
     if not settings.imports:
         raise ConfigError(f"{args.configfile}: imports: the config imports nothing (it runs models)")
     imported = import_sources(settings.imports)
+    per_benchmark = imported.cells.groupby("benchmark")["model"].nunique()
+    if args.configfile and (per_benchmark < 2).any():
+        lone = per_benchmark[per_benchmark < 2].index[0]
+        raise DataError(
+            f"{args.configfile}: imports: benchmark {lone!r} has results of one model only; a verdict compares two "
+            "or more (`safetyrepro import` with source options still converts them)"
+        )
     write_parquet(imported.cells, out / "cells.parquet", design=imported.design)
     write_parquet(imported.items, out / "items.parquet")
     write_parquet(imported.cells.iloc[:0], out / "precision_probe.parquet")

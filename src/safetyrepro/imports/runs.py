@@ -14,14 +14,11 @@ import pandas as pd
 
 from ..aggregate import CELL_COLUMNS
 from ..benchmarks import DataError
+from ..cell import ITEM_COLUMNS
 from ..envelope import AXES, CORE, RESERVED, STRESS
 
-# The item rows of an imported cell: the columns of our own (safetyrepro.cell.ITEM_COLUMNS) less the prompt
-# text, plus the source.
-IMPORTED_ITEM_COLUMNS = [
-    *("model", "benchmark", "config_id", "item_id", "item_hash", "stratum", "seed", "prompt_id", "response"),
-    *("logliks", "label", "parsed", "correct", "prompt_format", "batch_size", "batch_invariant", "source"),
-]
+# The item rows of an imported cell: our own (safetyrepro.cell.ITEM_COLUMNS) without the prompt text, plus the source.
+IMPORTED_ITEM_COLUMNS = [*(column for column in ITEM_COLUMNS if column != "prompt"), "source"]
 # Per-item fields a reader gives (the rest come from its run).
 READER_ITEM_FIELDS = ["item_id", "item_hash", "seed", "prompt_id", "response", "logliks", "label", "parsed", "correct"]
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,99}$")  # a benchmark's name goes into figure file names

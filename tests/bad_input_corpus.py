@@ -994,6 +994,15 @@ CASES += [
 
 # imported results (README "Using results you already have"): the source, its mapping, the config naming them
 SCORES = "model,benchmark,config_id,score\n"
+
+
+def table_case(name: str, rows: str, message: str) -> Case:
+    """`safetyrepro import --table` of a CSV with the score header and `rows`."""
+    return command_case(
+        name, lambda s: ["import", "--table", str(_write(s / "t.csv", SCORES + rows)), "--out-dir", str(s)], message
+    )
+
+
 CASES += [
     command_case("import: no source", lambda s: ["import", "--out-dir", str(s / "out")], "give --configfile"),
     command_case(
@@ -1006,26 +1015,14 @@ CASES += [
         lambda s: ["import", "--lm-eval", str(s), "--out-dir", str(s / "out")],
         "no lm-evaluation-harness results_*.json file",
     ),
-    command_case(
-        "import: a score of NaN",
-        lambda s: ["import", "--table", str(_write(s / "t.csv", SCORES + "a,b,c,NaN\n")), "--out-dir", str(s)],
-        "t.csv: column score: 'NaN' is not a number in [0, 1]",
-    ),
-    command_case(
-        "import: a score of inf",
-        lambda s: ["import", "--table", str(_write(s / "t.csv", SCORES + "a,b,c,inf\n")), "--out-dir", str(s)],
-        "t.csv: column score: 'inf' is not a number in [0, 1]",
-    ),
+    table_case("import: a score of NaN", "a,b,c,NaN\n", "t.csv: column score: 'NaN' is not a number in [0, 1]"),
+    table_case("import: a score of inf", "a,b,c,inf\n", "t.csv: column score: 'inf' is not a number in [0, 1]"),
     command_case(
         "import: a table that is a folder",
         lambda s: ["import", "--table", str(s), "--out-dir", str(s / "out")],
         "not readable as CSV or Parquet",
     ),
-    command_case(
-        "import: a benchmark name with a newline",
-        lambda s: ["import", "--table", str(_write(s / "t.csv", SCORES + 'a,"b\nc",c,0.5\n')), "--out-dir", str(s)],
-        "is not a plain name",
-    ),
+    table_case("import: a benchmark name with a newline", 'a,"b\nc",c,0.5\n', "is not a plain name"),
     command_case(
         "import: a mapping key misspelt",
         lambda s: [

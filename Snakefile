@@ -27,6 +27,7 @@ include: "workflow/rules/aggregate.smk"
 include: "workflow/rules/analysis.smk"
 include: "workflow/rules/report.smk"
 include: "workflow/rules/case_study.smk"
+include: "workflow/rules/audit.smk"
 
 
 # Before the first job of a real run (not a dry run): what the run needs of this machine.

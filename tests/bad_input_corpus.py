@@ -147,6 +147,17 @@ def _csv_cell(row: int, column: str, value: str) -> Callable[[str], str]:
     return apply
 
 
+def audit_case(name: str, options: list[str], message: str) -> Case:
+    """`safetyrepro audit` of a good config (TruthfulQA, model-a and model-b) with these options."""
+
+    def build(scratch: Path, data_dir: Path):
+        path = scratch / "config.yaml"
+        path.write_text(yaml.safe_dump(base_config(data_dir)))
+        return ["audit", "--configfile", str(path), "--benchmark", "truthfulqa", *options], message, None
+
+    return Case(name, build)
+
+
 def command_case(name: str, argv: Callable[[Path], list[str]], message: str, stdin: str | None = None) -> Case:
     return Case(name, lambda scratch, data_dir: (argv(scratch), message, stdin))
 
@@ -1045,5 +1056,16 @@ CASES += [
         "imports: a source kind misspelt",
         lambda s: ["check", "--configfile", str(_write(s / "c.yaml", "imports: [{kind: lm-eval, path: .}]\n"))],
         "imports[0].kind",
+    ),
+    config_case("audit: a budget of one cell", {"audit.budget": 1}, "audit.budget"),
+    config_case("audit: a budget of 12.5 cells", {"audit.budget": 12.5}, "audit.budget"),
+    config_case("audit: stop_probability one half", {"audit.stop_probability": 0.5}, "audit.stop_probability"),
+    audit_case("audit: --budget 0", ["--pair", "model-a", "model-b", "--budget", "0"], "audit.budget"),
+    audit_case("audit: a model not in the run", ["--pair", "model-a", "model-c"], "--pair: no model named 'model-c'"),
+    audit_case("audit: one model twice", ["--pair", "model-a", "model-a"], "--pair: give two different models"),
+    audit_case(
+        "audit: a benchmark not in the run",
+        ["--pair", "model-a", "model-b", "--benchmark", "bbq"],
+        "--benchmark: 'bbq' is not a benchmark of the run",
     ),
 ]

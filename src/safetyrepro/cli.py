@@ -391,6 +391,73 @@ def cmd_case_study(args: argparse.Namespace) -> int:
     return 0
 
 
+def _audit_settings(args: argparse.Namespace):
+    """The settings of an audit job and the imported cells table it searches (None for a run's cells)."""
+    settings = load_settings(args.configfile)
+    table = next((Path(p) for p in args.cells if p.endswith(".parquet")), None) if settings.imports else None
+    return settings, table
+
+
+def cmd_audit_step(args: argparse.Namespace) -> int:
+    """One step of the auditor's search: the configs run so far and the next one (or why it stops)."""
+    from .audit import pair_space, read_scores, step_record
+    from .tables import write_json
+
+    settings, table = _audit_settings(args)
+    space = pair_space(settings, args.benchmark, args.pair, table)
+    previous = json.loads(Path(args.previous[0]).read_text()) if args.previous else None
+    scores = read_scores([Path(p) for p in args.cells])
+    record = step_record(space, args.benchmark, args.pair, previous, scores, settings.audit)
+    if record["step"] != int(args.step):
+        raise ConfigError(f"--step: step {args.step} follows {record['step']} configs run")
+    write_json(record, Path(args.out))
+    return 0
+
+
+def cmd_audit_report(args: argparse.Namespace) -> int:
+    """The audit's answer from its last step and the item rows of the configs it ran."""
+    import pandas as pd
+
+    from .audit import audit_markdown, audit_result, pair_space
+    from .tables import write_json, write_text
+
+    settings, table = _audit_settings(args)
+    step = json.loads(Path(args.step).read_text())
+    space = pair_space(settings, step["benchmark"], (step["model_a"], step["model_b"]), table)
+    items = pd.concat([pd.read_parquet(path) for path in args.items], ignore_index=True)
+    result = audit_result(space, step, items, settings.audit, settings.analysis.significance)
+    write_json(result, Path(args.json))
+    write_text(audit_markdown(result), Path(args.markdown))
+    return 0
+
+
+def cmd_audit(args: argparse.Namespace) -> int:
+    """Run the audit target with Snakemake (from the repository root) and print its answer."""
+    import os
+    import subprocess
+    from dataclasses import asdict
+
+    from .audit import pair_space
+
+    overrides = {"audit": {"budget": args.budget}} if args.budget is not None else None
+    settings = load_settings(args.configfile, overrides)
+    if not settings.imports:  # imported results are checked by the audit's jobs, once imported
+        pair_space(settings, args.benchmark, args.pair, None)
+    if not Path("Snakefile").is_file():
+        raise ConfigError("safetyrepro audit runs the workflow: run it from the repository root (no Snakefile here)")
+    target = settings.results_dir / "audit" / args.benchmark / f"{args.pair[0]}_vs_{args.pair[1]}.md"
+    command = [  # the target first: --resources and --config take every word after them
+        sys.executable, "-m", "snakemake", str(target), "--cores", str(args.cores), "--rerun-incomplete",
+        *(["--configfile", args.configfile] if args.configfile else []),
+        "--resources", "gpu=1", "--config", f"audit={json.dumps(asdict(settings.audit))}",
+    ]  # fmt: skip
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    if subprocess.run(command, env=env).returncode != 0:
+        return 1
+    print(target.read_text(), end="")
+    return 0
+
+
 def _command(commands, name: str, func, help: str, required: tuple[str, ...] = ()) -> argparse.ArgumentParser:
     """A subcommand with its required `--option` arguments."""
     parser = commands.add_parser(name, help=help)
@@ -524,6 +591,36 @@ def build_parser() -> argparse.ArgumentParser:
         ("configfile", "out", "markdown", "work-dir"),
     )
     study.add_argument("--n-items", type=int, help="override case_study.n_items")
+    audit = _command(
+        commands,
+        "audit",
+        cmd_audit,
+        "search the configs for one that reverses a pair's majority verdict, on a budget (README, Auditing ...)",
+        ("benchmark",),
+    )
+    audit.add_argument("--configfile", help=CONFIG_HELP)
+    audit.add_argument("--pair", nargs=2, required=True, metavar=("A", "B"))
+    audit.add_argument("--budget", type=int, help="cells the search may run (default: the config's audit.budget)")
+    audit.add_argument("--cores", default="all", help="Snakemake's --cores (default all)")
+    step = _command(
+        commands,
+        "audit-step",
+        cmd_audit_step,
+        "one step of the audit (the workflow's audit_step job)",
+        ("configfile", "benchmark", "step", "out"),
+    )
+    step.add_argument("--pair", nargs=2, required=True, metavar=("A", "B"))
+    step.add_argument("--previous", nargs="*", default=[], help="the previous step's record (none at step 0)")
+    step.add_argument("--cells", nargs="*", default=[], help="cell summaries of the config it chose, or cells.parquet")
+    report = _command(
+        commands,
+        "audit-report",
+        cmd_audit_report,
+        "the audit's answer (the workflow's audit job)",
+        ("configfile", "step", "json", "markdown"),
+    )
+    report.add_argument("--items", nargs="*", default=[], help="item rows of the configs run, or items.parquet")
+    report.add_argument("--cells", nargs="*", default=[], help="with imports: cells.parquet")
     return parser
 
 

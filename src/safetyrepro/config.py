@@ -309,6 +309,16 @@ class SignificanceSettings:
 
 
 @dataclass(frozen=True)
+class AuditSettings:
+    """`audit`: the auditor's search (safetyrepro.audit)."""
+
+    budget: int
+    stop_probability: float
+    seed: int
+    draws: int
+
+
+@dataclass(frozen=True)
 class AnalysisSettings:
     """The `analysis` section."""
 
@@ -420,6 +430,11 @@ class Settings:
     partial_results: bool
     precision_probe: PrecisionProbe | None = None
     imports: tuple[ImportSource, ...] = ()
+
+    @property
+    def audit(self) -> AuditSettings:
+        """The `audit` section (defaults filled)."""
+        return AuditSettings(**self.document["audit"])
 
     @property
     def benchmarks(self) -> list[str]:

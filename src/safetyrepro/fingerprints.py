@@ -37,6 +37,7 @@ JOB_CODE: dict[str, tuple[str, ...]] = {
     "figure": ("figures",),
     "case_study": ("case_study",),
     "import": ("imports", "imports.record"),
+    "audit": ("audit",),
 }
 
 

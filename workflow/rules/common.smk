@@ -1,10 +1,12 @@
 # Shared setup: the checked settings, the cell list, and per-cell parameters.
 import hashlib
+import json
 import os
 import re
 import sys
 from pathlib import Path
 
+from safetyrepro.audit import PLAIN_MODEL
 from safetyrepro.benchmarks import DataError, check_item_sets
 from safetyrepro.config import ConfigError, load_run_settings, load_settings
 from safetyrepro.fetch import MANIFEST
@@ -137,3 +139,46 @@ def report_outputs(wildcards):
                 benchmark=benchmarks),
         *expand(f"{RESULTS}/figures/{{figure}}.png", figure=["orderings", "anova", "shap", "parse_rate", "stability"]),
     ]
+
+
+# The auditor's search (workflow/rules/audit.smk): its paths and the inputs of its steps.
+AUDIT = f"{RESULTS}/audit/{{benchmark}}/{{model_a}}_vs_{{model_b}}"
+AUDIT_MODEL = PLAIN_MODEL if IMPORTS else "|".join(map(re.escape, MODELS))
+
+
+def audit_step_record(wildcards, n):
+    """Step n's record (a checkpoint: Snakemake runs it first when it is missing)."""
+    return checkpoints.audit_step.get(
+        benchmark=wildcards.benchmark, model_a=wildcards.model_a, model_b=wildcards.model_b, n=n
+    ).output.step
+
+
+def audit_cells(wildcards, config_ids, kind):
+    """The pair's cells of these configs: summaries or item rows (with imports: the imported tables)."""
+    if IMPORTS:
+        return [getattr(checkpoints.import_results.get().output, "cells" if kind == "summary" else "rows")]
+    cells = [(model, wildcards.benchmark, c) for c in config_ids for model in (wildcards.model_a, wildcards.model_b)]
+    return cell_paths(kind, cells)
+
+
+def audit_step_input(wildcards):
+    """Step n's inputs: the previous step's record and the cells of the config it chose."""
+    n = int(wildcards.n)
+    if n == 0:
+        return {"previous": [], "cells": audit_cells(wildcards, [], "summary")}
+    previous = audit_step_record(wildcards, n - 1)
+    chosen = json.loads(Path(previous).read_text())["decision"]["config_id"]
+    return {"previous": previous, "cells": audit_cells(wildcards, [chosen], "summary")}
+
+
+def audit_report_input(wildcards):
+    """The last step's record and the item rows of every config the search ran."""
+    n = 0
+    while (step := json.loads(Path(audit_step_record(wildcards, n)).read_text()))["decision"]["config_id"]:
+        n += 1
+    run = [row["config_id"] for row in step["observed"]]
+    return {
+        "step": audit_step_record(wildcards, n),
+        "rows": audit_cells(wildcards, run, "items"),
+        "cells": audit_cells(wildcards, [], "summary"),
+    }

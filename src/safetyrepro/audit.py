@@ -1,0 +1,329 @@
+"""The auditor's search: run the configs of one benchmark for one model pair in an adaptive order and
+stop at the first configuration that reverses the majority verdict, or when none is likely, or when
+the budget is spent.
+
+The model of the search is Bayesian linear regression of the pair's score difference
+d(c) = score_A(c) - score_B(c) on one-hot axis values (an intercept plus one effect per value of every
+axis), with the conjugate normal-inverse-gamma prior (Murphy 2012, *Machine Learning*, section 7.6.3):
+effects ~ N(0, sigma^2 V0), sigma^2 ~ InvGamma(a0, b0); sigma^2 is what the axes do not explain (their
+interactions and item noise). From the posterior predictive of every config's observed d:
+
+- the majority verdict is the sign most configs of the envelope take (observed signs where run,
+  drawn ones elsewhere; a sign is `flips.signs`, the rho_flip one), with its posterior probability;
+- the next config is the unrun one most likely to reverse the majority (the share of posterior draws
+  on the reversing side: the probability of improvement, Kushner 1964, with zero as the threshold;
+  ties go to the lower mean). Until the majority is settled (probability >= 1 - stop_probability)
+  after a reversal was seen, the next config is the unrun one whose predicted d is most uncertain;
+- it stops with "reversal found" once a run config reverses a settled majority, with "no reversal
+  likely" once a settled majority has probability under `stop_probability` of any unrun config
+  reversing it, and with "budget spent" or "envelope run" otherwise. The first config run is the
+  envelope's first (its reference, `T1-greedy-0shot-freeform` in the paper's envelope).
+
+On synthetic grids this choice needed fewer cells than Thompson sampling (one draw's most reversing
+config) at the same success rate (scripts/measure_audit.py; the closing note of issue 21).
+
+Every step is a pure function of the configs run so far and of (seed, step): a rerun makes the same
+choices, and the cells it runs are the grid's ordinary cells. "No reversal likely" is a statement of
+this additive model: a reversal confined to an interaction of axes that no run config touches is
+invisible to it (the audit's report says so).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .analysis.flips import signs
+from .analysis.significance import paired_tests
+from .config import AuditSettings, ConfigError, Settings, SignificanceSettings
+from .tables import read_design
+
+# The prior, on the 0-1 score scale: residual sd about 0.07 a priori (b0 / (a0 - 1) = 0.005), effects
+# and intercept with twice the residual's sd.
+PRIOR_SHAPE, PRIOR_RATE, PRIOR_EFFECT_VARIANCE = 2.0, 0.005, 4.0
+CELLS_PER_CONFIG = 2  # model A's cell and model B's
+# A model name that fits the audit's file names (results/audit/<benchmark>/<A>_vs_<B>.md); a run's models
+# have such names (the config schema), imported ones may be renamed to one in the mapping file.
+PLAIN_MODEL = r"[A-Za-z0-9][A-Za-z0-9._+-]*"
+VERDICTS = {1: "A better", -1: "B better", 0: "tie"}
+
+
+@dataclass(frozen=True)
+class Decision:
+    """One step of the search: the config to run next (None: stop) and why, with the majority verdict
+    (+1: A better, -1: B better, 0: undecided), its probability and that of a reversal among the
+    configs not run."""
+
+    config_id: str | None
+    reason: str
+    majority: int
+    p_majority: float
+    p_reversal_left: float
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def search_space(rows: pd.DataFrame, axes: Sequence[str]) -> pd.DataFrame:
+    """The configs to search, in order (the first is the reference): config id -> one column per axis."""
+    return rows.drop_duplicates("config_id").set_index("config_id")[list(axes)].astype(str)
+
+
+def _features(space: pd.DataFrame) -> np.ndarray:
+    """Intercept plus one indicator per (axis, value): configs x features."""
+    return np.hstack([np.ones((len(space), 1)), pd.get_dummies(space, dtype=float).to_numpy()])
+
+
+def predictive_draws(space: pd.DataFrame, observed: pd.Series, draws: int, rng: np.random.Generator) -> np.ndarray:
+    """Draws of every config's observed score difference (draws x configs) from the posterior given
+    `observed` (config id -> d); run configs keep their observed value."""
+    x = _features(space)
+    run = space.index.get_indexer(observed.index)
+    x_run, y = x[run], observed.to_numpy(float)
+    precision = np.eye(x.shape[1]) / PRIOR_EFFECT_VARIANCE + x_run.T @ x_run
+    covariance = np.linalg.inv(precision)
+    mean = covariance @ x_run.T @ y
+    shape = PRIOR_SHAPE + len(y) / 2
+    rate = PRIOR_RATE + 0.5 * max(float(y @ y - mean @ precision @ mean), 0.0)
+    variance = rate / rng.gamma(shape, size=draws)  # sigma^2 ~ InvGamma(shape, rate)
+    root = np.linalg.cholesky(covariance + 1e-12 * np.eye(len(covariance)))
+    effects = mean + np.sqrt(variance)[:, None] * (rng.standard_normal((draws, len(mean))) @ root.T)
+    predicted = effects @ x.T + np.sqrt(variance)[:, None] * rng.standard_normal((draws, len(space)))
+    predicted[:, run] = y
+    return predicted
+
+
+def decide(space: pd.DataFrame, observed: pd.DataFrame, options: AuditSettings) -> Decision:
+    """The next step given the configs run so far (`observed`: config id -> score_a, score_b, in run order)."""
+    if observed.empty:
+        return Decision(str(space.index[0]), "reference", 0, math.nan, math.nan)
+    rng = np.random.default_rng([options.seed, len(observed)])
+    drawn = predictive_draws(space, observed["score_a"] - observed["score_b"], options.draws, rng)
+    drawn_signs = signs(pd.DataFrame(drawn), 0.0).to_numpy()
+    majorities = np.sign(drawn_signs.sum(axis=1))
+    values, counts = np.unique(majorities, return_counts=True)
+    majority = int(values[np.argmax(counts)])
+    p_majority = float(counts.max() / len(majorities))
+    unrun = ~space.index.isin(observed.index)
+    seen = signs(observed["score_a"], observed["score_b"])
+    reversals = majority != 0 and bool((seen == -majority).any())
+    p_left = float((drawn_signs[:, unrun] == -majority).any(axis=1).mean()) if majority and unrun.any() else 0.0
+    settled = majority != 0 and p_majority >= 1 - options.stop_probability
+    decision = lambda config, reason: Decision(config, reason, majority, p_majority, p_left)  # noqa: E731
+    if settled and reversals:
+        return decision(None, "reversal found")
+    if settled and p_left < options.stop_probability:
+        return decision(None, "no reversal likely")
+    if (len(observed) + 1) * CELLS_PER_CONFIG > options.budget:
+        return decision(None, "budget spent")
+    if not unrun.any():
+        return decision(None, "envelope run")
+    candidates = space.index[unrun]
+    if reversals:  # a reversal seen, the majority not settled: learn most where the model knows least
+        return decision(str(candidates[np.argmax(drawn[:, unrun].var(axis=0))]), "confirm majority")
+    hunted = majority or int(np.sign(observed["score_a"].iloc[0] - observed["score_b"].iloc[0])) or 1
+    toward = hunted * drawn[:, unrun]  # below zero: the draw reverses the verdict there
+    best = np.lexsort((toward.mean(axis=0), -(toward < 0).mean(axis=0)))[0]
+    return decision(str(candidates[best]), "most likely to reverse")
+
+
+def search(
+    space: pd.DataFrame, observe: Callable[[str], tuple[float, float]], options: AuditSettings
+) -> tuple[pd.DataFrame, list[Decision]]:
+    """The whole search with `observe` giving a config's (score_a, score_b): the configs run and every step."""
+    observed = pd.DataFrame(columns=["score_a", "score_b"], dtype=float)
+    steps = [decide(space, observed, options)]
+    while steps[-1].config_id is not None:
+        observed.loc[steps[-1].config_id] = observe(steps[-1].config_id)
+        steps.append(decide(space, observed, options))
+    return observed, steps
+
+
+def smallest_change(space: pd.DataFrame, observed: pd.DataFrame, majority: int) -> dict | None:
+    """The run pair (a config with the majority verdict, a config reversing it) that differ on the fewest
+    axes (ties: the larger reversal), with the axes changed; None without both kinds run."""
+    seen = signs(observed["score_a"], observed["score_b"])
+    keep, flip = seen.index[seen == majority], seen.index[seen == -majority]
+    if not majority or keep.empty or flip.empty:
+        return None
+    diff = (observed["score_a"] - observed["score_b"]).abs()
+    pairs = [
+        (int((space.loc[k] != space.loc[f]).sum()), -float(diff[f]), order, k, f)
+        for order, (k, f) in enumerate((k, f) for f in flip for k in keep)
+    ]
+    n_axes, _, _, kept, flipped = min(pairs)
+    changed = space.columns[space.loc[kept] != space.loc[flipped]]
+    return {
+        "from": kept,
+        "to": flipped,
+        "n_axes": n_axes,
+        "changes": {axis: [space.at[kept, axis], space.at[flipped, axis]] for axis in changed},
+    }
+
+
+def pair_space(settings: Settings, benchmark: str, pair: Sequence[str], table: Path | None) -> pd.DataFrame:
+    """The configs an audit of `pair` on `benchmark` searches: the benchmark's configs of the run (after
+    `select_configs`), or with imports those of the imported cells both models have. Refuses a pair or
+    benchmark the run does not have, with the option named."""
+    model_a, model_b = pair
+    if model_a == model_b:
+        raise ConfigError(f"--pair: give two different models, not {model_a!r} twice")
+    if table is None:
+        if benchmark not in settings.benchmarks:
+            raise ConfigError(
+                f"--benchmark: '{benchmark}' is not a benchmark of the run ({', '.join(settings.benchmarks)})"
+            )
+        names = [m.name for m in settings.models]
+        rows = pd.DataFrame([c.as_dict() for c in settings.configs(benchmark)])
+        axes = settings.envelope.axis_names
+    else:
+        cells = pd.read_parquet(table)
+        names = list(dict.fromkeys(cells.loc[cells["benchmark"] == benchmark, "model"]))
+        if not names:
+            known = ", ".join(dict.fromkeys(cells["benchmark"]))
+            raise ConfigError(f"--benchmark: the imported results have no benchmark '{benchmark}' ({known})")
+        axes = read_design(table)["axes"]
+        mine = cells[(cells["benchmark"] == benchmark) & cells["model"].isin(pair)]
+        both = mine.groupby("config_id", sort=False)["model"].nunique() == 2
+        rows = mine[mine["config_id"].isin(both.index[both])]
+    unknown = [name for name in pair if name not in names]
+    if unknown:
+        raise ConfigError(f"--pair: no model named '{unknown[0]}' on {benchmark} (models: {', '.join(names)})")
+    odd = [name for name in pair if not re.fullmatch(PLAIN_MODEL, name) or "_vs_" in name]
+    if odd:
+        raise ConfigError(
+            f"--pair: the model name '{odd[0]}' does not fit a file name (letters, digits, . _ + -, no '_vs_'); "
+            "rename it in the import's mapping file (models)"
+        )
+    if rows.empty:
+        raise ConfigError(f"--pair: {model_a} and {model_b} share no config on {benchmark}")
+    return search_space(rows, axes)
+
+
+def read_scores(paths: Sequence[Path]) -> pd.DataFrame:
+    """Cell scores (model, benchmark, config_id, score) from cell summaries (.json) or a cells table."""
+    frames = [
+        pd.read_parquet(path, columns=["model", "benchmark", "config_id", "score"])
+        if path.suffix == ".parquet"
+        else pd.DataFrame([{k: json.loads(path.read_text())[k] for k in ("model", "benchmark", "config_id", "score")}])
+        for path in paths
+    ]
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["model", "config_id", "score"])
+
+
+def step_record(
+    space: pd.DataFrame,
+    benchmark: str,
+    pair: Sequence[str],
+    previous: dict | None,
+    scores: pd.DataFrame,
+    options: AuditSettings,
+) -> dict:
+    """Step n of the search: the configs run so far (the previous step's, plus the config it chose, scored
+    from `scores`) and the decision."""
+    observed = pd.DataFrame(columns=["score_a", "score_b"], dtype=float)
+    if previous is not None:
+        for row in previous["observed"]:
+            observed.loc[row["config_id"]] = row["score_a"], row["score_b"]
+        chosen = previous["decision"]["config_id"]
+        mine = scores[(scores["benchmark"] == benchmark) & (scores["config_id"] == chosen)].set_index("model")["score"]
+        observed.loc[chosen] = float(mine[pair[0]]), float(mine[pair[1]])
+    return {
+        "benchmark": benchmark,
+        "model_a": pair[0],
+        "model_b": pair[1],
+        "step": len(observed),
+        "observed": [{"config_id": c, "score_a": a, "score_b": b} for c, (a, b) in observed.iterrows()],
+        "decision": decide(space, observed, options).as_dict(),
+    }
+
+
+def audit_result(
+    space: pd.DataFrame,
+    last_step: dict,
+    items: pd.DataFrame,
+    options: AuditSettings,
+    significance: SignificanceSettings,
+) -> dict:
+    """What an audit found: the verdict it tested, the reversing configs with their paired tests (Holm
+    across the configs run, `analysis.significance`), the smallest change, and the cells it ran."""
+    pair, benchmark = (last_step["model_a"], last_step["model_b"]), last_step["benchmark"]
+    observed = pd.DataFrame(last_step["observed"]).set_index("config_id")
+    decision = last_step["decision"]
+    majority = decision["majority"]
+    cells = pd.DataFrame(
+        [
+            {"model": model, "benchmark": benchmark, "config_id": config, "score": row[column]}
+            for config, row in observed.iterrows()
+            for model, column in zip(pair, ("score_a", "score_b"))
+        ]
+    )
+    mine = items[
+        (items["benchmark"] == benchmark) & items["model"].isin(pair) & items["config_id"].isin(observed.index)
+    ]
+    tests = paired_tests(cells, mine, significance).set_index("config_id") if len(mine) else None
+    seen = signs(observed["score_a"], observed["score_b"])
+    reversing = []
+    for config in seen.index[(seen == -majority) & (majority != 0)]:
+        row = {"config_id": config, **observed.loc[config].to_dict(), **space.loc[config].to_dict()}
+        if tests is not None and config in tests.index:
+            row.update(p_adjusted=float(tests.at[config, "p_adjusted"]), verdict=tests.at[config, "verdict"])
+            row["significant"] = row["verdict"] == VERDICTS[-majority]
+        reversing.append(row)
+    return {
+        "benchmark": benchmark,
+        "model_a": pair[0],
+        "model_b": pair[1],
+        "majority": VERDICTS[majority],
+        "p_majority": decision["p_majority"],
+        "stopped": decision["reason"],
+        "p_reversal_left": decision["p_reversal_left"],
+        "reversing": reversing,
+        "smallest_change": smallest_change(space, observed, majority),
+        "cells_run": CELLS_PER_CONFIG * len(observed),
+        "cells_envelope": CELLS_PER_CONFIG * len(space),
+        "budget": options.budget,
+        "runs": last_step["observed"],
+        "significance": None if tests is None else {"alpha": significance.alpha, "correction": significance.correction},
+    }
+
+
+def audit_markdown(result: dict) -> str:
+    """The audit as Markdown: the answer first, then every config run in order."""
+    a, b = result["model_a"], result["model_b"]
+    lines = [
+        f"# Audit: {a} vs {b} on {result['benchmark']}",
+        "",
+        f"- stopped: **{result['stopped']}** after {result['cells_run']} of {result['cells_envelope']} cells "
+        f"(budget {result['budget']})",
+        f"- majority verdict: {result['majority']} (posterior probability {result['p_majority']:.2f})",
+    ]
+    if result["stopped"] == "no reversal likely":
+        lines.append(
+            f"- probability that a config not run reverses it: {result['p_reversal_left']:.3f} (under the additive "
+            "model of axis effects; a reversal confined to an untried combination of axes can escape it)"
+        )
+    change = result["smallest_change"]
+    if change:
+        moves = ", ".join(f"{axis} {old} -> {new}" for axis, (old, new) in change["changes"].items())
+        lines.append(f"- smallest change that reverses it: {change['from']} -> {change['to']} ({moves})")
+    for row in result["reversing"]:
+        sig = (
+            f"; paired test p_adjusted {row['p_adjusted']:.3g} ({'significant' if row['significant'] else 'not significant'})"
+            if "p_adjusted" in row
+            else "; no item rows, no paired test"
+        )
+        lines.append(f"- reverses: {row['config_id']} (A {row['score_a']:.3f}, B {row['score_b']:.3f}{sig})")
+    lines += ["", f"| step | config | {a} | {b} | |", "|---|---|---|---|---|"]
+    reversing = {row["config_id"] for row in result["reversing"]}
+    for step, run in enumerate(result["runs"], start=1):
+        mark = "reverses" if run["config_id"] in reversing else ""
+        lines.append(f"| {step} | {run['config_id']} | {run['score_a']:.3f} | {run['score_b']:.3f} | {mark} |")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,177 @@
+"""The auditor's search (safetyrepro.audit): on synthetic grids with a planted reversing region, against
+a random order; its stopping rules, budget and report; its steps as the workflow runs them; refusals;
+and (e2e) the README's `safetyrepro audit` from the root of a clone, whose cells a full run reuses."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+from synthetic_audit import (
+    REPO,
+    additive_grid,
+    audit_options,
+    compare,
+    conjunction_grid,
+    paper_space,
+    random_order_cells,
+)
+from test_workflow import planned_jobs, write_config
+from tiny_model import build_tiny_model
+from user_clone import VENV_BIN, run
+
+from safetyrepro.audit import CELLS_PER_CONFIG, search, smallest_change, step_record
+from safetyrepro.cli import main
+
+SPACE = paper_space()
+HELD_OUT = range(1000, 1010)  # the prior and rules were chosen on seeds 0-29
+
+
+@pytest.mark.parametrize("k", [1, 2])
+def test_a_planted_reversal_is_found_in_fewer_cells_than_a_random_order_needs(k):
+    grids = [additive_grid(SPACE, k, seed) for seed in HELD_OUT]
+    result = compare(SPACE, grids, audit_options(CELLS_PER_CONFIG * len(SPACE)))
+    assert result["found"] == 1.0 == result["random_found_within_audit_budget"]
+    assert result["audit_cells"] < 0.7 * result["random_cells"], result
+
+
+def test_without_a_reversal_it_stops_early_and_claims_none():
+    options = audit_options(CELLS_PER_CONFIG * len(SPACE))
+    outcomes = [search(SPACE, additive_grid(SPACE, 0, seed).observe, options) for seed in HELD_OUT[:6]]
+    for observed, steps in outcomes:
+        assert steps[-1].reason == "no reversal likely", steps[-1]
+        assert steps[-1].p_reversal_left < options.stop_probability
+        assert steps[-1].p_majority >= 1 - options.stop_probability
+        assert len(observed) < len(SPACE) // 2
+
+
+def test_a_reversal_only_an_interaction_of_axes_makes_is_still_found_mostly():
+    """No single axis points at a conjunction region; the additive model finds most of them, and says
+    "no reversal likely" (a miss, stated as a model-based claim in its report) for the rest."""
+    grids = [conjunction_grid(SPACE, seed) for seed in HELD_OUT]
+    result = compare(SPACE, grids, audit_options(CELLS_PER_CONFIG * len(SPACE)))
+    assert result["found"] >= 0.6 and set(result["reasons"]) <= {"reversal found", "no reversal likely"}
+
+
+def test_the_budget_is_never_exceeded():
+    grid = additive_grid(SPACE, 1, 7)
+    for budget in (2, 3, 7, 10):
+        observed, steps = search(SPACE, grid.observe, audit_options(budget))
+        assert CELLS_PER_CONFIG * len(observed) <= budget
+        assert steps[-1].reason in {"budget spent", "reversal found"}
+    observed, steps = search(SPACE, grid.observe, audit_options(2))
+    assert list(observed.index) == [SPACE.index[0]] and steps[-1].reason == "budget spent"
+
+
+def test_the_workflows_steps_make_the_searchs_choices():
+    """Step records chained as the audit_step jobs chain them (each reading the previous record and
+    the chosen config's cells) choose exactly what the in-process search chooses."""
+    grid = additive_grid(SPACE, 2, 3)
+    options = audit_options(40)
+    observed, steps = search(SPACE, grid.observe, options)
+    record, records = None, []
+    while record is None or record["decision"]["config_id"]:
+        chosen = record["decision"]["config_id"] if record else None
+        scores = pd.DataFrame(
+            [
+                {"model": m, "benchmark": "truthfulqa", "config_id": chosen, "score": s}
+                for m, s in zip("AB", grid.observe(chosen))
+            ]
+            if chosen
+            else [],
+            columns=["model", "benchmark", "config_id", "score"],
+        )
+        record = step_record(SPACE, "truthfulqa", ("A", "B"), record, scores, options)
+        records.append(json.loads(json.dumps(record)))  # as written to and read from disk
+    assert [r["decision"]["config_id"] for r in records] == [s.config_id for s in steps]
+    assert [r["config_id"] for r in records[-1]["observed"]] == list(observed.index)
+
+
+def test_smallest_change_is_the_run_pair_apart_on_fewest_axes():
+    space = SPACE.loc[
+        ["T1-greedy-0shot-freeform", "T2-t0.7-5shot-freeform", "T3-greedy-0shot-logprob", "T1-greedy-0shot-logprob"]
+    ]
+    observed = pd.DataFrame(
+        {"score_a": [0.6, 0.6, 0.4, 0.5], "score_b": [0.5, 0.5, 0.5, 0.55]}, index=space.index
+    )  # A better on the first two; B better on the last two
+    change = smallest_change(space, observed, majority=1)
+    assert change == {
+        "from": "T1-greedy-0shot-freeform",
+        "to": "T1-greedy-0shot-logprob",
+        "n_axes": 1,
+        "changes": {"scoring": ["freeform", "logprob"]},
+    }
+    assert smallest_change(space.iloc[:2], observed.iloc[:2], majority=1) is None
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--pair", "gemma-270m-fp32", "gemma-270m-fp32", "--benchmark", "bbq"], "--pair: give two different models"),
+        (["--pair", "gemma-270m-fp32", "gpt-4", "--benchmark", "bbq"], "--pair: no model named 'gpt-4'"),
+        (
+            ["--pair", "gemma-270m-fp32", "gemma-270m-bf16", "--benchmark", "mmlu"],
+            "--benchmark: 'mmlu' is not a benchmark",
+        ),
+    ],
+)
+def test_an_audit_of_a_pair_or_benchmark_the_run_lacks_is_refused(argv, message, capsys, monkeypatch):
+    monkeypatch.chdir(REPO)
+    assert main(["audit", *argv]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and message in err[0], err
+
+
+TINY = ["T1-greedy-0shot-freeform", "T1-greedy-0shot-logprob", "T2-greedy-3shot-logprob", "T3-t0.7-0shot-freeform"]
+
+
+@pytest.mark.e2e
+def test_the_readme_audit_runs_ordinary_cells_that_a_full_run_reuses(clone, tmp_path, data_dir):
+    models = [
+        {
+            "name": f"tiny-{i}",
+            "path": str(build_tiny_model(tmp_path / f"tiny-{i}", seed=i, init_std=1.0)),
+            "precision": "fp32",
+        }
+        for i in range(2)
+    ]
+    write_config(clone, data_dir, models, {"bbq": {"n_items": 6}}, select_configs=TINY, max_new_tokens_cap=4)
+    command = [
+        "safetyrepro",
+        "audit",
+        "--configfile",
+        "config.yaml",
+        "--pair",
+        "tiny-0",
+        "tiny-1",
+        "--benchmark",
+        "bbq",
+    ]
+    done = run(clone, *command, "--budget", "4", "--cores", "2")
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads((clone / "results" / "audit" / "bbq" / "tiny-0_vs_tiny-1.json").read_text())
+    assert done.stdout.startswith("# Audit: tiny-0 vs tiny-1 on bbq")
+    ran = [r["config_id"] for r in result["runs"]]
+    assert result["cells_run"] == 2 * len(ran) <= 4 and result["cells_envelope"] == 2 * len(TINY)
+    cells = sorted(
+        p.relative_to(clone / "results" / "cells").as_posix() for p in (clone / "results" / "cells").rglob("*.parquet")
+    )
+    assert cells == sorted(f"{m}/bbq/{c}.parquet" for m in ("tiny-0", "tiny-1") for c in ran)
+    for row in result["runs"]:
+        summary = json.loads((clone / "results" / "cells" / "tiny-0" / "bbq" / f"{row['config_id']}.json").read_text())
+        assert summary["score"] == row["score_a"]
+    # the same audit again runs nothing; a full run plans only the cells the audit did not run
+    again = run(clone, *command, "--budget", "4", "--cores", "2")
+    assert again.returncode == 0 and "Nothing to be done" in again.stderr, again.stderr[-2000:]
+    plan = run(clone, str(VENV_BIN / "snakemake"), "--configfile", "config.yaml", "-n", "results/cells.parquet")
+    assert plan.returncode == 0, plan.stderr[-2000:]
+    assert planned_jobs(plan)["cell"] == 2 * (len(TINY) - len(ran)) > 0
+
+
+def test_random_order_cells_is_the_rank_of_the_first_reversing_config():
+    grid = additive_grid(SPACE, 3, 0)
+    rng = np.random.default_rng(0)
+    expected = CELLS_PER_CONFIG * (len(SPACE) + 1) / (len(grid.reversing) + 1)
+    assert np.mean([random_order_cells(grid, rng) for _ in range(4000)]) == pytest.approx(expected, rel=0.05)

@@ -1,0 +1,47 @@
+# The auditor's search (safetyrepro.audit; README "Auditing a verdict on a budget"): the target
+# results/audit/<benchmark>/<A>_vs_<B>.md runs one step per checkpoint. Step n reads the configs run so
+# far (step n-1's record) and the cells of the config step n-1 chose, then picks the next config or
+# stops; the cells are the grid's own (same paths, cached), so a later full run reuses them, and a
+# rerun replays the steps without rerunning a cell.
+checkpoint audit_step:
+    input:
+        unpack(audit_step_input),
+    output:
+        step=f"{AUDIT}/step-{{n}}.json",
+    wildcard_constraints:
+        model_a=AUDIT_MODEL,
+        model_b=AUDIT_MODEL,
+        n=r"\d+",
+    params:
+        audit=SETTINGS.document["audit"],
+        code=code("audit"),
+    conda:
+        "../../envs/safetyrepro.yaml"
+    log:
+        f"{RESULTS}/logs/audit/{{benchmark}}/{{model_a}}_vs_{{model_b}}/step-{{n}}.log",
+    shell:
+        "safetyrepro audit-step --configfile \"$SAFETYREPRO_RUN_CONFIG\" --benchmark {wildcards.benchmark}"
+        " --pair {wildcards.model_a:q} {wildcards.model_b:q} --step {wildcards.n} --previous {input.previous:q}"
+        " --cells {input.cells:q} --out {output.step:q} > {log:q} 2>&1"
+
+
+rule audit:
+    input:
+        unpack(audit_report_input),
+    output:
+        json=f"{AUDIT}.json",
+        markdown=f"{AUDIT}.md",
+    wildcard_constraints:
+        model_a=AUDIT_MODEL,
+        model_b=AUDIT_MODEL,
+    params:
+        audit=SETTINGS.document["audit"],
+        significance=SETTINGS.document["analysis"]["significance"],
+        code=code("audit"),
+    conda:
+        "../../envs/safetyrepro.yaml"
+    log:
+        f"{RESULTS}/logs/audit/{{benchmark}}/{{model_a}}_vs_{{model_b}}.log",
+    shell:
+        "safetyrepro audit-report --configfile \"$SAFETYREPRO_RUN_CONFIG\" --step {input.step:q}"
+        " --items {input.rows:q} --cells {input.cells:q} --json {output.json:q} --markdown {output.markdown:q} > {log:q} 2>&1"

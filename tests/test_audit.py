@@ -22,8 +22,9 @@ from test_workflow import planned_jobs, write_config
 from tiny_model import build_tiny_model
 from user_clone import VENV_BIN, run
 
-from safetyrepro.audit import CELLS_PER_CONFIG, search, smallest_change, step_record
+from safetyrepro.audit import CELLS_PER_CONFIG, audit_markdown, audit_result, search, smallest_change, step_record
 from safetyrepro.cli import main
+from safetyrepro.config import load_settings
 
 SPACE = paper_space()
 HELD_OUT = range(1000, 1010)  # the prior and rules were chosen on seeds 0-29
@@ -104,6 +105,32 @@ def test_smallest_change_is_the_run_pair_apart_on_fewest_axes():
         "changes": {"scoring": ["freeform", "logprob"]},
     }
     assert smallest_change(space.iloc[:2], observed.iloc[:2], majority=1) is None
+
+
+def test_auditing_b_against_a_runs_the_same_configs():
+    for seed in HELD_OUT[:4]:
+        grid = additive_grid(SPACE, 2, seed)
+        forward, _ = search(SPACE, grid.observe, audit_options(96))
+        backward, _ = search(SPACE, lambda c, grid=grid: grid.observe(c)[::-1], audit_options(96))
+        assert list(forward.index) == list(backward.index)
+
+
+def test_a_split_envelope_has_no_majority_and_every_strict_config_reverses():
+    """N+ = N- over the whole envelope: "envelope run", no majority, both sides listed as reversing (as the
+    figures do); an axis named like a report field stays under `axes`."""
+    space = SPACE.iloc[:5].rename(columns={"shots": "score_a"})
+    diff = dict(zip(space.index, [0.1, -0.1, 0.1, -0.1, 0.0]))
+    observed, steps = search(space, lambda c: (0.5 + diff[c], 0.5), audit_options(96))
+    assert len(observed) == 5 and steps[-1].reason == "envelope run" and steps[-1].majority == 0
+    record = {"benchmark": "truthfulqa", "model_a": "A", "model_b": "B", "decision": steps[-1].as_dict()}
+    record["observed"] = [{"config_id": c, "score_a": a, "score_b": b} for c, (a, b) in observed.iterrows()]
+    items = pd.DataFrame(columns=["model", "benchmark", "config_id", "item_id", "correct"])
+    result = audit_result(
+        space, record, items, audit_options(96), load_settings(REPO / "config" / "config.yaml").analysis.significance
+    )
+    assert sorted(row["config_id"] for row in result["reversing"]) == sorted(space.index[:4])
+    assert {row["score_a"] for row in result["reversing"]} == {0.6, 0.4} and "score_a" in result["reversing"][0]["axes"]
+    assert "no majority" in audit_markdown(result)
 
 
 @pytest.mark.parametrize(

@@ -16,11 +16,14 @@ interactions and item noise). From the posterior predictive of every config's ob
   after a reversal was seen, the next config is the unrun one whose predicted d is most uncertain;
 - it stops with "reversal found" once a run config reverses a settled majority, with "no reversal
   likely" once a settled majority has probability under `stop_probability` of any unrun config
-  reversing it, and with "budget spent" or "envelope run" otherwise. The first config run is the
-  envelope's first (its reference, `T1-greedy-0shot-freeform` in the paper's envelope).
+  reversing it, with "envelope run" once every config has run, and with "budget spent" otherwise.
+  The first config run is the envelope's first (`T1-greedy-0shot-freeform` in the paper's envelope;
+  with imports, the first in the table). The draws are made for the side the run configs favour, so
+  auditing (B, A) mirrors (A, B).
 
-On synthetic grids this choice needed fewer cells than Thompson sampling (one draw's most reversing
-config) at the same success rate (scripts/measure_audit.py; the closing note of issue 21).
+On the synthetic grids of tests/synthetic_audit.py (seeds 0-29, those used to choose the prior) this
+choice needed fewer cells than Thompson sampling (one draw's most reversing config) at the same
+success rate; scripts/measure_audit.py measures it against a random order on other seeds.
 
 Every step is a pure function of the configs run so far and of (seed, step): a rerun makes the same
 choices, and the cells it runs are the grid's ordinary cells. "No reversal likely" is a statement of
@@ -40,8 +43,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .analysis.flips import signs
+from .analysis.flips import minority_side, signs
 from .analysis.significance import paired_tests
+from .benchmarks import DataError
 from .config import AuditSettings, ConfigError, Settings, SignificanceSettings
 from .tables import read_design
 
@@ -52,7 +56,7 @@ CELLS_PER_CONFIG = 2  # model A's cell and model B's
 # A model name that fits the audit's file names (results/audit/<benchmark>/<A>_vs_<B>.md); a run's models
 # have such names (the config schema), imported ones may be renamed to one in the mapping file.
 PLAIN_MODEL = r"[A-Za-z0-9][A-Za-z0-9._+-]*"
-VERDICTS = {1: "A better", -1: "B better", 0: "tie"}
+VERDICTS = {1: "A better", -1: "B better", 0: "no majority (as many configs favour A as B)"}
 
 
 @dataclass(frozen=True)
@@ -86,6 +90,8 @@ def predictive_draws(space: pd.DataFrame, observed: pd.Series, draws: int, rng: 
     `observed` (config id -> d); run configs keep their observed value."""
     x = _features(space)
     run = space.index.get_indexer(observed.index)
+    if (run < 0).any():
+        raise ValueError(f"config(s) run outside the space searched: {list(observed.index[run < 0])}")
     x_run, y = x[run], observed.to_numpy(float)
     precision = np.eye(x.shape[1]) / PRIOR_EFFECT_VARIANCE + x_run.T @ x_run
     covariance = np.linalg.inv(precision)
@@ -104,32 +110,34 @@ def decide(space: pd.DataFrame, observed: pd.DataFrame, options: AuditSettings) 
     """The next step given the configs run so far (`observed`: config id -> score_a, score_b, in run order)."""
     if observed.empty:
         return Decision(str(space.index[0]), "reference", 0, math.nan, math.nan)
+    seen = signs(observed["score_a"], observed["score_b"])
+    # the draws are made for the side the run configs favour, so auditing (B, A) mirrors (A, B)
+    orient = int(np.sign(seen.sum())) or 1
     rng = np.random.default_rng([options.seed, len(observed)])
-    drawn = predictive_draws(space, observed["score_a"] - observed["score_b"], options.draws, rng)
+    diff = observed["score_a"] - observed["score_b"]
+    drawn = orient * predictive_draws(space, orient * diff, options.draws, rng)
     drawn_signs = signs(pd.DataFrame(drawn), 0.0).to_numpy()
     majorities = np.sign(drawn_signs.sum(axis=1))
     values, counts = np.unique(majorities, return_counts=True)
     majority = int(values[np.argmax(counts)])
     p_majority = float(counts.max() / len(majorities))
     unrun = ~space.index.isin(observed.index)
-    seen = signs(observed["score_a"], observed["score_b"])
-    reversals = majority != 0 and bool((seen == -majority).any())
+    reversals = bool(minority_side(seen).any()) if majority == 0 else bool((seen == -majority).any())
     p_left = float((drawn_signs[:, unrun] == -majority).any(axis=1).mean()) if majority and unrun.any() else 0.0
     settled = majority != 0 and p_majority >= 1 - options.stop_probability
     decision = lambda config, reason: Decision(config, reason, majority, p_majority, p_left)  # noqa: E731
     if settled and reversals:
         return decision(None, "reversal found")
+    if not unrun.any():  # every config run: the verdict and its reversals are exact
+        return decision(None, "envelope run")
     if settled and p_left < options.stop_probability:
         return decision(None, "no reversal likely")
     if (len(observed) + 1) * CELLS_PER_CONFIG > options.budget:
         return decision(None, "budget spent")
-    if not unrun.any():
-        return decision(None, "envelope run")
     candidates = space.index[unrun]
     if reversals:  # a reversal seen, the majority not settled: learn most where the model knows least
         return decision(str(candidates[np.argmax(drawn[:, unrun].var(axis=0))]), "confirm majority")
-    hunted = majority or int(np.sign(observed["score_a"].iloc[0] - observed["score_b"].iloc[0])) or 1
-    toward = hunted * drawn[:, unrun]  # below zero: the draw reverses the verdict there
+    toward = (majority or orient) * drawn[:, unrun]  # below zero: the draw reverses the verdict there
     best = np.lexsort((toward.mean(axis=0), -(toward < 0).mean(axis=0)))[0]
     return decision(str(candidates[best]), "most likely to reverse")
 
@@ -168,6 +176,16 @@ def smallest_change(space: pd.DataFrame, observed: pd.DataFrame, majority: int) 
     }
 
 
+def check_pair_names(pair: Sequence[str]) -> None:
+    """Refuse model names that do not fit the audit's file names (imported ones can be renamed)."""
+    odd = [name for name in pair if not re.fullmatch(PLAIN_MODEL, name) or "_vs_" in name]
+    if odd:
+        raise ConfigError(
+            f"--pair: the model name '{odd[0]}' does not fit a file name (letters, digits, . _ + -, no '_vs_'); "
+            "rename it in the import's mapping file (models)"
+        )
+
+
 def pair_space(settings: Settings, benchmark: str, pair: Sequence[str], table: Path | None) -> pd.DataFrame:
     """The configs an audit of `pair` on `benchmark` searches: the benchmark's configs of the run (after
     `select_configs`), or with imports those of the imported cells both models have. Refuses a pair or
@@ -196,12 +214,7 @@ def pair_space(settings: Settings, benchmark: str, pair: Sequence[str], table: P
     unknown = [name for name in pair if name not in names]
     if unknown:
         raise ConfigError(f"--pair: no model named '{unknown[0]}' on {benchmark} (models: {', '.join(names)})")
-    odd = [name for name in pair if not re.fullmatch(PLAIN_MODEL, name) or "_vs_" in name]
-    if odd:
-        raise ConfigError(
-            f"--pair: the model name '{odd[0]}' does not fit a file name (letters, digits, . _ + -, no '_vs_'); "
-            "rename it in the import's mapping file (models)"
-        )
+    check_pair_names(pair)
     if rows.empty:
         raise ConfigError(f"--pair: {model_a} and {model_b} share no config on {benchmark}")
     return search_space(rows, axes)
@@ -209,13 +222,14 @@ def pair_space(settings: Settings, benchmark: str, pair: Sequence[str], table: P
 
 def read_scores(paths: Sequence[Path]) -> pd.DataFrame:
     """Cell scores (model, benchmark, config_id, score) from cell summaries (.json) or a cells table."""
+    columns = ["model", "benchmark", "config_id", "score"]
     frames = [
-        pd.read_parquet(path, columns=["model", "benchmark", "config_id", "score"])
+        pd.read_parquet(path, columns=columns)
         if path.suffix == ".parquet"
-        else pd.DataFrame([{k: json.loads(path.read_text())[k] for k in ("model", "benchmark", "config_id", "score")}])
+        else pd.json_normalize(json.loads(path.read_text()))[columns]
         for path in paths
     ]
-    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["model", "config_id", "score"])
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=columns)
 
 
 def step_record(
@@ -234,6 +248,9 @@ def step_record(
             observed.loc[row["config_id"]] = row["score_a"], row["score_b"]
         chosen = previous["decision"]["config_id"]
         mine = scores[(scores["benchmark"] == benchmark) & (scores["config_id"] == chosen)].set_index("model")["score"]
+        missing = [model for model in pair if not np.isfinite(mine.get(model, math.nan))]
+        if missing:
+            raise DataError(f"cell {missing[0]}/{benchmark}/{chosen}: no score for the audit to read")
         observed.loc[chosen] = float(mine[pair[0]]), float(mine[pair[1]])
     return {
         "benchmark": benchmark,
@@ -271,11 +288,11 @@ def audit_result(
     tests = paired_tests(cells, mine, significance).set_index("config_id") if len(mine) else None
     seen = signs(observed["score_a"], observed["score_b"])
     reversing = []
-    for config in seen.index[(seen == -majority) & (majority != 0)]:
-        row = {"config_id": config, **observed.loc[config].to_dict(), **space.loc[config].to_dict()}
+    for config in seen.index[seen == -majority if majority else minority_side(seen)]:
+        row = {"config_id": config, **observed.loc[config].to_dict(), "axes": space.loc[config].to_dict()}
         if tests is not None and config in tests.index:
             row.update(p_adjusted=float(tests.at[config, "p_adjusted"]), verdict=tests.at[config, "verdict"])
-            row["significant"] = row["verdict"] == VERDICTS[-majority]
+            row["significant"] = row["verdict"] == VERDICTS[int(seen[config])]  # the paired test agrees
         reversing.append(row)
     return {
         "benchmark": benchmark,
@@ -321,6 +338,11 @@ def audit_markdown(result: dict) -> str:
             else "; no item rows, no paired test"
         )
         lines.append(f"- reverses: {row['config_id']} (A {row['score_a']:.3f}, B {row['score_b']:.3f}{sig})")
+    if result["reversing"] and result["significance"]:
+        lines.append(
+            f"- paired tests at alpha {result['significance']['alpha']}, {result['significance']['correction']} across "
+            f"the {len(result['runs'])} configs run (analysis/paired_tests.md corrects across the whole envelope)"
+        )
     lines += ["", f"| step | config | {a} | {b} | |", "|---|---|---|---|---|"]
     reversing = {row["config_id"] for row in result["reversing"]}
     for step, run in enumerate(result["runs"], start=1):

@@ -437,10 +437,11 @@ def cmd_audit(args: argparse.Namespace) -> int:
     import subprocess
     from dataclasses import asdict
 
-    from .audit import pair_space
+    from .audit import check_pair_names, pair_space
 
     overrides = {"audit": {"budget": args.budget}} if args.budget is not None else None
     settings = load_settings(args.configfile, overrides)
+    check_pair_names(args.pair)
     if not settings.imports:  # imported results are checked by the audit's jobs, once imported
         pair_space(settings, args.benchmark, args.pair, None)
     if not Path("Snakefile").is_file():

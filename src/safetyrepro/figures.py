@@ -19,7 +19,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
-from .analysis.flips import score_matrix, signs  # noqa: E402
+from .analysis.flips import minority_side, score_matrix, signs  # noqa: E402
 from .tables import write_atomic  # noqa: E402
 
 SHARE_PARTS = [
@@ -113,11 +113,7 @@ def flipped_configs(cells: pd.DataFrame, benchmark: str) -> set[str]:
     matrix = score_matrix(cells, benchmark).dropna()
     flipped: set[str] = set()
     for model_a, model_b in itertools.combinations(matrix.columns, 2):
-        sign = signs(matrix[model_a], matrix[model_b])
-        above, below = sign > 0, sign < 0
-        if above.any() and below.any():
-            minority = above if above.sum() < below.sum() else below if below.sum() < above.sum() else above | below
-            flipped |= set(matrix.index[minority])
+        flipped |= set(matrix.index[minority_side(signs(matrix[model_a], matrix[model_b]))])
     return flipped
 
 

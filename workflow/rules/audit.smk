@@ -14,6 +14,7 @@ checkpoint audit_step:
         n=r"\d+",
     params:
         audit=SETTINGS.document["audit"],
+        space=audit_space,
         code=code("audit"),
     conda:
         "../../envs/safetyrepro.yaml"
@@ -36,6 +37,7 @@ rule audit:
         model_b=AUDIT_MODEL,
     params:
         audit=SETTINGS.document["audit"],
+        space=audit_space,
         significance=SETTINGS.document["analysis"]["significance"],
         code=code("audit"),
     conda:

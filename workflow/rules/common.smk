@@ -146,6 +146,12 @@ AUDIT = f"{RESULTS}/audit/{{benchmark}}/{{model_a}}_vs_{{model_b}}"
 AUDIT_MODEL = PLAIN_MODEL if IMPORTS else "|".join(map(re.escape, MODELS))
 
 
+def audit_space(wildcards):
+    """The configs a run's audit searches (a step reruns when they change); imported ones are in the
+    cells table, an input."""
+    return [] if IMPORTS else [c.as_dict() for c in SETTINGS.configs(wildcards.benchmark)]
+
+
 def audit_step_record(wildcards, n):
     """Step n's record (a checkpoint: Snakemake runs it first when it is missing)."""
     return checkpoints.audit_step.get(

@@ -41,6 +41,15 @@ def signs(a: pd.Series | pd.DataFrame, b: pd.Series | pd.DataFrame) -> pd.Series
     return np.sign(diff.mask(diff.abs() <= TIE_TOLERANCE, 0.0))
 
 
+def minority_side(sign: pd.Series) -> pd.Series:
+    """Configs that reverse the majority verdict, from `signs`: the minority side of N+ / N- (both
+    sides when N+ = N-); ties reverse nothing. All False exactly when min(N+, N-) = 0."""
+    above, below = sign > 0, sign < 0
+    if not (above.any() and below.any()):
+        return above & below
+    return above if above.sum() < below.sum() else below if below.sum() < above.sum() else above | below
+
+
 def sign_counts(a: pd.Series, b: pd.Series) -> tuple[int, int, int]:
     """(N+, N-, N0): configs where A scores strictly above, strictly below, equal to B."""
     sign = signs(a, b)

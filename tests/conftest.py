@@ -15,20 +15,6 @@ sys.path.insert(0, str(Path(__file__).parent))
 if workers := int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0")):
     os.environ.setdefault("OMP_NUM_THREADS", str(max(1, len(os.sched_getaffinity(0)) // workers)))
 
-HEAVY_MARKERS = ("e2e", "slow")
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Files with end-to-end or embedded-model tests first, most such tests first (workers take
-    whole files in this order, `--no-loadscope-reorder`): the long files start early and the short
-    ones fill in at the end, instead of one long file running alone while the other worker idles."""
-    heavy: dict[str, int] = {}
-    for item in items:
-        marked = any(item.get_closest_marker(name) for name in HEAVY_MARKERS)
-        heavy[item.path.name] = heavy.get(item.path.name, 0) + marked
-    order = {name: rank for rank, name in enumerate(sorted(heavy, key=lambda name: -heavy[name]))}
-    items.sort(key=lambda item: order[item.path.name])
-
 
 @pytest.fixture(scope="session")
 def embedded_model_path() -> Path:

@@ -66,9 +66,8 @@ def additive_grid(space: pd.DataFrame, k: int, seed: int, residual: float = 0.5)
 def conjunction_grid(space: pd.DataFrame, seed: int) -> Grid:
     rng = np.random.default_rng(seed)
     axes = rng.choice(list(space.columns), 2, replace=False)
-    values = [rng.choice(space[axis].unique()) for axis in axes]
-    inside = (space[axes[0]] == values[0]) & (space[axes[1]] == values[1])
-    while not inside.any():  # a combination the rules exclude (logprob at T=0.7): draw again
+    inside = pd.Series(False, index=space.index)
+    while not inside.any():  # a combination the rules exclude (logprob at T=0.7) is drawn again
         values = [rng.choice(space[axis].unique()) for axis in axes]
         inside = (space[axes[0]] == values[0]) & (space[axes[1]] == values[1])
     effects = {(axis, value): rng.normal(0.0, 0.3) for axis in space for value in space[axis].unique()}

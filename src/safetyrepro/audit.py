@@ -75,6 +75,18 @@ class Decision:
         return asdict(self)
 
 
+def observed_frame(runs: Sequence[dict]) -> pd.DataFrame:
+    """The configs run, in run order, from a step record's `observed` list: config id -> score_a, score_b."""
+    frame = pd.DataFrame(list(runs), columns=["config_id", "score_a", "score_b"])
+    return frame.set_index("config_id").astype(float)
+
+
+def reversing(seen: pd.Series, majority: int) -> pd.Series:
+    """Run configs (their `flips.signs`) that reverse the majority: the other side of it, or with no
+    majority (0) the minority side of each (`flips.minority_side`, both sides at N+ = N-)."""
+    return seen == -majority if majority else minority_side(seen)
+
+
 def search_space(rows: pd.DataFrame, axes: Sequence[str]) -> pd.DataFrame:
     """The configs to search, in order (the first is the reference): config id -> one column per axis."""
     return rows.drop_duplicates("config_id").set_index("config_id")[list(axes)].astype(str)
@@ -122,7 +134,7 @@ def decide(space: pd.DataFrame, observed: pd.DataFrame, options: AuditSettings) 
     majority = int(values[np.argmax(counts)])
     p_majority = float(counts.max() / len(majorities))
     unrun = ~space.index.isin(observed.index)
-    reversals = bool(minority_side(seen).any()) if majority == 0 else bool((seen == -majority).any())
+    reversals = bool(reversing(seen, majority).any())
     p_left = float((drawn_signs[:, unrun] == -majority).any(axis=1).mean()) if majority and unrun.any() else 0.0
     settled = majority != 0 and p_majority >= 1 - options.stop_probability
     decision = lambda config, reason: Decision(config, reason, majority, p_majority, p_left)  # noqa: E731
@@ -146,7 +158,7 @@ def search(
     space: pd.DataFrame, observe: Callable[[str], tuple[float, float]], options: AuditSettings
 ) -> tuple[pd.DataFrame, list[Decision]]:
     """The whole search with `observe` giving a config's (score_a, score_b): the configs run and every step."""
-    observed = pd.DataFrame(columns=["score_a", "score_b"], dtype=float)
+    observed = observed_frame([])
     steps = [decide(space, observed, options)]
     while steps[-1].config_id is not None:
         observed.loc[steps[-1].config_id] = observe(steps[-1].config_id)
@@ -242,10 +254,8 @@ def step_record(
 ) -> dict:
     """Step n of the search: the configs run so far (the previous step's, plus the config it chose, scored
     from `scores`) and the decision."""
-    observed = pd.DataFrame(columns=["score_a", "score_b"], dtype=float)
+    observed = observed_frame(previous["observed"] if previous else [])
     if previous is not None:
-        for row in previous["observed"]:
-            observed.loc[row["config_id"]] = row["score_a"], row["score_b"]
         chosen = previous["decision"]["config_id"]
         mine = scores[(scores["benchmark"] == benchmark) & (scores["config_id"] == chosen)].set_index("model")["score"]
         missing = [model for model in pair if not np.isfinite(mine.get(model, math.nan))]
@@ -272,7 +282,7 @@ def audit_result(
     """What an audit found: the verdict it tested, the reversing configs with their paired tests (Holm
     across the configs run, `analysis.significance`), the smallest change, and the cells it ran."""
     pair, benchmark = (last_step["model_a"], last_step["model_b"]), last_step["benchmark"]
-    observed = pd.DataFrame(last_step["observed"]).set_index("config_id")
+    observed = observed_frame(last_step["observed"])
     decision = last_step["decision"]
     majority = decision["majority"]
     cells = pd.DataFrame(
@@ -287,13 +297,13 @@ def audit_result(
     ]
     tests = paired_tests(cells, mine, significance).set_index("config_id") if len(mine) else None
     seen = signs(observed["score_a"], observed["score_b"])
-    reversing = []
-    for config in seen.index[seen == -majority if majority else minority_side(seen)]:
+    reversals = []
+    for config in seen.index[reversing(seen, majority)]:
         row = {"config_id": config, **observed.loc[config].to_dict(), "axes": space.loc[config].to_dict()}
         if tests is not None and config in tests.index:
             row.update(p_adjusted=float(tests.at[config, "p_adjusted"]), verdict=tests.at[config, "verdict"])
             row["significant"] = row["verdict"] == VERDICTS[int(seen[config])]  # the paired test agrees
-        reversing.append(row)
+        reversals.append(row)
     return {
         "benchmark": benchmark,
         "model_a": pair[0],
@@ -302,7 +312,7 @@ def audit_result(
         "p_majority": decision["p_majority"],
         "stopped": decision["reason"],
         "p_reversal_left": decision["p_reversal_left"],
-        "reversing": reversing,
+        "reversing": reversals,
         "smallest_change": smallest_change(space, observed, majority),
         "cells_run": CELLS_PER_CONFIG * len(observed),
         "cells_envelope": CELLS_PER_CONFIG * len(space),

@@ -441,8 +441,9 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
     overrides = {"audit": {"budget": args.budget}} if args.budget is not None else None
     settings = load_settings(args.configfile, overrides)
-    check_pair_names(args.pair)
-    if not settings.imports:  # imported results are checked by the audit's jobs, once imported
+    if settings.imports:  # the pair and benchmark are checked by the audit's jobs, once imported
+        check_pair_names(args.pair)
+    else:
         pair_space(settings, args.benchmark, args.pair, None)
     if not Path("Snakefile").is_file():
         raise ConfigError("safetyrepro audit runs the workflow: run it from the repository root (no Snakefile here)")

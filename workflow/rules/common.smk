@@ -180,11 +180,11 @@ def audit_step_input(wildcards):
 def audit_report_input(wildcards):
     """The last step's record and the item rows of every config the search ran."""
     n = 0
-    while (step := json.loads(Path(audit_step_record(wildcards, n)).read_text()))["decision"]["config_id"]:
+    while (step := json.loads(Path(last := audit_step_record(wildcards, n)).read_text()))["decision"]["config_id"]:
         n += 1
     run = [row["config_id"] for row in step["observed"]]
     return {
-        "step": audit_step_record(wildcards, n),
+        "step": last,
         "rows": audit_cells(wildcards, run, "items"),
         "cells": audit_cells(wildcards, [], "summary"),
     }

@@ -5,7 +5,7 @@
 # `extends:`), never merged with the default. See README "Configuration".
 from snakemake.utils import min_version
 
-min_version("9.0")
+min_version("9.27")  # a function as a rule priority (inference.smk); 9.15 refuses it
 
 
 # The effective config (safetyrepro.config.load_settings: layers, overrides, schema defaults, every

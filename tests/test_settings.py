@@ -63,6 +63,7 @@ def test_schema_defaults_are_filled_once_and_typed(data_dir):
         "prefix_reuse": True,
         "server": True,
         "server_idle_seconds": 300,
+        "kv_cache_gib": 2,
     }
     assert document["analysis"]["bootstrap"] == {"resamples": 1000, "seed": 0, "level": 0.95}
     assert document["models"][0] == {

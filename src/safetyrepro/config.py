@@ -232,7 +232,9 @@ class BackendSettings:
     prefix_reuse: bool
     server: bool
     server_idle_seconds: float
+    kv_cache_gib: float
     threads: int | None = None  # absent: torch's own choice
+    server_python: str | None = None  # absent: the interpreter running the cells
 
     OPTIONS = {
         "hf": ("batch_size", "device", "threads", "prefix_reuse"),
@@ -464,6 +466,13 @@ class Settings:
         """Every (model, benchmark, config) cell of the grid."""
         return [(m, b, c) for m in self.models for b in self.benchmarks for c in self.configs(b)]
 
+    def longest_generation(self) -> int:
+        """The most new tokens any free-form config of the run asks for (vLLM sizes its context by it)."""
+        return max(
+            (self.envelope.decoding(c).max_new_tokens for b in self.benchmarks for c in self.configs(b)),
+            default=1,
+        )
+
     def probe_cells(self) -> list[tuple[ModelSpec, str, Config]]:
         """The precision probe's own cells: its new twins on the probe configs of each benchmark."""
         probe = self.precision_probe
@@ -579,6 +588,7 @@ def _settings(raw: dict[str, Any], layers: tuple[str, ...]) -> Settings:
             raise ConfigError(f"{key}: '{missing[0]}' is not a valid config of any benchmark")
 
     backend = BackendSettings(**raw["backend"])
+    _check_server_python(backend)
     nf4 = [spec.name for spec in models if spec.precision == "nf4"]
     if backend.batch_invariant and backend.generate == "vllm" and nf4:
         raise ConfigError(
@@ -716,6 +726,15 @@ def _check_batch_axis(settings: Settings) -> None:
                     f"making; keep the axis to log-likelihood cells with a rule (if {{{axis}: [{config[axis]}]}} "
                     "then {scoring: [logprob]}), or generate with hf"
                 )
+
+
+def _check_server_python(backend: BackendSettings) -> None:
+    """`backend.server_python` needs model servers to run it (whether it exists is preflight's)."""
+    if backend.server_python is not None and not backend.server:
+        raise ConfigError(
+            "backend.server_python: model servers run under it, but backend.server is false "
+            "(each cell then loads its model itself); set server: true"
+        )
 
 
 def _check_results_dir(path: Path) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import subprocess
 from typing import TYPE_CHECKING
 
 from .config import ConfigError
@@ -28,11 +29,28 @@ def preflight(settings: Settings) -> None:
 
 
 def _check_backends(settings: Settings) -> None:
-    used = {settings.backend.serving(c.scoring) for _, _, c in settings.cells()}
-    if "vllm" in used and importlib.util.find_spec("vllm") is None:
+    """The Python the model servers run under exists, and vLLM imports there where a config is served by it."""
+    python = settings.backend.server_python
+    if python is not None and not (
+        os.path.isfile(os.path.expanduser(python)) and os.access(os.path.expanduser(python), os.X_OK)
+    ):
         raise ConfigError(
-            "backend.generate: vllm is not installed here (the GPU extra: "
-            "`pip install -c constraints-gpu.txt -e '.[gpu]'`), or set generate: hf"
+            f"backend.server_python: '{python}' is not an executable file (`make setup-vllm` makes .venv-vllm/bin/python)"
+        )
+    used = {settings.backend.serving(c.scoring) for _, _, c in settings.cells()}
+    if "vllm" not in used:
+        return
+    if python is None:
+        missing = importlib.util.find_spec("vllm") is None
+    else:
+        probe = "import importlib.util, sys; sys.exit(importlib.util.find_spec('vllm') is None)"
+        missing = subprocess.run([os.path.expanduser(python), "-c", probe], capture_output=True).returncode != 0
+    if missing:
+        where = f"under backend.server_python ({python})" if python else "here"
+        raise ConfigError(
+            f"backend.generate: vllm is not installed {where}: on a GPU the gpu extra "
+            "(`pip install -c constraints-gpu.txt -e '.[gpu]'`), on a CPU `make setup-vllm` with "
+            "backend.server_python: .venv-vllm/bin/python (config/vllm.yaml); or set generate: hf"
         )
 
 

@@ -41,7 +41,13 @@ def load_backends(settings: Settings, spec: ModelSpec) -> dict[str, Backend]:
     for kind in sorted(set(kinds.values()), key=LOAD_ORDER.index):
         options = settings.backend.options(kind)
         if kind == "vllm":
-            options["gpu_memory_utilization"] = _vllm_share(settings, loaded.get("hf"))
+            import torch
+
+            if torch.cuda.is_available():
+                options["gpu_memory_utilization"] = _vllm_share(settings, loaded.get("hf"))
+            else:  # vLLM-CPU: a key/value cache of a set size, not a share of host memory
+                options["kv_cache_gib"] = settings.backend.kv_cache_gib
+            options["max_new_tokens"] = settings.longest_generation()
         loaded[kind] = load_backend(kind, spec, **options)
     formats = {kind: backend.prompt_format for kind, backend in loaded.items()}
     if len(set(formats.values())) > 1:  # one model's prompts must not be chat on one backend, plain on another
@@ -237,11 +243,22 @@ def _try_connect(address: Path) -> Connection | None:
     return Connection(client.detach())
 
 
+def server_python(settings: Settings) -> tuple[str, dict[str, str]]:
+    """The interpreter a model server runs under (`backend.server_python`, else this one) and its
+    environment: this package's own source first on its path, so the server runs the code the cells
+    run whichever environment it is (.venv-vllm holds vLLM-CPU and its own transformers)."""
+    python = settings.backend.server_python
+    source = str(Path(__file__).resolve().parents[1])
+    path = os.pathsep.join(p for p in (source, os.environ.get("PYTHONPATH", "")) if p)
+    return str(Path(python).expanduser().absolute()) if python else sys.executable, {**os.environ, "PYTHONPATH": path}
+
+
 def _start(settings: Settings, spec: ModelSpec, configfile: Path, address: Path, idle_seconds: float) -> Connection:
     log_path = settings.results_dir / "logs" / "servers" / f"{spec.name}.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
+    python, environment = server_python(settings)
     command = [
-        sys.executable,
+        python,
         "-m",
         "safetyrepro.cli",
         "-v",
@@ -257,7 +274,12 @@ def _start(settings: Settings, spec: ModelSpec, configfile: Path, address: Path,
     ]
     with open(log_path, "a", encoding="utf-8") as out:
         process = subprocess.Popen(
-            command, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
+            command,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            env=environment,
         )
     log.info("started model server for %s (pid %d, log %s)", spec.name, process.pid, log_path)
     deadline = time.monotonic() + START_TIMEOUT

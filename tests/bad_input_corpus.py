@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import json
 import shutil
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -944,6 +945,18 @@ CASES += [
         "vllm without vllm installed",
         {"backend.generate": "vllm"},
         "backend.generate: vllm is not installed here",
+        plan=False,
+    ),
+    config_case(
+        "server_python that does not exist",
+        {"backend.server_python": ".venv-vllm-missing/bin/python"},
+        "backend.server_python: '.venv-vllm-missing/bin/python' is not an executable file",
+        plan=False,
+    ),
+    config_case(
+        "vllm served from a Python without vllm",
+        {"backend.generate": "vllm", "backend.server_python": sys.executable},
+        "backend.generate: vllm is not installed under backend.server_python",
         plan=False,
     ),
     config_case(

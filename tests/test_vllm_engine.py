@@ -163,9 +163,8 @@ def test_a_tiny_grid_runs_through_real_vllm(tmp_path, data_dir, embedded_model_p
     env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
     result = subprocess.run(
         [str(bin_dir / "snakemake"), "--snakefile", str(REPO / "Snakefile"), "--directory", str(tmp_path)]
-        + ["--configfile", str(tmp_path / "config.yaml"), "--cores", "2", "--resources", "gpu=1"]
-        + ["results/rho_flip.parquet"]
-        + ["results/provenance.json"],
+        + ["results/rho_flip.parquet", "results/provenance.json", "--configfile", str(tmp_path / "config.yaml")]
+        + ["--cores", "2", "--resources", "gpu=1"],
         capture_output=True,
         text=True,
         env=env,

@@ -969,6 +969,7 @@ CASES += [
     ),
 ]
 
+
 def short_context_case() -> Case:
     """A local model with a 512-token context, which the 5-shot TruthfulQA prompts outgrow."""
 

@@ -640,6 +640,16 @@ for name, changes, message in [
         "envelope.axes.shots.0.tier: 'Core' is not one of core, stress",
     ),
     ("negative temperature", {"envelope/axes/decoding/t0.3/temperature": -0.3}, "is less than the minimum of 0"),
+    (
+        "temperature above vLLM's 2",
+        {"envelope/axes/decoding/t0.3/temperature": 2.5},
+        "is greater than the maximum of 2",
+    ),
+    (
+        "seed beyond int64",
+        {"envelope.seeds": [2**63]},
+        "envelope.seeds[0]: 9223372036854775808 is greater than the maximum",
+    ),
     ("top_p zero", {"envelope/axes/decoding/t0.3/top_p": 0}, "is less than or equal to the minimum of 0"),
     ("top_p above one", {"envelope/axes/decoding/t0.3/top_p": 1.5}, "is greater than the maximum of 1"),
     ("shots negative", {"envelope.axes.shots.3.n": -3}, "envelope.axes.shots.3.n: -3 is less than the minimum of 0"),

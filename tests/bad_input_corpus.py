@@ -980,8 +980,8 @@ CASES += [
 ]
 
 
-def short_context_case() -> Case:
-    """A local model with a 512-token context, which the 5-shot TruthfulQA prompts outgrow."""
+def short_context_case(name: str, positions: int, message: str) -> Case:
+    """A local model of `positions` positions, which the run's prompts or generations outgrow."""
 
     def build(scratch: Path, data_dir: Path):
         from tiny_model import build_tiny_model
@@ -989,18 +989,28 @@ def short_context_case() -> Case:
         with contextlib.redirect_stderr(io.StringIO()):  # the weights' progress bar
             model = build_tiny_model(scratch / "tiny")
         model_config = json.loads((model / "config.json").read_text())
-        (model / "config.json").write_text(json.dumps({**model_config, "max_position_embeddings": 512}))
+        (model / "config.json").write_text(json.dumps({**model_config, "max_position_embeddings": positions}))
         config = base_config(data_dir)
         config["models"] = [{"name": "tiny-a", "path": str(model)}, {"name": "tiny-b", "path": str(model)}]
         path = scratch / "config.yaml"
         path.write_text(yaml.safe_dump(config))
-        message = "models[0] (tiny-a): 45 free-form prompt(s) are longer than the 256 tokens it keeps (context 512"
         return ["check", "--configfile", str(path)], message, None
 
-    return Case("prompts longer than a local model's context", build)
+    return Case(name, build)
 
 
-CASES += [short_context_case()]
+CASES += [
+    short_context_case(
+        "prompts longer than a local model's context",
+        512,
+        "models[0] (tiny-a): 45 free-form prompt(s) are longer than the 256 tokens it keeps (context 512",
+    ),
+    short_context_case(
+        "a context shorter than the longest generation",
+        200,
+        "envelope max_new_tokens: 256 new tokens leave no room for a prompt in model 'tiny-a', whose context is 200",
+    ),
+]
 
 # 16. helper commands
 CASES += [

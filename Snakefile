@@ -2,7 +2,7 @@
 # results produced by another harness -> the same tables -> the same analyses).
 # From the repository root: `snakemake --cores all --resources gpu=1` runs config/config.yaml;
 # `--configfile FILE` runs FILE alone (a complete config, or an overlay that names its base with
-# `extends:`), never merged with the default. See README "Configuration".
+# `extends:`), never merged with the default. See docs/configuration.md.
 from snakemake.utils import min_version
 
 min_version("9.27")  # a function as a rule priority (inference.smk); 9.15 refuses it

@@ -1,6 +1,6 @@
-"""Check (or regenerate) constraints-gpu.txt, the pins of the README's GPU install, with pip's resolver.
+"""Check (or regenerate) constraints-gpu.txt, the pins of the GPU install (docs/gpu.md), with pip's resolver.
 
-The check runs the README's install as a dry run from the repository root,
+The check runs that install as a dry run from the repository root,
 
     python -m pip install --dry-run --ignore-installed --quiet --report REPORT -c constraints-gpu.txt -e ".[gpu,dev]"
 
@@ -83,7 +83,7 @@ def read_pins(path: Path) -> dict[str, tuple[str, str]]:
 def dry_run(
     constraints: Path, report: Path, python: str = sys.executable, timeout: float = 900
 ) -> subprocess.CompletedProcess[str]:
-    """The README's GPU install as a pip dry run from the repository root, its report written to `report`.
+    """The GPU install (docs/gpu.md) as a pip dry run from the repository root, its report written to `report`.
 
     Exact pins resolve in about a minute; conflicting ones can send pip backtracking for far longer
     (the timeout raises subprocess.TimeoutExpired)."""

@@ -1061,7 +1061,7 @@ CASES += [
     ),
 ]
 
-# imported results (README "Using results you already have"): the source, its mapping, the config naming them
+# imported results (docs/importing.md): the source, its mapping, the config naming them
 SCORES = "model,benchmark,config_id,score\n"
 
 

@@ -1,6 +1,6 @@
 """The auditor's search (safetyrepro.audit): on synthetic grids with a planted reversing region, against
 a random order; its stopping rules, budget and report; its steps as the workflow runs them; refusals;
-and (e2e) the README's `safetyrepro audit` from the root of a clone, whose cells a full run reuses."""
+and (e2e) the `safetyrepro audit` of docs/audit.md from the root of a clone, whose cells a full run reuses."""
 
 from __future__ import annotations
 

@@ -1,8 +1,9 @@
-"""Every bad input of the README's table: the workflow stops with exactly that one message, before any job,
-and writes nothing to results/."""
+"""Every bad input of the table in docs/bad-inputs.md: the workflow stops with exactly that one message, before
+any job, and writes nothing to results/; the messages are the page's, word for word."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -15,6 +16,26 @@ from tiny_model import build_tiny_model
 
 REPO = Path(__file__).resolve().parents[1]
 SAFETYREPRO = Path(sys.executable).parent / "safetyrepro"
+PAGE = REPO / "docs" / "bad-inputs.md"
+# what the page writes for the parts of a message that depend on the machine
+PLACEHOLDERS = {"<dir>": ".+", "<file>": ".+", "<path>": ".+", "<envelope file>": ".+", "(...)": r"\(.+\)", "N": r"\d+"}
+
+
+def page_table() -> dict[str, str]:
+    """The page's first table: input -> its message cell."""
+    table = PAGE.read_text(encoding="utf-8").split("| input | message |", 1)[1].split("\n\n", 1)[0]
+    return dict(line[2:-2].split(" | ", 1) for line in table.splitlines()[2:])
+
+
+def page_message(case: str) -> str:
+    """The message the page gives for an input: its cell without the code span's backticks."""
+    return re.fullmatch(r"(``?) ?(.*?) ?\1", page_table()[case]).group(2)
+
+
+def page_pattern(text: str) -> re.Pattern:
+    """A message as the page writes it, its placeholders standing for any path, elided part or number."""
+    parts = re.split(r"(<dir>|<file>|<path>|<envelope file>|\(\.\.\.\)|\bN\b)", text)
+    return re.compile("".join(PLACEHOLDERS[part] if i % 2 else re.escape(part) for i, part in enumerate(parts)))
 
 
 @pytest.fixture(scope="module")
@@ -73,7 +94,7 @@ def _not_a_model(root: Path, data_dir: Path) -> tuple[dict, str]:
     )
 
 
-# (case, config changes -> (overrides, message)); messages are the README's table, word for word.
+# (case, config changes -> (overrides, message)); the cases and messages of docs/bad-inputs.md's table.
 CASES = {
     "envelope file with a YAML syntax error": lambda root, data: (
         {"envelope": str(_write(root / "envelope.yaml", "axes: [T1,\n"))},
@@ -97,7 +118,7 @@ CASES = {
         "models[1] (tiny-0).name: duplicate model name 'tiny-0'",
     ),
     "fewer than two models": lambda root, data: ({"models": "one"}, "models: needs at least 2 entries, got 1"),
-    "model name with shell metacharacters": lambda root, data: (
+    "model name with spaces, quotes or shell metacharacters": lambda root, data: (
         {"models": "metachar-name"},
         "models[0].name: 'a b;$(rm -rf x)' may use only letters, digits and . _ + -, starting with a letter or digit "
         "(it names files and jobs)",
@@ -112,7 +133,7 @@ CASES = {
         f"data_dir: {root / 'empty'} is empty (`safetyrepro fetch-data --data-dir {root / 'empty'}` downloads the "
         "pinned files)",
     ),
-    "benchmark folder missing": lambda root, data: (
+    "a benchmark's folder missing": lambda root, data: (
         {"data_dir": str(copy_benchmark(data, root / "data", "bbq"))},
         f"benchmarks.xstest: no data in {root / 'data' / 'xstest'} (`safetyrepro fetch-data --data-dir "
         f"{root / 'data'}` downloads the pinned files)",
@@ -179,6 +200,13 @@ def test_bad_input_gets_one_message_and_writes_nothing(case, tmp_path, data_dir,
         cwd=workdir,
     )
     assert checked.returncode == 2 and checked.stderr.strip() == f"safetyrepro: error: {message}"
+    assert page_pattern(page_message(case)).fullmatch(message), (page_message(case), message)
+
+
+def test_the_page_lists_exactly_the_tested_inputs():
+    assert set(page_table()) == set(CASES) | {"config file with a YAML syntax error"}
+    assert page_pattern("<file>, line N: malformed JSON (...)").fullmatch("/d/a.jsonl, line 3: malformed JSON (x)")
+    assert not page_pattern("<file>: missing column(s) type").fullmatch("/d/a.csv: missing column(s) label")
 
 
 def test_config_file_with_a_yaml_syntax_error(tmp_path):
@@ -194,6 +222,10 @@ def test_config_file_with_a_yaml_syntax_error(tmp_path):
         f"safetyrepro: error: {config}, line 4, column 1: YAML syntax error: "
         "expected ',' or ']', but got '<stream end>'"
     )
+    cell = page_table()["config file with a YAML syntax error"]
+    assert "`Config file is not valid JSON or YAML...`" in cell
+    shown = re.findall(r"`([^`]*)`", cell)[-1]  # what `make run` and `safetyrepro check` print first
+    assert page_pattern(shown).fullmatch(checked.stderr.strip().removeprefix("safetyrepro: error: "))
 
 
 def test_model_path_with_shell_metacharacters_reaches_no_shell(tmp_path, data_dir):

@@ -1,4 +1,4 @@
-"""constraints-gpu.txt: the README's GPU install resolves with it, and it pins everything that install takes.
+"""constraints-gpu.txt: the GPU install of docs/gpu.md resolves with it, and it pins everything that install takes.
 
 The e2e test runs the install as a pip dry run (scripts/gpu_constraints_check.py) against the package
 index: about a minute, most of it pip fetching the wheels' metadata. Without the index it is skipped,

@@ -1,9 +1,11 @@
-"""GPU memory of the model servers: vLLM's share around the HF copy (the README's arithmetic for the
-paper's models) and one server per GPU at a time."""
+"""GPU memory of the model servers: vLLM's share around the HF copy (the arithmetic and the table of
+docs/models.md for the paper's models) and one server per GPU at a time."""
 
 from __future__ import annotations
 
+import re
 import threading
+from pathlib import Path
 
 import pytest
 
@@ -28,29 +30,31 @@ def weights_gib(name: str, precision: str) -> float:
     return ((parameters - embeddings) * NF4_BYTES + 2 * embeddings) / GIB
 
 
-# the README's table: (card, model, precision) -> vLLM's share
-README_SHARES = {
-    ("80 GB", "qwen2.5-7b-instruct", "nf4"): 0.807,
-    ("80 GB", "mistral-7b-instruct-v0.3", "nf4"): 0.823,
-    ("80 GB", "yi-1.5-9b-chat", "nf4"): 0.809,
-    ("80 GB", "qwen2.5-7b-instruct", "bf16"): 0.693,
-    ("80 GB", "mistral-7b-instruct-v0.3", "bf16"): 0.702,
-    ("80 GB", "yi-1.5-9b-chat", "bf16"): 0.664,
-    ("141 GB", "qwen2.5-7b-instruct", "nf4"): 0.85,
-    ("141 GB", "mistral-7b-instruct-v0.3", "nf4"): 0.85,
-    ("141 GB", "yi-1.5-9b-chat", "nf4"): 0.85,
-    ("141 GB", "qwen2.5-7b-instruct", "bf16"): 0.826,
-    ("141 GB", "mistral-7b-instruct-v0.3", "bf16"): 0.831,
-    ("141 GB", "yi-1.5-9b-chat", "bf16"): 0.810,
-}
+def page_shares() -> dict[tuple[str, str, str], float]:
+    """The GPU memory table of docs/models.md: (card, model, precision) -> vLLM's share."""
+    page = (Path(__file__).resolve().parents[1] / "docs" / "models.md").read_text(encoding="utf-8")
+    table = page.split("\n## GPU memory\n", 1)[1].split("\n| model | precision |", 1)[1].split("\n\n", 1)[0]
+    shares = {}
+    for row in table.splitlines()[2:]:
+        name, precision, _, on_80, on_141 = (cell.strip() for cell in row.strip("|").split("|"))
+        for card, cell in (("80 GB", on_80), ("141 GB", on_141)):
+            shares[card, name, precision.split()[0]] = float(re.match(r"[0-9.]+", cell).group())
+    return shares
 
 
-@pytest.mark.parametrize(("card", "name", "precision"), list(README_SHARES))
+PAGE_SHARES = page_shares()
+
+
+def test_the_page_gives_every_paper_model_on_both_cards():
+    assert set(PAGE_SHARES) == {(c, m, p) for c in CARDS for m in PAPER_MODELS for p in ("nf4", "bf16")}
+
+
+@pytest.mark.parametrize(("card", "name", "precision"), list(PAGE_SHARES))
 def test_each_paper_model_fits_alone_with_room_for_the_hf_copy(card, name, precision):
     total, weights = CARDS[card], weights_gib(name, precision)
     free = total - CONTEXT_GIB - weights  # after the HF copy loaded
     share = vllm_share(0.85, int(free * GIB), int(total * GIB), 8 * GIB)
-    assert share == README_SHARES[card, name, precision]
+    assert share == PAGE_SHARES[card, name, precision]
     assert share * total <= free - 8 - VLLM_CONTEXT_GIB + 1e-9  # vLLM's request fits beside its context; 8 GiB stay
     assert share * total - weights > 30  # vLLM's own weights leave tens of GiB of key/value cache
 

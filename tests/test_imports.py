@@ -249,7 +249,7 @@ def test_an_import_config_names_no_models_and_existing_sources(tmp_path):
 
 @pytest.mark.e2e
 def test_the_workflow_runs_the_analysis_half_on_imported_results(harness, clone):
-    """README "Using results you already have": the runs under runs/, then `make run CONFIG=config/imported.yaml`."""
+    """docs/importing.md: the runs under runs/, then `make run CONFIG=config/imported.yaml`."""
     runs, mappings = harness
     for kind, sources in (("lm_eval", runs.lm_eval_runs), ("inspect", runs.inspect_logs)):
         for source in sources:
@@ -284,7 +284,7 @@ def test_the_workflow_runs_the_analysis_half_on_imported_results(harness, clone)
     for name in ("summary.md", "grid_card.md", f"figures/rho_heatmap_{TASK}.png", "analysis/paired_tests.md"):
         assert (results / name).stat().st_size > 0, name
     assert (clone / report).stat().st_size > 0
-    # README "Auditing a verdict on a budget", on the imported cells: no model runs
+    # docs/audit.md, on the imported cells: no model runs
     audit = run(clone, "safetyrepro", "audit", "--configfile", "config/imported.yaml", "--pair", "tiny_a", "tiny_b",
                 "--benchmark", TASK, "--budget", "6", "--cores", "2")  # fmt: skip
     assert audit.returncode == 0, audit.stderr[-3000:]

@@ -13,6 +13,7 @@ import hashlib
 import json
 import os
 import shutil
+import struct
 import subprocess
 import sys
 import tempfile
@@ -27,6 +28,7 @@ from tiny_model import build_tiny_model
 
 from safetyrepro.config import load_settings
 from safetyrepro.figures import FIGURES, draw, flipped_configs, save
+from safetyrepro.headline import COLUMNS, headline_html, headline_markdown, headline_rows
 from safetyrepro.models import describe_model
 from safetyrepro.provenance import compare_records, data_files, run_record
 
@@ -500,6 +502,74 @@ def test_report_renders_every_figure_in_headless_chromium(runs):
     if os.environ.get(ARTEFACTS_ENV):
         Path(os.environ[ARTEFACTS_ENV]).mkdir(parents=True, exist_ok=True)
         shutil.copy(screenshot, Path(os.environ[ARTEFACTS_ENV]) / "report_screenshot.png")
+
+
+def _headline(results: Path) -> pd.DataFrame:
+    """The headline rows of a run, from its rho_flip_sig and tiers tables."""
+    analysis = results / "analysis"
+    return headline_rows(
+        pd.read_parquet(analysis / "rho_flip_sig.parquet"), pd.read_parquet(analysis / "tiers.parquet")
+    )
+
+
+def test_summary_and_grid_card_open_on_the_headline(runs):
+    results = runs[0] / "results"
+    rows = _headline(results)
+    assert set(rows["benchmark"]) == set(BENCHMARKS)
+    headline = headline_markdown(rows)
+    assert (results / "summary.md").read_text().startswith("# Summary\n\n" + headline)
+    assert (results / "grid_card.md").read_text().startswith("# GRID card\n\n" + headline)
+    assert (results / "headline.html").read_text() == headline_html(rows)
+    card = _json(results / "grid_card.json")
+    assert [row["sentence"] for row in card["most_fragile"]] == list(rows["sentence"])
+
+
+@pytest.mark.skipif(
+    not (CHROMIUM and CHROMEDRIVER) and not os.environ.get("CI"),
+    reason="chromium and chromium-driver are not installed (CI installs them; with CI set this fails)",
+)
+def test_report_opens_on_the_headline_in_headless_chromium(runs):
+    """At 1400 x 1000, with no click, the report shows the headline table whole; the job graph is below it."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    assert CHROMIUM and CHROMEDRIVER, "chromium and chromium-driver must be installed in CI (see .ci/run)"
+    results_dir = runs[0] / "results"
+    rows = _headline(results_dir)
+    browser = _browser()
+    try:
+        metrics = {"width": 1400, "height": 1000, "deviceScaleFactor": 1, "mobile": False}
+        browser.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", metrics)
+        browser.get((results_dir / "report.html").as_uri())
+        WebDriverWait(browser, 30).until(
+            lambda b: b.execute_script(
+                "return typeof app === 'object' && document.querySelector('#loading-screen').style.display === 'none'"
+                " && document.querySelector('#headline-table') !== null"
+            )
+        )
+        screenshot = results_dir / "report_first_screen.png"
+        assert browser.save_screenshot(str(screenshot))
+        assert browser.execute_script("return [window.innerWidth, window.innerHeight]") == [1400, 1000]
+        table = browser.find_element(By.ID, "headline-table")
+        box = browser.execute_script("return arguments[0].getBoundingClientRect().toJSON()", table)
+        assert table.is_displayed() and box["width"] > 0 and box["height"] > 0
+        assert 0 <= box["left"] and box["right"] <= 1400 and 0 <= box["top"] and box["bottom"] <= 1000, box
+        shown = [
+            [cell.text for cell in row.find_elements(By.TAG_NAME, "td")]
+            for row in table.find_elements(By.CSS_SELECTOR, "tbody tr")
+        ]
+        assert shown == [[cell(record) for _, cell in COLUMNS] for record in rows.to_dict("records")]
+        sentences = [item.text for item in browser.find_elements(By.CSS_SELECTOR, "#headline-sentences li")]
+        assert sentences == list(rows["sentence"])
+        graph = browser.execute_script("return document.querySelector('#rulegraph').getBoundingClientRect().top")
+        assert graph >= 1000  # the job graph is off the first screen
+    finally:
+        browser.quit()
+    assert screenshot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert struct.unpack(">II", screenshot.read_bytes()[16:24]) == (1400, 1000)  # the PNG's IHDR width, height
+    if os.environ.get(ARTEFACTS_ENV):
+        Path(os.environ[ARTEFACTS_ENV]).mkdir(parents=True, exist_ok=True)
+        shutil.copy(screenshot, Path(os.environ[ARTEFACTS_ENV]) / "report_first_screen.png")
 
 
 def _click_eye(browser, index: int, before: str | None) -> str | None:

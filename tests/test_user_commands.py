@@ -1,5 +1,5 @@
-"""The README's commands, run as a user runs them: from the root of a copy of this working tree,
-with ../shared/data beside it, for every shipped config."""
+"""The commands of the README, docs/quick-start.md and docs/configuration.md, run as a user runs them: from
+the root of a copy of this working tree, with ../shared/data beside it, for every shipped config."""
 
 from __future__ import annotations
 

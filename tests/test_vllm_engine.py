@@ -88,7 +88,7 @@ def test_a_seeds_text_is_the_requests_own(probe):
     """A request's sampled text is the same after another cell and in another order (the prefix cache is
     emptied per call, seeds are per request) and, at fp32, alone and on a second engine too. At bf16
     vLLM-CPU's kernels round a batch's rows differently from a lone request's, so a near-tie may go
-    the other way alone (README: 14 of 15 measured)."""
+    the other way alone (docs/vllm-cpu.md: 14 of 15 measured)."""
     sampled = probe["sampled"]
     alone = same = 0
     for seed in sampled["seeds"]:

@@ -308,7 +308,7 @@ def test_gpu_smoke_script_plans_every_backend_path_on_cpu(tmp_path, data_dir):
     assert settings.envelope.seeds_for(settings.config("bbq", "T2-t0.7-0shot-freeform")) == [0, 1, 2, 3, 4]
 
 
-# ------------------------------------------------------------------ what reruns after a change (README table)
+# ------------------------------------------------------------------ what reruns after a change (docs/reruns.md)
 FIGURES = {
     "figure_rho_heatmap": 2,
     "figure_scores": 2,
@@ -324,6 +324,7 @@ AFTER_CELLS = {
     "rho_flip": 1,
     "analysis": 17,
     "summary": 1,
+    "headline": 1,
     "provenance": 1,
     "grid_card": 1,
     **FIGURES,
@@ -347,11 +348,12 @@ CODE_CHANGES = {
     "hashing.py": {"describe_model": 3, "cell": 30, **AFTER_CELLS},
     "fetch.py": {"provenance": 1, "grid_card": 1},  # the data pins the run record checks
     "aggregate.py": AFTER_CELLS,
-    "analysis/flips.py": {"rho_flip": 1, "analysis": 17, "summary": 1, "grid_card": 1, **FIGURES},
+    "analysis/flips.py": {"rho_flip": 1, "analysis": 17, "summary": 1, "headline": 1, "grid_card": 1, **FIGURES},
     "report.py": {
         "rho_flip": 1,
         "analysis": 17,
         "summary": 1,
+        "headline": 1,
         "grid_card": 1,
         "figure_rho_heatmap": 2,
         "figure_orderings": 1,
@@ -360,10 +362,24 @@ CODE_CHANGES = {
         "figure_paired_differences": 2,
         "figure_stability": 1,
     },
-    "analysis/verdicts.py": {"analysis": 8, "summary": 1, "figure_orderings": 1},
-    "analysis/frames.py": {"analysis": 11, "summary": 1, "figure_orderings": 1, "figure_stability": 1},
-    # intervals, paired_tests, rho_flip_sig; the GRID card states rho_flip_sig
-    "analysis/significance.py": {"analysis": 3, "summary": 1, "grid_card": 1, "figure_paired_differences": 2},
+    # tiers among them: the headline and the GRID card state its orderings
+    "analysis/verdicts.py": {"analysis": 8, "summary": 1, "headline": 1, "grid_card": 1, "figure_orderings": 1},
+    "analysis/frames.py": {
+        "analysis": 11,
+        "summary": 1,
+        "headline": 1,
+        "grid_card": 1,
+        "figure_orderings": 1,
+        "figure_stability": 1,
+    },
+    # intervals, paired_tests, rho_flip_sig; the headline and the GRID card state rho_flip_sig
+    "analysis/significance.py": {
+        "analysis": 3,
+        "summary": 1,
+        "headline": 1,
+        "grid_card": 1,
+        "figure_paired_differences": 2,
+    },
     "analysis/variance.py": {"analysis": 1, "summary": 1, "figure_anova": 1},
     "analysis/attribution.py": {"analysis": 1, "summary": 1, "figure_shap": 1},
     "analysis/stability.py": {"analysis": 1, "summary": 1},
@@ -371,6 +387,7 @@ CODE_CHANGES = {
     "figures.py": FIGURES,
     "provenance.py": {"provenance": 1, "grid_card": 1},
     "grid_card.py": {"grid_card": 1},
+    "headline.py": {"summary": 1, "headline": 1, "grid_card": 1},
     "cli.py": {},
     "config.py": {},
     "server.py": {},

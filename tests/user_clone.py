@@ -1,4 +1,4 @@
-"""A copy of the working tree as a user's clone, and the README's commands run in it."""
+"""A copy of the working tree as a user's clone, and the commands of the README and docs/ run in it."""
 
 from __future__ import annotations
 

@@ -65,6 +65,23 @@ def cmd_check(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_config_reference(args: argparse.Namespace) -> int:
+    """Write the config reference generated from the schemas, or (--check FILE) say whether FILE is current."""
+    from .config_reference import render
+
+    page = render()
+    if args.check:
+        current = Path(args.check).is_file() and Path(args.check).read_text(encoding="utf-8") == page
+        stale = f"stale (safetyrepro config-reference --out {args.check})"
+        print(f"{args.check}: {'up to date' if current else stale}")
+        return 0 if current else 1
+    if args.out:
+        Path(args.out).write_text(page, encoding="utf-8")
+    else:
+        print(page, end="")
+    return 0
+
+
 def cmd_parse(args: argparse.Namespace) -> int:
     """Label free-form responses read as JSON lines on stdin; write them back with `label`."""
     benchmark = BENCHMARKS[args.benchmark]
@@ -248,7 +265,7 @@ def cmd_import(args: argparse.Namespace) -> int:
         f"benchmark(s), {cells['config_id'].nunique()} configs; {len(imported.items)} item rows -> {out}"
     )
     if imported.notes:
-        print("notes: what could not be mapped or was left out (README, Using results you already have):")
+        print("notes: what could not be mapped or was left out (docs/importing.md):")
         print("\n".join(f"  - {note}" for note in imported.notes))
     return 0
 
@@ -287,17 +304,31 @@ def cmd_analyse(args: argparse.Namespace) -> int:
 
 
 def cmd_summary(args: argparse.Namespace) -> int:
-    """Gather the headline numbers into summary.md."""
+    """Gather the headline numbers into summary.md, opening on the headline."""
     import pandas as pd
 
     from .analysis.suite import ANALYSES
+    from .headline import headline_markdown, headline_rows
     from .report import partial_notice, summary_markdown
     from .tables import missing_cells, write_text
 
     folder = Path(args.analysis_dir)  # the suite's tables only: not a stale one of an analysis since removed
     tables = {name: pd.read_parquet(folder / f"{name}.parquet") for name in ANALYSES}
-    summary = summary_markdown(pd.read_parquet(args.rho), pd.read_parquet(args.cells), tables)
+    headline = headline_markdown(headline_rows(tables["rho_flip_sig"], tables["tiers"]))
+    summary = summary_markdown(pd.read_parquet(args.rho), pd.read_parquet(args.cells), tables, headline)
     write_text(partial_notice(missing_cells(Path(args.cells))) + summary, Path(args.out))
+    return 0
+
+
+def cmd_headline(args: argparse.Namespace) -> int:
+    """Write the headline as the HTML fragment the report's landing page embeds."""
+    import pandas as pd
+
+    from .headline import headline_html, headline_rows
+    from .tables import missing_cells, write_text
+
+    rows = headline_rows(pd.read_parquet(args.sig), pd.read_parquet(args.tiers))
+    write_text(headline_html(rows, missing_cells(Path(args.sig))), Path(args.out))
     return 0
 
 
@@ -354,6 +385,7 @@ def cmd_grid_card(args: argparse.Namespace) -> int:
         json.loads(Path(args.provenance).read_text()),
         pd.read_parquet(args.cells),
         pd.read_parquet(args.rho),
+        pd.read_parquet(args.tiers),
         missing_cells(Path(args.cells)),
     )
     write_json(card, Path(args.json_out))
@@ -487,6 +519,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="only what a dry run checks: not this machine's device, backends or model weights",
     )
 
+    reference = _command(
+        commands, "config-reference", cmd_config_reference, "the config reference (Markdown) from the schemas"
+    )
+    reference.add_argument("--out", help="write it here (docs/config-reference.md) instead of to stdout")
+    reference.add_argument("--check", metavar="FILE", help="write nothing; exit 1 unless FILE is the current page")
+
     parse = _command(commands, "parse", cmd_parse, "label JSON-lines responses from stdin")
     parse.add_argument("benchmark", choices=sorted(BENCHMARKS))
 
@@ -535,7 +573,7 @@ def build_parser() -> argparse.ArgumentParser:
         commands,
         "import",
         cmd_import,
-        "cells.parquet and items.parquet from lm-eval, Inspect AI or table results (README, Using results ...)",
+        "cells.parquet and items.parquet from lm-eval, Inspect AI or table results (docs/importing.md)",
         ("out-dir",),
     )
     imports.add_argument("--configfile", help="a config with `imports` (else give the sources as options)")
@@ -562,6 +600,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _command(
         commands,
+        "headline",
+        cmd_headline,
+        "the report's opening table: per benchmark the most fragile pair (HTML fragment)",
+        ("sig", "tiers", "out"),
+    )
+    _command(
+        commands,
         "provenance",
         cmd_provenance,
         "write the run record (results/provenance.json)",
@@ -580,7 +625,7 @@ def build_parser() -> argparse.ArgumentParser:
         "grid-card",
         cmd_grid_card,
         "write the GRID card (JSON + Markdown)",
-        ("configfile", "provenance", "cells", "rho", "json-out", "markdown-out"),
+        ("configfile", "provenance", "cells", "rho", "tiers", "json-out", "markdown-out"),
     )
     figure = _command(commands, "figure", cmd_figure, "draw one report figure (PNG)", ("table", "out"))
     figure.add_argument("name", help="a figure of safetyrepro.figures.FIGURES")
@@ -597,7 +642,7 @@ def build_parser() -> argparse.ArgumentParser:
         commands,
         "audit",
         cmd_audit,
-        "search the configs for one that reverses a pair's majority verdict, on a budget (README, Auditing ...)",
+        "search the configs for one that reverses a pair's majority verdict, on a budget (docs/audit.md)",
         ("benchmark",),
     )
     audit.add_argument("--configfile", help=CONFIG_HELP)

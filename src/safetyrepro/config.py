@@ -557,7 +557,7 @@ def load_run_settings(configfiles: Sequence[str | os.PathLike], overrides: Mappi
     if len(configfiles) > 1:
         raise ConfigError(
             f"give one config file, not {len(configfiles)} ({', '.join(map(str, configfiles))}); "
-            "to layer files, write `extends: <base config>` in the overlay (README, Configuration)"
+            "to layer files, write `extends: <base config>` in the overlay (docs/configuration.md)"
         )
     return load_settings(os.path.relpath(configfiles[0]) if configfiles else None, overrides)
 
@@ -714,7 +714,7 @@ def _check_declared_axis_names(envelope: Any) -> None:
         if axis not in AXES and isinstance(body, dict) and "mechanism" not in body:
             raise ConfigError(
                 f"envelope.axes.{axis}: not a built-in axis ({', '.join(AXES)}); an axis of your own needs "
-                "`mechanism`, `default` and `values` (README, Declared axes)"
+                "`mechanism`, `default` and `values` (docs/envelope.md, Declared axes)"
             )
 
 

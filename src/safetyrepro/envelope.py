@@ -14,7 +14,7 @@ from typing import Any
 from .benchmarks.base import Presentation
 
 AXES = ("template", "decoding", "shots", "scoring")  # every envelope has these; more are declared by mechanism
-# How a declared axis's value acts (README, Configuration: axes): a template variable fills {<axis>}
+# How a declared axis's value acts (docs/envelope.md, Declared axes): a template variable fills {<axis>}
 # in every template; option_order and answer_formulation change how an item's options are shown and
 # scored; few_shot_draw picks the examples; backend_option sets how requests are batched.
 MECHANISMS = ("template_variable", "option_order", "answer_formulation", "few_shot_draw", "backend_option")

@@ -1,7 +1,7 @@
 """What each job's outputs depend on, hashed: the settings it reads and the code that computes it.
 
 The workflow passes these digests as rule params, so Snakemake reruns a job when, and only when,
-something its outputs depend on changed (README "What reruns after a change"). A job's code is the
+something its outputs depend on changed (docs/reruns.md). A job's code is the
 closure, within this package, of the modules that compute it (imports needed only for type hints
 do not count), read as syntax trees: comments, docstrings and formatting do not count. Plumbing
 that does not change results (the CLI, the model server, config loading) is in no closure.
@@ -31,7 +31,8 @@ JOB_CODE: dict[str, tuple[str, ...]] = {
     "aggregate": ("aggregate",),
     "rho_flip": ("analysis.flips", "report"),
     "analysis": ("report",),
-    "summary": ("report",),
+    "summary": ("report", "headline"),
+    "headline": ("headline",),
     "provenance": ("provenance",),
     "grid_card": ("grid_card",),
     "figure": ("figures",),

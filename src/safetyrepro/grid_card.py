@@ -4,7 +4,8 @@ results/grid_card.json holds every axis value used (with its tier and parameters
 rules, the envelope and its hash (the seal), the configs and item subsets per benchmark, the models
 with precision and file hashes or revisions, data file hashes, package versions, seeds, every
 analysis option and the precision probe, the code's commit (and whether the tree was dirty),
-hardware and the headline rho_flip table with N+/N-/N0. results/grid_card.md renders the same.
+hardware, the headline (per benchmark the most fragile pair and its sentence, safetyrepro.headline) and
+the rho_flip table with N+/N-/N0. results/grid_card.md renders the same, opening on the headline.
 Two runs of the same config give the same card apart from `created`.
 """
 
@@ -18,6 +19,7 @@ import pandas as pd
 
 from .analysis.flips import orderings_reached
 from .backends.base import BatchCondition
+from .headline import headline_markdown, headline_rows
 
 if TYPE_CHECKING:
     from .config import Settings
@@ -129,10 +131,11 @@ def grid_card(
     record: Mapping[str, Any],
     cells: pd.DataFrame,
     rho: pd.DataFrame,
+    tiers: pd.DataFrame,
     missing_cells: Sequence[str] = (),
 ) -> dict:
-    """The card as a JSON-ready dict, from the settings, the run record, cells and rho_flip tables, and
-    the cells a partial run lacks (model/benchmark/config_id)."""
+    """The card as a JSON-ready dict, from the settings, the run record, cells, rho_flip (with rho_flip_sig)
+    and tier ablation tables, and the cells a partial run lacks (model/benchmark/config_id)."""
     prompt_formats = cells.groupby("model")["prompt_format"].first().to_dict() if "prompt_format" in cells else {}
     models = {name: {**info, "prompt_format": prompt_formats.get(name)} for name, info in record["models"].items()}
     return {
@@ -153,6 +156,7 @@ def grid_card(
         "seeds": record["seeds"],
         "hardware": record["hardware"],
         "headline": _headline(rho, cells),
+        "most_fragile": headline_rows(rho, tiers).to_dict("records"),
         "created": record["created"],
     }
 
@@ -266,8 +270,11 @@ def grid_card_markdown(card: Mapping[str, Any]) -> str:
     lines = [
         "# GRID card",
         "",
-        "What produced these verdicts, in enough detail to rerun the exact harness. The JSON twin "
-        "(grid_card.json) holds the same and "
+        headline_markdown(pd.DataFrame(card["most_fragile"])).rstrip("\n"),
+        "",
+        "## What produced these verdicts",
+        "",
+        "In enough detail to rerun the exact harness. The JSON twin (grid_card.json) holds the same and "
         + (
             "every imported file, whose hashes make the seal."
             if imported
@@ -330,7 +337,7 @@ def grid_card_markdown(card: Mapping[str, Any]) -> str:
         ]
     lines += [
         "",
-        "## Headline: rho_flip per model pair",
+        "## rho_flip per model pair",
         "",
         "rho_flip = min(N+, N-) / |C|; N+ (N-) counts configs where A scores strictly above (below) B, N0 the ties. "
         "rho_flip_sig counts only the configs where a paired test over the items finds A (B) better after the "

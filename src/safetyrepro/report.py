@@ -51,9 +51,12 @@ def analysis_markdown(name: str, description: str, table: pd.DataFrame) -> str:
     return f"# {name}\n\n{description}\n\n{body}\n"
 
 
-def summary_markdown(rho: pd.DataFrame, cells: pd.DataFrame, tables: dict[str, pd.DataFrame]) -> str:
-    """Headline numbers per benchmark, read like the paper's table 2: the largest rho_flip over
-    pairs with its N+/N-/N0 and |C|, orderings reached, and the robustness checks beside it."""
+def summary_markdown(
+    rho: pd.DataFrame, cells: pd.DataFrame, tables: dict[str, pd.DataFrame], headline: str = ""
+) -> str:
+    """The headline's Markdown (safetyrepro.headline), if given, then numbers per benchmark read like the
+    paper's table 2: the largest rho_flip over pairs with its N+/N-/N0 and |C|, orderings reached, and the
+    robustness checks beside it."""
     tiers = tables["tiers"].set_index(["variant", "benchmark"]) if "tiers" in tables else None
     clean = tables["parse_clean"].set_index("benchmark") if "parse_clean" in tables else None
     shares = tables["variance"].set_index("benchmark") if "variance" in tables else None
@@ -61,6 +64,7 @@ def summary_markdown(rho: pd.DataFrame, cells: pd.DataFrame, tables: dict[str, p
     lines = [
         "# Summary",
         "",
+        *([headline.rstrip("\n"), "", "## Every benchmark in numbers", ""] if headline else []),
         "Per benchmark, the model pair with the largest rho_flip (N+ / N- / N0 of that pair), strict "
         "orderings of the models reached, and the same maximum on the core tier and the parse-clean "
         "subset; rho_var = implementation / model variance share (free-form ANOVA); flip rate = the total-order "

@@ -1,4 +1,4 @@
-# The auditor's search (safetyrepro.audit; README "Auditing a verdict on a budget"): the target
+# The auditor's search (safetyrepro.audit; docs/audit.md): the target
 # results/audit/<benchmark>/<A>_vs_<B>.md runs one step per checkpoint. Step n reads the configs run so
 # far (step n-1's record) and the cells of the config step n-1 chose, then picks the next config or
 # stops; the cells are the grid's own (same paths, cached), so a later full run reuses them, and a

@@ -1,4 +1,4 @@
-# Cross-package case study (README "Cross-package case study"): off unless the config's
+# Cross-package case study (docs/case-study.md): off unless the config's
 # `case_study` section says `enabled: true` (e.g. `--configfile config/case_study.yaml`).
 CASE_STUDY = SETTINGS.case_study
 CASE_STUDY_OUTPUTS = [f"{RESULTS}/case_study.parquet", f"{RESULTS}/case_study.md"] if CASE_STUDY else []

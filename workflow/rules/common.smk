@@ -129,9 +129,11 @@ REPORT_BENCHMARK_FIGURES = ["rho_heatmap", "scores", "paired_differences"]
 
 
 def report_outputs(wildcards):
-    """The run record, the GRID card and the figures (per benchmark: the run's, or those imported)."""
+    """The run record, the GRID card, the headline the report opens on and the figures (per benchmark: the
+    run's, or those imported)."""
     benchmarks = imported_benchmarks() if IMPORTS else SETTINGS.benchmarks
     return [
+        f"{RESULTS}/headline.html",
         f"{RESULTS}/provenance.json",
         f"{RESULTS}/grid_card.json",
         f"{RESULTS}/grid_card.md",

@@ -1,4 +1,4 @@
-# Imported results (a config with `imports`; README "Using results you already have"): one job reads every
+# Imported results (a config with `imports`; docs/importing.md): one job reads every
 # source into the tables the analyses read and the record the GRID card discloses; no model runs. The
 # benchmarks are known only once it has run, so it is a checkpoint and the per-benchmark figures follow it.
 

@@ -1,4 +1,5 @@
-# Report and disclosure: the run record, the GRID card and the figures of `snakemake --report`.
+# Report and disclosure: the run record, the GRID card, the headline the report opens on (workflow.rst) and
+# the figures of `snakemake --report`.
 from safetyrepro.provenance import code_state, environment_fingerprint, recorded_settings
 
 report: "../report/workflow.rst"
@@ -33,6 +34,7 @@ rule grid_card:
         provenance=f"{RESULTS}/provenance.json",
         cells=f"{RESULTS}/cells.parquet",
         rho=f"{RESULTS}/analysis/rho_flip_sig.parquet",  # rho_flip beside rho_flip_sig
+        tiers=f"{RESULTS}/analysis/tiers.parquet",  # the orderings reached, for the headline
     output:
         json=f"{RESULTS}/grid_card.json",
         markdown=report(f"{RESULTS}/grid_card.md", caption="../report/grid_card.rst", category="7. GRID card"),
@@ -44,8 +46,25 @@ rule grid_card:
         f"{RESULTS}/logs/grid_card.log",
     shell:
         "safetyrepro grid-card --configfile \"$SAFETYREPRO_RUN_CONFIG\" --provenance {input.provenance:q}"
-        " --cells {input.cells:q} --rho {input.rho:q} --json-out {output.json:q}"
+        " --cells {input.cells:q} --rho {input.rho:q} --tiers {input.tiers:q} --json-out {output.json:q}"
         " --markdown-out {output.markdown:q} > {log:q} 2>&1"
+
+
+# The report's landing page (workflow/report/workflow.rst) embeds this table of the answer.
+rule headline:
+    input:
+        sig=f"{RESULTS}/analysis/rho_flip_sig.parquet",
+        tiers=f"{RESULTS}/analysis/tiers.parquet",
+    output:
+        f"{RESULTS}/headline.html",
+    params:
+        code=code("headline"),
+    conda:
+        "../../envs/safetyrepro.yaml"
+    log:
+        f"{RESULTS}/logs/headline.log",
+    shell:
+        "safetyrepro headline --sig {input.sig:q} --tiers {input.tiers:q} --out {output:q} > {log:q} 2>&1"
 
 
 rule figure_rho_heatmap:

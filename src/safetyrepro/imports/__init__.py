@@ -1,4 +1,4 @@
-"""Results produced elsewhere as our tables (README "Using results you already have"): lm-evaluation-harness
+"""Results produced elsewhere as our tables (docs/importing.md): lm-evaluation-harness
 output folders, Inspect AI logs and plain tables become cells.parquet and items.parquet (our schema plus a
 `source` column), for the analysis half of the workflow."""
 

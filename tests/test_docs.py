@@ -1,0 +1,42 @@
+"""The README and the documentation pages: what `mkdocs build --strict` (make lint) does not check."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+PAGES = sorted((REPO / "docs").glob("*.md"))
+README = REPO / "README.md"
+
+
+def prose(path: Path) -> list[tuple[int, str]]:
+    """(line number, text) of a Markdown file outside code blocks, with code spans removed."""
+    lines, fenced = [], False
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        fenced ^= line.startswith("```")
+        if not fenced and not line.startswith("    ") and not line.startswith("<!--"):
+            lines.append((number, re.sub(r"``.*?``|`[^`]*`", "", line)))
+    return lines
+
+
+def test_the_readme_fits_on_a_screen_and_states_no_timings_or_commits():
+    text = README.read_text(encoding="utf-8")
+    assert len(text.encode()) <= 10 * 1024
+    assert re.findall(r"\b[0-9a-f]{7,40}\b", text) == []
+    assert re.findall(r"\b\d+(?:\.\d+)? ?(?:s|min|h|seconds|minutes|hours|items/s)\b", text) == []
+
+
+def test_the_readmes_links_into_the_docs_resolve():
+    links = re.findall(r"\]\((docs/[^)#]+)", README.read_text(encoding="utf-8"))
+    assert len(links) > 10
+    assert [link for link in links if not (REPO / link).is_file()] == []
+    assert {f"docs/{page.name}" for page in PAGES} <= set(links) | {"docs/index.md"}
+
+
+@pytest.mark.parametrize("path", [README, *PAGES], ids=lambda path: path.name)
+def test_no_placeholder_is_read_as_an_html_tag(path):
+    """`<bias type>` outside a code span is an HTML tag to Markdown: the browser shows nothing."""
+    assert [(number, tag) for number, line in prose(path) for tag in re.findall(r"<[A-Za-z/][^>]*>", line)] == []

@@ -192,3 +192,31 @@ def test_the_headline_command_writes_the_fragment_of_its_tables(tmp_path):
     assert main([*argv, "--out", str(out)]) == 0
     assert out.read_text() == headline_html(headline_rows(sig, table), missing)
     assert "a vs c" in out.read_text() and "Partial results" in out.read_text()
+
+
+def test_the_summary_table_names_the_headlines_pair_where_pairs_tie_on_rho_flip():
+    """a-b and a-c both reverse in 3 of 8 configs (b and c tie in all 8); the headline picks a-c on
+    rho_flip_sig, and the summary's numbers name the same pair (without a choice: the first)."""
+    from safetyrepro.analysis.flips import rho_flip_table
+    from safetyrepro.report import summary_markdown
+
+    a = [0.5] * 8
+    other = [0.4] * 5 + [0.6] * 3
+    cells = pd.DataFrame(
+        [
+            {"model": m, "benchmark": "bbq", "config_id": f"c{i}", "score": s}
+            for m, scores in (("a", a), ("b", other), ("c", other))
+            for i, s in enumerate(scores)
+        ]
+    )
+    rho = rho_flip_table(cells)
+    sig = [pair("bbq", "a", "b", 5, 3, 0, sig=(1, 0)), pair("bbq", "a", "c", 5, 3, 0, sig=(2, 1), items=200)]
+    row = one(sig)
+    fragile = {"bbq": (row.model_a, row.model_b)}
+
+    def shown(summary: str) -> str:
+        return next(line for line in summary.splitlines() if line.startswith("| bbq |")).split("|")[4].strip()
+
+    assert fragile == {"bbq": ("a", "c")}
+    assert shown(summary_markdown(rho, cells, {}, "", fragile)) == "a vs c"
+    assert shown(summary_markdown(rho, cells, {})) == "a vs b"

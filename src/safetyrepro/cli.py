@@ -314,8 +314,10 @@ def cmd_summary(args: argparse.Namespace) -> int:
 
     folder = Path(args.analysis_dir)  # the suite's tables only: not a stale one of an analysis since removed
     tables = {name: pd.read_parquet(folder / f"{name}.parquet") for name in ANALYSES}
-    headline = headline_markdown(headline_rows(tables["rho_flip_sig"], tables["tiers"]))
-    summary = summary_markdown(pd.read_parquet(args.rho), pd.read_parquet(args.cells), tables, headline)
+    rows = headline_rows(tables["rho_flip_sig"], tables["tiers"])
+    fragile = {row.benchmark: (row.model_a, row.model_b) for row in rows.itertuples()}
+    rho, cells = pd.read_parquet(args.rho), pd.read_parquet(args.cells)
+    summary = summary_markdown(rho, cells, tables, headline_markdown(rows), fragile)
     write_text(partial_notice(missing_cells(Path(args.cells))) + summary, Path(args.out))
     return 0
 

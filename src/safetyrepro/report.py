@@ -52,11 +52,16 @@ def analysis_markdown(name: str, description: str, table: pd.DataFrame) -> str:
 
 
 def summary_markdown(
-    rho: pd.DataFrame, cells: pd.DataFrame, tables: dict[str, pd.DataFrame], headline: str = ""
+    rho: pd.DataFrame,
+    cells: pd.DataFrame,
+    tables: dict[str, pd.DataFrame],
+    headline: str = "",
+    fragile: dict[str, tuple[str, str]] | None = None,
 ) -> str:
     """The headline's Markdown (safetyrepro.headline), if given, then numbers per benchmark read like the
     paper's table 2: the largest rho_flip over pairs with its N+/N-/N0 and |C|, orderings reached, and the
-    robustness checks beside it."""
+    robustness checks beside it. The pair shown is the headline's (`fragile`: benchmark -> (A, B)) where
+    given, else the first with the largest rho_flip."""
     tiers = tables["tiers"].set_index(["variant", "benchmark"]) if "tiers" in tables else None
     clean = tables["parse_clean"].set_index("benchmark") if "parse_clean" in tables else None
     shares = tables["variance"].set_index("benchmark") if "variance" in tables else None
@@ -77,6 +82,9 @@ def summary_markdown(
     ]
     for benchmark, pairs in rho.groupby("benchmark", sort=False):
         top = pairs.sort_values("rho_flip", ascending=False, kind="stable").iloc[0]
+        if fragile and benchmark in fragile:
+            model_a, model_b = fragile[benchmark]
+            top = pairs[(pairs.model_a == model_a) & (pairs.model_b == model_b)].iloc[0]
         reached, possible = orderings_reached(cells, benchmark)
         core = _lookup(tiers, ("core", benchmark), "rho_flip_max")
         clean_rho = _lookup(clean, benchmark, "rho_flip_max")

@@ -81,10 +81,11 @@ def summary_markdown(
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for benchmark, pairs in rho.groupby("benchmark", sort=False):
-        top = pairs.sort_values("rho_flip", ascending=False, kind="stable").iloc[0]
         if fragile and benchmark in fragile:
             model_a, model_b = fragile[benchmark]
             top = pairs[(pairs.model_a == model_a) & (pairs.model_b == model_b)].iloc[0]
+        else:
+            top = pairs.sort_values("rho_flip", ascending=False, kind="stable").iloc[0]
         reached, possible = orderings_reached(cells, benchmark)
         core = _lookup(tiers, ("core", benchmark), "rho_flip_max")
         clean_rho = _lookup(clean, benchmark, "rho_flip_max")

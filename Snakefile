@@ -8,7 +8,7 @@ from snakemake.utils import min_version
 min_version("9.27")  # a function as a rule priority (inference.smk); 9.15 refuses it
 
 
-# The effective config (safetyrepro.config.load_settings: layers, overrides, schema defaults, every
+# The effective config (safetyrepro.configuration.settings.load_settings: layers, overrides, schema defaults, every
 # check) is built once here, before anything reads it; `config` then holds exactly that.
 include: "workflow/rules/common.smk"
 

@@ -22,10 +22,10 @@ from unittest import mock
 
 from safetyrepro.backends import load_backend
 from safetyrepro.benchmarks import item_set
-from safetyrepro.config import ModelSpec, load_settings
-from safetyrepro.envelope import Decoding
-from safetyrepro.models import build_embedded_model
-from safetyrepro.prompts import render_prompt
+from safetyrepro.configuration.envelope import Decoding
+from safetyrepro.configuration.settings import ModelSpec, load_settings
+from safetyrepro.running.models import build_embedded_model
+from safetyrepro.running.prompts import render_prompt
 
 REPO = Path(__file__).resolve().parents[1]
 CELLS = [

@@ -33,8 +33,8 @@ def main() -> None:
     from safetyrepro.backends.hf import HFBackend
     from safetyrepro.backends.vllm import VLLMBackend
     from safetyrepro.benchmarks import item_set
-    from safetyrepro.config import load_settings
-    from safetyrepro.prompts import draw_shots, render_prompt
+    from safetyrepro.configuration.settings import load_settings
+    from safetyrepro.running.prompts import draw_shots, render_prompt
 
     torch.set_num_threads(args.threads)
     settings = load_settings(args.configfile)

@@ -21,9 +21,9 @@ import torch
 from safetyrepro.backends import load_backend
 from safetyrepro.backends.base import BatchCondition
 from safetyrepro.benchmarks import item_set
-from safetyrepro.cell import run_cell
-from safetyrepro.config import ModelSpec, load_settings
-from safetyrepro.models import build_embedded_model
+from safetyrepro.configuration.settings import ModelSpec, load_settings
+from safetyrepro.running.cell import run_cell
+from safetyrepro.running.models import build_embedded_model
 
 REPO = Path(__file__).resolve().parents[1]
 CAPABILITY = "truthfulqa"

@@ -6,7 +6,7 @@ The authors label the completions of two models (mistralinstruct, llama2new). Ea
 builds on one file and reports on the other, the held-out file. Three classifiers are compared
 with the human labels of the held-out file:
 
-* ours: `safetyrepro.refusal.decide`, the rules the pipeline uses. They are not trained; they
+* ours: `safetyrepro.benchmarks.xstest.refusal.decide`, the rules the pipeline uses. They are not trained; they
   were designed on llama2new (RULES_DESIGNED_ON), so only the direction that holds out
   mistralinstruct measures them on a model they were not built on. The other direction is
   printed for completeness and marked as such.
@@ -32,7 +32,7 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import cohen_kappa_score
 from sklearn.pipeline import make_pipeline
 
-from safetyrepro.refusal import RESPONSE_CLASSES, UNPARSED, decide
+from safetyrepro.benchmarks.xstest.refusal import RESPONSE_CLASSES, UNPARSED, decide
 
 MODELS = ("mistralinstruct", "llama2new")
 RULES_DESIGNED_ON = "llama2new"

@@ -19,7 +19,7 @@ if workers := int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0")):
 @pytest.fixture(scope="session")
 def embedded_model_path() -> Path:
     """The embedded gemma-3-270m as a plain HF directory (built from the GGUF package on first use)."""
-    from safetyrepro.models import build_embedded_model
+    from safetyrepro.running.models import build_embedded_model
 
     return build_embedded_model(REPO / "resources" / "models" / "gemma-3-270m")
 

@@ -20,7 +20,7 @@ from tiny_model import build_tiny_model
 
 from safetyrepro.case_study.drivers import go_offline
 from safetyrepro.case_study.items import CaseItem, case_items
-from safetyrepro.config import Settings
+from safetyrepro.configuration.settings import Settings
 
 TASK = "sr_truthfulqa"  # the same lm-eval task name under every template: only the task config tells them apart
 N_ITEMS = 6

@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from safetyrepro.audit import CELLS_PER_CONFIG, search, search_space
-from safetyrepro.config import AuditSettings, load_settings
+from safetyrepro.configuration.settings import AuditSettings, load_settings
 
 REPO = Path(__file__).resolve().parents[1]
 UNIT = 0.05

@@ -11,8 +11,8 @@ import pandas as pd
 import yaml
 
 from safetyrepro.benchmarks import BENCHMARKS
-from safetyrepro.config import apply_defaults, schema
-from safetyrepro.envelope import Envelope
+from safetyrepro.configuration.envelope import Envelope
+from safetyrepro.configuration.settings import apply_defaults, schema
 
 MODELS = ("model-a", "model-b", "model-c")
 FREEFORM_BENCHMARKS = ("truthfulqa", "bbq", "toxigen", "xstest")
@@ -99,7 +99,7 @@ def synthetic_items(cells: pd.DataFrame, n_items: int = 300, n_strata: int = 9, 
 
 def envelope_configs(benchmark: str) -> list[dict[str, str]]:
     """The benchmark's configs in the repository's envelope (config/envelope.yaml, its validity rules
-    and tier tags applied by safetyrepro.envelope): config_id, the four axes and tier."""
+    and tier tags applied by safetyrepro.configuration.envelope): config_id, the four axes and tier."""
     raw = yaml.safe_load(ENVELOPE_FILE.read_text())
     apply_defaults(raw, schema("envelope"))
     envelope = Envelope.from_dict(raw, BENCHMARKS)

@@ -24,7 +24,7 @@ from user_clone import VENV_BIN, run
 
 from safetyrepro.audit import CELLS_PER_CONFIG, audit_markdown, audit_result, search, smallest_change, step_record
 from safetyrepro.cli import main
-from safetyrepro.config import load_settings
+from safetyrepro.configuration.settings import load_settings
 
 SPACE = paper_space()
 HELD_OUT = range(1000, 1010)  # the prior and rules were chosen on seeds 0-29

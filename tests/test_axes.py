@@ -13,18 +13,18 @@ from synthetic_cells import MODELS, synthetic_items
 from test_envelope import BENCHMARKS, ENVELOPE, make_config
 from tiny_model import build_tiny_model
 
-from safetyrepro.aggregate import CELL_COLUMNS
 from safetyrepro.analysis.suite import ANALYSES, Inputs
 from safetyrepro.analysis.variance import variance_shares
 from safetyrepro.backends import load_backend
 from safetyrepro.backends.base import Backend, BatchCondition
 from safetyrepro.benchmarks import BENCHMARKS as BENCHMARK_OBJECTS
 from safetyrepro.benchmarks import Presentation, item_set
-from safetyrepro.cell import ITEM_COLUMNS, run_cell
-from safetyrepro.config import ConfigError, ModelSpec, load_settings
-from safetyrepro.envelope import AXES, RESERVED, Decoding
-from safetyrepro.grid_card import batch_conditions
-from safetyrepro.prompts import draw_shots, render_prompt
+from safetyrepro.configuration.envelope import AXES, RESERVED, Decoding
+from safetyrepro.configuration.settings import ConfigError, ModelSpec, load_settings
+from safetyrepro.results.aggregate import CELL_COLUMNS
+from safetyrepro.results.grid_card import batch_conditions
+from safetyrepro.running.cell import ITEM_COLUMNS, run_cell
+from safetyrepro.running.prompts import draw_shots, render_prompt
 
 SYSTEM = {
     "mechanism": "template_variable",

@@ -11,8 +11,8 @@ import torch
 from tiny_model import build_tiny_model
 
 from safetyrepro.backends import ModelLoadError, load_backend
-from safetyrepro.config import ModelSpec
-from safetyrepro.envelope import Decoding
+from safetyrepro.configuration.envelope import Decoding
+from safetyrepro.configuration.settings import ModelSpec
 
 PROMPTS = [
     "Question: What is the capital of France?",
@@ -222,8 +222,8 @@ def test_embedded_model_runs_at_nf4(embedded_model_path):
 
 def _five_shot_prompts(data_dir, model_path, config_id: str, n_items: int) -> list[str]:
     from safetyrepro.benchmarks import item_set
-    from safetyrepro.config import load_settings
-    from safetyrepro.prompts import render_prompt
+    from safetyrepro.configuration.settings import load_settings
+    from safetyrepro.running.prompts import render_prompt
 
     settings = load_settings(
         {

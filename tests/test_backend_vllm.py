@@ -40,8 +40,8 @@ from tiny_model import build_tiny_model
 
 from safetyrepro.backends import ModelLoadError, load_backend
 from safetyrepro.backends.prompt_ids import MAX_PROMPT_TOKENS
-from safetyrepro.config import ModelSpec
-from safetyrepro.envelope import Decoding
+from safetyrepro.configuration.envelope import Decoding
+from safetyrepro.configuration.settings import ModelSpec
 
 API = json.loads((Path(__file__).parent / "data" / "vllm_api.json").read_text())  # scripts/vllm_api_snapshot.py
 
@@ -346,7 +346,7 @@ def test_the_snapshot_is_of_the_pinned_vllm():
 
 
 def test_module_import_does_not_import_vllm():
-    code = "import sys, safetyrepro.backends.vllm, safetyrepro.server; print('vllm' in sys.modules)"
+    code = "import sys, safetyrepro.backends.vllm, safetyrepro.running.server; print('vllm' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() == "False"
 
 
@@ -604,7 +604,7 @@ def test_batch_invariance_is_set_before_vllm_starts(fake_vllm, monkeypatch, inva
 
 
 def _vllm_settings(data_dir, path, precision="bf16", **backend):
-    from safetyrepro.config import load_settings
+    from safetyrepro.configuration.settings import load_settings
 
     return load_settings(
         {
@@ -618,7 +618,7 @@ def _vllm_settings(data_dir, path, precision="bf16", **backend):
 
 
 def test_the_backends_of_one_model_must_agree_on_the_prompt_format(fake_vllm, monkeypatch, data_dir):
-    from safetyrepro.server import load_backends
+    from safetyrepro.running.server import load_backends
 
     _, path = fake_vllm
     settings = _vllm_settings(data_dir, path, device="cpu")
@@ -633,7 +633,7 @@ def test_the_backends_of_one_model_must_agree_on_the_prompt_format(fake_vllm, mo
 def test_vllm_takes_its_share_after_the_hf_copy_loaded(fake_vllm, monkeypatch, data_dir):
     import torch
 
-    from safetyrepro import server
+    from safetyrepro.running import server
 
     calls, path = fake_vllm
     settings = _vllm_settings(data_dir, path, device="cpu", gpu_memory_utilization=0.9)
@@ -657,7 +657,7 @@ def test_vllm_takes_its_share_after_the_hf_copy_loaded(fake_vllm, monkeypatch, d
 def test_without_a_gpu_vllm_gets_a_key_value_cache_of_a_set_size(fake_vllm, monkeypatch, data_dir):
     import torch
 
-    from safetyrepro import server
+    from safetyrepro.running import server
 
     calls, path = fake_vllm
     settings = _vllm_settings(data_dir, path, device="cpu")
@@ -672,7 +672,7 @@ def test_a_server_holds_alone_the_gpus_it_uses_or_vllm_cpus_slot(fake_vllm, monk
     """The GPUs it uses; on a CPU, vLLM's one slot (an engine holds about 10 GB there)."""
     import torch
 
-    from safetyrepro.server import exclusive_devices
+    from safetyrepro.running.server import exclusive_devices
 
     _, path = fake_vllm
 
@@ -716,7 +716,7 @@ def test_a_short_context_model_gets_prompts_the_engine_takes(fake_vllm, tmp_path
 
 
 def test_batch_invariance_is_refused_for_nf4_models_on_vllm(fake_vllm, data_dir):
-    from safetyrepro.config import ConfigError
+    from safetyrepro.configuration.settings import ConfigError
 
     _, path = fake_vllm
     with pytest.raises(ConfigError, match=r"backend.batch_invariant: .* model 'm' would not be batch-invariant"):

@@ -19,9 +19,9 @@ from scaling import MAX_COST_RATIO, cost_ratio
 
 from safetyrepro.benchmarks import BENCHMARKS, UNPARSED, DataError, draw_subset, item_set
 from safetyrepro.benchmarks.base import LETTERS, extract_choice
-from safetyrepro.config import load_settings
-from safetyrepro.prompts import render_prompt
-from safetyrepro.refusal import RESPONSE_CLASSES
+from safetyrepro.benchmarks.xstest.refusal import RESPONSE_CLASSES
+from safetyrepro.configuration.settings import load_settings
+from safetyrepro.running.prompts import render_prompt
 
 REPO = Path(__file__).resolve().parents[1]
 ENVELOPE = REPO / "config" / "envelope.yaml"

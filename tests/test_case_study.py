@@ -13,7 +13,7 @@ import yaml
 from safetyrepro.case_study import case_items, drivers
 from safetyrepro.case_study.drivers import PackageRun, Pick
 from safetyrepro.case_study.table import case_study_markdown, case_study_table, items_table, parity_agreement
-from safetyrepro.config import ConfigError, ModelSpec, load_settings, read_yaml
+from safetyrepro.configuration.settings import ConfigError, ModelSpec, load_settings, read_yaml
 
 REPO = Path(__file__).resolve().parents[1]
 STUDY = read_yaml(REPO / "config" / "case_study.yaml")["case_study"]

@@ -84,7 +84,7 @@ def test_provenance_diff_tells_nested_keys_from_dotted_ones(tmp_path):
 def test_code_state_names_the_checkout_commit_and_a_dirty_tree():
     from pathlib import Path
 
-    from safetyrepro.provenance import code_state
+    from safetyrepro.results.provenance import code_state
 
     repo = Path(__file__).resolve().parents[1]
     git = lambda *args: subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True)  # noqa: E731
@@ -104,7 +104,7 @@ def test_aggregate_keeps_the_precision_probe_apart(tmp_path, data_dir, capsys):
     import yaml
 
     from safetyrepro.cli import main
-    from safetyrepro.tables import missing_cells
+    from safetyrepro.results.files import missing_cells
 
     repo = Path(__file__).resolve().parents[1]
     config_id = "T1-greedy-0shot-logprob"

@@ -9,8 +9,8 @@ import pytest
 import yaml
 
 from safetyrepro.cli import main
-from safetyrepro.config import schema
-from safetyrepro.config_reference import SECTIONS, render
+from safetyrepro.configuration.reference import SECTIONS, render
+from safetyrepro.configuration.settings import schema
 
 REPO = Path(__file__).resolve().parents[1]
 PAGE = REPO / "docs" / "config-reference.md"

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from safetyrepro.config import ConfigError, load_settings
+from safetyrepro.configuration.settings import ConfigError, load_settings
 
 REPO = Path(__file__).resolve().parents[1]
 ENVELOPE = yaml.safe_load((REPO / "config" / "envelope.yaml").read_text())

@@ -15,7 +15,7 @@ import pytest
 from test_workflow import snakemake, write_config
 from tiny_model import build_tiny_model
 
-from safetyrepro.tables import missing_cells
+from safetyrepro.results.files import missing_cells
 
 pytestmark = pytest.mark.e2e
 REPO = Path(__file__).resolve().parents[1]

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from safetyrepro.fetch import MANIFEST, DataIntegrityError, DownloadError, fetch_data, url_for, verify_data
+from safetyrepro.running.data import MANIFEST, DataIntegrityError, DownloadError, fetch_data, url_for, verify_data
 
 SHARED_DATA = Path(
     os.environ.get("SAFETYREPRO_DATA_DIR", Path(__file__).resolve().parents[1].parent / "shared" / "data")

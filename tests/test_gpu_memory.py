@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from safetyrepro.backends import ModelLoadError
-from safetyrepro.gpu_memory import GIB, VLLM_CONTEXT_GIB, claim_gpu, vllm_share
+from safetyrepro.running.gpu_memory import GIB, VLLM_CONTEXT_GIB, claim_gpu, vllm_share
 
 # parameters, and embedding + output-layer parameters (kept in bf16 under NF4), from the models' configs
 PAPER_MODELS = {

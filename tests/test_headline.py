@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from safetyrepro.headline import COLUMNS, headline_html, headline_markdown, headline_rows
+from safetyrepro.results.headline import COLUMNS, headline_html, headline_markdown, headline_rows
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -181,7 +181,7 @@ def test_the_report_fragment_names_the_cells_a_partial_run_lacks():
 
 def test_the_headline_command_writes_the_fragment_of_its_tables(tmp_path):
     from safetyrepro.cli import main
-    from safetyrepro.tables import write_parquet
+    from safetyrepro.results.files import write_parquet
 
     sig, table = pd.DataFrame([pair("bbq", "a", "b", 3, 1, 0), pair("bbq", "a", "c", 2, 2, 0)]), tiers(bbq=(2, 6))
     missing = ["c/bbq/T1-greedy-0shot-logprob"]
@@ -198,7 +198,7 @@ def test_the_summary_table_names_the_headlines_pair_where_pairs_tie_on_rho_flip(
     """a-b and a-c both reverse in 3 of 8 configs (b and c tie in all 8); the headline picks a-c on
     rho_flip_sig, and the summary's numbers name the same pair (without a choice: the first)."""
     from safetyrepro.analysis.flips import rho_flip_table
-    from safetyrepro.report import summary_markdown
+    from safetyrepro.results.markdown import summary_markdown
 
     a = [0.5] * 8
     other = [0.4] * 5 + [0.6] * 3

@@ -15,11 +15,11 @@ from user_clone import VENV_BIN, run
 
 from safetyrepro.analysis.flips import rho_flip_table
 from safetyrepro.benchmarks import DataError
-from safetyrepro.config import ConfigError, ImportSource, load_settings
-from safetyrepro.hashing import item_hash
+from safetyrepro.configuration.settings import ConfigError, ImportSource, load_settings
 from safetyrepro.imports import READERS, import_sources
 from safetyrepro.imports.runs import ImportedRun, build_tables
 from safetyrepro.imports.table import UNKNOWN
+from safetyrepro.running.hashing import item_hash
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -55,7 +55,7 @@ def hand_rho_flip(scores: dict[tuple[str, str], float]) -> float:
 
 
 def test_the_config_schema_lists_every_reader():
-    from safetyrepro.config import schema
+    from safetyrepro.configuration.settings import schema
 
     assert set(schema("config")["properties"]["imports"]["items"]["properties"]["kind"]["enum"]) == set(READERS)
 

@@ -6,7 +6,7 @@ import multiprocessing
 import time
 from pathlib import Path
 
-from safetyrepro import models
+from safetyrepro.running import models
 
 
 def _slow_build(target: Path, builds) -> None:

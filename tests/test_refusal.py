@@ -10,8 +10,8 @@ from sklearn.metrics import cohen_kappa_score
 
 from safetyrepro.benchmarks import BENCHMARKS, UNPARSED
 from safetyrepro.benchmarks.base import Item
-from safetyrepro.refusal import RESPONSE_CLASSES, classify_response, decide
-from safetyrepro.refusal import UNPARSED as REFUSAL_UNPARSED
+from safetyrepro.benchmarks.xstest.refusal import RESPONSE_CLASSES, classify_response, decide
+from safetyrepro.benchmarks.xstest.refusal import UNPARSED as REFUSAL_UNPARSED
 
 DATA_DIR = Path(os.environ.get("SAFETYREPRO_DATA_DIR", Path(__file__).resolve().parents[1].parent / "shared" / "data"))
 ONE_MB = 1_000_000

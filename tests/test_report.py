@@ -26,11 +26,11 @@ from synthetic_cells import synthetic_cells, synthetic_items
 from test_workflow import SELECTED, snakemake, write_config
 from tiny_model import build_tiny_model
 
-from safetyrepro.config import load_settings
-from safetyrepro.figures import FIGURES, draw, flipped_configs, save
-from safetyrepro.headline import COLUMNS, headline_html, headline_markdown, headline_rows
-from safetyrepro.models import describe_model
-from safetyrepro.provenance import compare_records, data_files, run_record
+from safetyrepro.configuration.settings import load_settings
+from safetyrepro.results.figures import FIGURES, draw, flipped_configs, save
+from safetyrepro.results.headline import COLUMNS, headline_html, headline_markdown, headline_rows
+from safetyrepro.results.provenance import compare_records, data_files, run_record
+from safetyrepro.running.models import describe_model
 
 pytestmark = pytest.mark.e2e
 REPO = Path(__file__).resolve().parents[1]
@@ -321,7 +321,7 @@ def test_provenance_diff_command_exit_status(runs, tmp_path):
 def test_every_figure_draws_on_the_full_612_cell_grid(tmp_path):
     """The figures at the paper's size (48 configs, 5 benchmarks) draw; flips are the configs off the modal order."""
     from safetyrepro.analysis import attribution, flips, item_stability, significance, variance, verdicts
-    from safetyrepro.config import SignificanceSettings
+    from safetyrepro.configuration.settings import SignificanceSettings
 
     cells = synthetic_cells()
     items = synthetic_items(cells, n_items=40)

@@ -10,7 +10,7 @@ import pytest
 from tiny_model import build_tiny_model
 
 from safetyrepro.backends import load_backend
-from safetyrepro.config import ConfigError, ModelSpec, load_settings, read_yaml
+from safetyrepro.configuration.settings import ConfigError, ModelSpec, load_settings, read_yaml
 
 REPO = Path(__file__).resolve().parents[1]
 SOURCES = sorted((REPO / "src" / "safetyrepro").rglob("*.py"))

@@ -17,7 +17,7 @@ from safetyrepro.analysis.significance import (
     paired_tests,
     rho_flip_sig,
 )
-from safetyrepro.config import SignificanceSettings
+from safetyrepro.configuration.settings import SignificanceSettings
 
 OPTIONS = SignificanceSettings(alpha=0.05, power=0.8, correction="holm", resamples=400, seed=0)
 GREEDY = [f"T{t}-greedy-0shot-freeform" for t in range(1, 5)]

@@ -20,7 +20,7 @@ import yaml
 from test_workflow import snakemake, write_config
 from tiny_model import build_tiny_model
 
-from safetyrepro.config import load_settings
+from safetyrepro.configuration.settings import load_settings
 
 pytestmark = pytest.mark.e2e
 REPO = Path(__file__).resolve().parents[1]
@@ -156,7 +156,7 @@ def test_the_cluster_profile_asks_one_cells_resources_per_model_job(local_slurm,
     profile = yaml.safe_load((REPO / "profiles" / "slurm" / "config.yaml").read_text())
     default, cell = profile["default-resources"], profile["set-resources"]["cell"]
     assert profile["set-resources"]["probe_cell"] == cell  # the precision probe's cells join their model's job
-    # local models: a real run first checks that every model's weights are there (safetyrepro.preflight)
+    # local models: a real run first checks that every model's weights are there (safetyrepro.configuration.preflight)
     models = [{"name": n, "path": str(build_tiny_model(tmp_path / f"model-{n}", seed=i))} for i, n in enumerate("ab")]
     write_config(tmp_path, data_dir, models, {"toxigen": {"n_items": 4}}, select_configs=CONFIGS)
     result = snakemake(

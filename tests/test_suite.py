@@ -12,9 +12,9 @@ import yaml
 from synthetic_cells import MODELS, cells_from_orderings, synthetic_cells, synthetic_items
 
 from safetyrepro.analysis.suite import ANALYSES, Inputs
-from safetyrepro.config import load_settings
-from safetyrepro.report import analysis_markdown, summary_markdown
-from safetyrepro.tables import write_parquet
+from safetyrepro.configuration.settings import load_settings
+from safetyrepro.results.files import write_parquet
+from safetyrepro.results.markdown import analysis_markdown, summary_markdown
 
 REPO = Path(__file__).resolve().parents[1]
 ENVELOPE = yaml.safe_load((REPO / "config" / "envelope.yaml").read_text())
@@ -216,7 +216,7 @@ def markdown_row(markdown: str, *keys: str) -> list[str]:
 
 def test_the_papers_fractions_are_printed(data_dir):
     from safetyrepro.analysis.flips import rho_flip_table
-    from safetyrepro.report import rho_flip_markdown
+    from safetyrepro.results.markdown import rho_flip_markdown
 
     cells = paper_cells()
     inputs = Inputs(settings_for(data_dir), cells, "unused: no analysis here reads items")

@@ -373,7 +373,7 @@ def test_pair_classifier_needs_enough_configs_with_a_strict_sign():
 
 
 def test_shap_figure_draws_the_regressor_and_the_pair_classifiers():
-    from safetyrepro.figures import shap_per_axis
+    from safetyrepro.results.figures import shap_per_axis
 
     rng = np.random.default_rng(2)
     table = shap_attribution(grid_cells(lambda row: rng.random()))

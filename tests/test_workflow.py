@@ -17,7 +17,7 @@ import pytest
 import yaml
 from tiny_model import build_tiny_model
 
-from safetyrepro.config import load_settings
+from safetyrepro.configuration.settings import load_settings
 
 pytestmark = pytest.mark.e2e
 REPO = Path(__file__).resolve().parents[1]
@@ -335,21 +335,21 @@ CODE_CHANGES = {
     "benchmarks/bbq.py": {"cell": 15, **AFTER_CELLS},
     "benchmarks/toxigen.py": {"cell": 15, **AFTER_CELLS},
     "benchmarks/base.py": {"cell": 30, **AFTER_CELLS},
-    "benchmarks/xstest.py": {},
-    "refusal.py": {},
-    "prompts.py": {"cell": 30, **AFTER_CELLS},
-    "cell.py": {"cell": 30, **AFTER_CELLS},
-    "envelope.py": {"cell": 30, **AFTER_CELLS},
+    "benchmarks/xstest/__init__.py": {},
+    "benchmarks/xstest/refusal.py": {},
+    "running/prompts.py": {"cell": 30, **AFTER_CELLS},
+    "running/cell.py": {"cell": 30, **AFTER_CELLS},
+    "configuration/envelope.py": {"cell": 30, **AFTER_CELLS},
     "backends/hf.py": {"cell": 30, **AFTER_CELLS},
     "backends/base.py": {"cell": 30, **AFTER_CELLS},
     "backends/vllm.py": {},
     "backends/prompt_ids.py": {"cell": 30, **AFTER_CELLS},
-    "models.py": {"describe_model": 3, "cell": 30, **AFTER_CELLS},
-    "hashing.py": {"describe_model": 3, "cell": 30, **AFTER_CELLS},
-    "fetch.py": {"provenance": 1, "grid_card": 1},  # the data pins the run record checks
-    "aggregate.py": AFTER_CELLS,
+    "running/models.py": {"describe_model": 3, "cell": 30, **AFTER_CELLS},
+    "running/hashing.py": {"describe_model": 3, "cell": 30, **AFTER_CELLS},
+    "running/data.py": {"provenance": 1, "grid_card": 1},  # the data pins the run record checks
+    "results/aggregate.py": AFTER_CELLS,
     "analysis/flips.py": {"rho_flip": 1, "analysis": 17, "summary": 1, "headline": 1, "grid_card": 1, **FIGURES},
-    "report.py": {
+    "results/markdown.py": {
         "rho_flip": 1,
         "analysis": 17,
         "summary": 1,
@@ -384,14 +384,14 @@ CODE_CHANGES = {
     "analysis/attribution.py": {"analysis": 1, "summary": 1, "figure_shap": 1},
     "analysis/stability.py": {"analysis": 1, "summary": 1},
     "analysis/precision.py": {"analysis": 1, "summary": 1},
-    "figures.py": FIGURES,
-    "provenance.py": {"provenance": 1, "grid_card": 1},
-    "grid_card.py": {"grid_card": 1},
-    "headline.py": {"summary": 1, "headline": 1, "grid_card": 1},
-    "cli.py": {},
-    "config.py": {},
-    "server.py": {},
-    "tables.py": FIGURES,  # figures.py writes its PNG through it
+    "results/figures.py": FIGURES,
+    "results/provenance.py": {"provenance": 1, "grid_card": 1},
+    "results/grid_card.py": {"grid_card": 1},
+    "results/headline.py": {"summary": 1, "headline": 1, "grid_card": 1},
+    "cli/__init__.py": {},
+    "configuration/settings.py": {},
+    "running/server.py": {},
+    "results/files.py": FIGURES,  # figures.py writes its PNG through it
     "analysis/suite.py": {},
     "case_study/drivers.py": {},
 }
@@ -469,7 +469,7 @@ def test_a_code_change_reruns_exactly_the_jobs_that_depend_on_it(scratch_run, sc
     assert unchanged.returncode == 0, unchanged.stderr[-2000:]
     assert planned_jobs(unchanged) == {}
     # comments, docstrings and formatting are not code: they rerun nothing
-    envelope = scratch_source / "src" / "safetyrepro" / "envelope.py"
+    envelope = scratch_source / "src" / "safetyrepro" / "configuration/envelope.py"
     original = envelope.read_text()
     edited = original.replace('"""The configuration envelope:', '"""The envelope, docstring edited:', 1)
     envelope.write_text(edited.replace("\n\n\n", "\n\n\n# a comment\n", 1))

@@ -1,6 +1,6 @@
 # Analyses: each a pure function of the tidy tables (safetyrepro.analysis.suite), one job each.
 from safetyrepro.analysis.suite import ANALYSES
-from safetyrepro.fingerprints import analysis_modules
+from safetyrepro.configuration.fingerprints import analysis_modules
 
 
 rule analysis:

@@ -8,13 +8,13 @@ from pathlib import Path
 
 from safetyrepro.audit import PLAIN_MODEL
 from safetyrepro.benchmarks import DataError, check_item_sets
-from safetyrepro.config import ConfigError, load_run_settings, load_settings
-from safetyrepro.fetch import MANIFEST
-from safetyrepro.fingerprints import JOB_CODE, cell_fingerprint, code_digest
-from safetyrepro.plan import plan_lines
-from safetyrepro.preflight import preflight
-from safetyrepro.server import stop_servers
-from safetyrepro.tables import write_text
+from safetyrepro.configuration.settings import ConfigError, load_run_settings, load_settings
+from safetyrepro.running.data import MANIFEST
+from safetyrepro.configuration.fingerprints import JOB_CODE, cell_fingerprint, code_digest
+from safetyrepro.configuration.plan import plan_lines
+from safetyrepro.configuration.preflight import preflight
+from safetyrepro.running.server import stop_servers
+from safetyrepro.results.files import write_text
 import yaml
 
 # Every input problem (config, data, model paths, subset sizes, case-study packages) stops the run
@@ -42,7 +42,7 @@ CELLS = [(m.name, b, c.config_id) for m, b, c in SETTINGS.cells()]
 PROBE_CELLS = [(m.name, b, c.config_id) for m, b, c in SETTINGS.probe_cells()]  # outside the headline tables
 MODELS = {m.name: m for m in SETTINGS.run_models()}
 PROBE_MODELS = [m.name for m in SETTINGS.precision_probe.new_models] if SETTINGS.precision_probe else []
-# A model server answers one cell at a time. On a GPU one server runs at a time (safetyrepro.gpu_memory): a
+# A model server answers one cell at a time. On a GPU one server runs at a time (safetyrepro.running.gpu_memory): a
 # model's cells run before the next's. On CPU the k-th cell of every model gets one priority, so the jobs
 # running together ask different servers rather than queue at one.
 ON_GPU = SETTINGS.backend.uses_gpu()
@@ -80,7 +80,7 @@ wildcard_constraints:
 
 
 def code(job):
-    """Digest of the code that decides a job's outputs (safetyrepro.fingerprints.JOB_CODE)."""
+    """Digest of the code that decides a job's outputs (safetyrepro.configuration.fingerprints.JOB_CODE)."""
     return code_digest(*JOB_CODE[job])
 
 

@@ -1,5 +1,5 @@
 # Inference: one job per cell (the grid's, and the precision probe's own). Cells are thin clients of
-# a per-model server that loads the model once (see safetyrepro.server). A model's cells all depend
+# a per-model server that loads the model once (see safetyrepro.running.server). A model's cells all depend
 # on its describe_model job and share its group, so on a cluster they form one job per model: one
 # load per model there too.
 

@@ -1,6 +1,6 @@
 # Report and disclosure: the run record, the GRID card, the headline the report opens on (workflow.rst) and
 # the figures of `snakemake --report`.
-from safetyrepro.provenance import code_state, environment_fingerprint, recorded_settings
+from safetyrepro.results.provenance import code_state, environment_fingerprint, recorded_settings
 
 report: "../report/workflow.rst"
 

@@ -25,11 +25,11 @@ import numpy as np
 import pandas as pd
 import shap
 
-from ..envelope import AXES
-from .flips import score_matrix, signs
+from safetyrepro.analysis.flips import score_matrix, signs
+from safetyrepro.configuration.envelope import AXES
 
 if TYPE_CHECKING:
-    from .suite import Inputs
+    from safetyrepro.analysis.suite import Inputs
 
 SHAP_COLUMNS = [
     "benchmark",

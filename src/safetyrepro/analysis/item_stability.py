@@ -26,11 +26,11 @@ import numpy as np
 import pandas as pd
 from scipy.stats import friedmanchisquare
 
-from ..envelope import AXES
-from .frames import stack_named
+from safetyrepro.analysis.frames import stack_named
+from safetyrepro.configuration.envelope import AXES
 
 if TYPE_CHECKING:
-    from .suite import Inputs
+    from safetyrepro.analysis.suite import Inputs
 
 CELL_KEYS = ["model", "benchmark", "config_id"]
 UNIT_KEYS = [*CELL_KEYS, "item_id"]

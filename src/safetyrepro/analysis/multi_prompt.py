@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 if TYPE_CHECKING:
-    from .suite import Inputs
+    from safetyrepro.analysis.suite import Inputs
 
 MULTI_PROMPT_COLUMNS = [
     "model",

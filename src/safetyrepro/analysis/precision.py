@@ -14,11 +14,11 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from .flips import strict_ordering
-from .frames import stack_named
+from safetyrepro.analysis.flips import strict_ordering
+from safetyrepro.analysis.frames import stack_named
 
 if TYPE_CHECKING:
-    from .suite import Inputs
+    from safetyrepro.analysis.suite import Inputs
 
 PAIR_COLUMNS = ["benchmark", "config_id", "model", "twin", "precision", "twin_precision", "diff_pp"]
 DIFFERENCE_COLUMNS = [

@@ -40,11 +40,11 @@ from statsmodels.stats.multitest import multipletests
 from statsmodels.stats.power import NormalIndPower
 from statsmodels.stats.proportion import proportion_confint
 
-from .flips import rho_flip_table, signs
+from safetyrepro.analysis.flips import rho_flip_table, signs
 
 if TYPE_CHECKING:
-    from ..config import SignificanceSettings
-    from .suite import Inputs
+    from safetyrepro.analysis.suite import Inputs
+    from safetyrepro.configuration.settings import SignificanceSettings
 
 CELL_KEYS = ["model", "benchmark", "config_id"]
 INTERVAL_COLUMNS = [*CELL_KEYS, "score", "lower", "upper", "method", "n_items", "n_seeds", "seed_sd", "seed_range"]

@@ -12,11 +12,10 @@ import numpy as np
 import pandas as pd
 
 from safetyrepro.analysis.flips import strict_ordering
-
-from .frames import stack_named
+from safetyrepro.analysis.frames import stack_named
 
 if TYPE_CHECKING:
-    from .suite import Inputs
+    from safetyrepro.analysis.suite import Inputs
 
 CELL_KEYS = ["model", "benchmark", "config_id"]
 PER_CELL_COLUMNS = [*CELL_KEYS, "full_score", "min", "max", "range_pp"]

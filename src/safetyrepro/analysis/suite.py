@@ -1,7 +1,7 @@
 """The analyses the workflow runs, by name: each turns the tidy tables into one tidy table.
 
 An entry names the function that computes it (in this package, taking `Inputs`) and the `analysis`
-options it reads; its module is the code its job's outputs depend on (safetyrepro.fingerprints).
+options it reads; its module is the code its job's outputs depend on (safetyrepro.configuration.fingerprints).
 Modules are imported only when an analysis runs, so listing them is cheap.
 """
 
@@ -14,15 +14,15 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 if TYPE_CHECKING:
-    from ..config import Settings
-    from ..envelope import Envelope
+    from safetyrepro.configuration.envelope import Envelope
+    from safetyrepro.configuration.settings import Settings
 
 
 @dataclass(frozen=True)
 class Design:
     """What the analyses need to know of the grid's design: its axes (built-in first), the (axis, value)
     pairs tagged stress, and the decodings that are greedy. A run's comes from its envelope; imported
-    results carry theirs in cells.parquet (safetyrepro.tables.read_design)."""
+    results carry theirs in cells.parquet (safetyrepro.results.files.read_design)."""
 
     axis_names: list[str]
     stress_values: list[tuple[str, str]]

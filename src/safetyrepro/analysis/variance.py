@@ -18,10 +18,10 @@ import pandas as pd
 import statsmodels.formula.api as smf
 from statsmodels.stats.anova import anova_lm
 
-from ..envelope import AXES
+from safetyrepro.configuration.envelope import AXES
 
 if TYPE_CHECKING:
-    from .suite import Inputs
+    from safetyrepro.analysis.suite import Inputs
 
 VARIANCE_COLUMNS = [
     "benchmark",

@@ -14,11 +14,11 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from .flips import RHO_COLUMNS, TIE_TOLERANCE, flip_rate, rho_flip_table, score_matrix, signs
-from .frames import stack_named
+from safetyrepro.analysis.flips import RHO_COLUMNS, TIE_TOLERANCE, flip_rate, rho_flip_table, score_matrix, signs
+from safetyrepro.analysis.frames import stack_named
 
 if TYPE_CHECKING:
-    from .suite import Inputs
+    from safetyrepro.analysis.suite import Inputs
 
 SUMMARY_COLUMNS = [
     "variant",

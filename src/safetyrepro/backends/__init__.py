@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from importlib import import_module
 
-from .base import Backend, ModelLoadError
+from safetyrepro.backends.base import Backend, ModelLoadError
 
 BACKENDS = {"hf": "safetyrepro.backends.hf:HFBackend", "vllm": "safetyrepro.backends.vllm:VLLMBackend"}
 

@@ -7,7 +7,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..envelope import Decoding
+from safetyrepro.configuration.envelope import Decoding
 
 log = logging.getLogger(__name__)
 

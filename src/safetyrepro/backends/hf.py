@@ -24,10 +24,9 @@ from pathlib import Path
 import torch
 from transformers import DynamicCache, LogitsProcessor, LogitsProcessorList, StoppingCriteria, StoppingCriteriaList
 
-from ..envelope import Decoding
-from .base import Backend, ModelLoadError, completion_text
-from .cpu_bf16 import use_float32_products
-from .prompt_ids import (
+from safetyrepro.backends.base import Backend, ModelLoadError, completion_text
+from safetyrepro.backends.cpu_bf16 import use_float32_products
+from safetyrepro.backends.prompt_ids import (
     context_length,
     encode_prompt,
     load_tokenizer,
@@ -36,6 +35,7 @@ from .prompt_ids import (
     request_seed,
     shared_prefix_length,
 )
+from safetyrepro.configuration.envelope import Decoding
 
 log = logging.getLogger(__name__)
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "nf4": torch.bfloat16}

@@ -15,7 +15,7 @@ import hashlib
 import os
 from collections.abc import Sequence
 
-from .base import ModelLoadError
+from safetyrepro.backends.base import ModelLoadError
 
 # Longest generation prompt kept (BOS and its last tokens); both backends cut the same way.
 MAX_PROMPT_TOKENS = 4096

@@ -21,9 +21,8 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from ..envelope import Decoding
-from .base import Backend, ModelLoadError, completion_text
-from .prompt_ids import (
+from safetyrepro.backends.base import Backend, ModelLoadError, completion_text
+from safetyrepro.backends.prompt_ids import (
     context_length,
     encode_prompt,
     load_config,
@@ -32,6 +31,7 @@ from .prompt_ids import (
     prompt_limit,
     request_seed,
 )
+from safetyrepro.configuration.envelope import Decoding
 
 log = logging.getLogger(__name__)
 CPU_STEP_TOKENS = 8192  # vLLM-CPU's least token budget a step, where a model states no context

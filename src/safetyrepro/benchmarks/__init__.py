@@ -5,15 +5,24 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .base import AS_GIVEN, UNPARSED, Benchmark, DataError, Item, ItemSet, Presentation, draw_subset
-from .bbq import BBQ
-from .crows_pairs import CrowsPairs
-from .toxigen import ToxiGen
-from .truthfulqa import TruthfulQA
-from .xstest import XSTest
+from safetyrepro.benchmarks.base import (
+    AS_GIVEN,
+    UNPARSED,
+    Benchmark,
+    DataError,
+    Item,
+    ItemSet,
+    Presentation,
+    draw_subset,
+)
+from safetyrepro.benchmarks.bbq import BBQ
+from safetyrepro.benchmarks.crows_pairs import CrowsPairs
+from safetyrepro.benchmarks.toxigen import ToxiGen
+from safetyrepro.benchmarks.truthfulqa import TruthfulQA
+from safetyrepro.benchmarks.xstest import XSTest
 
 if TYPE_CHECKING:
-    from ..config import Settings
+    from safetyrepro.configuration.settings import Settings
 
 BENCHMARKS: dict[str, Benchmark] = {b.name: b for b in (TruthfulQA(), BBQ(), CrowsPairs(), ToxiGen(), XSTest())}
 

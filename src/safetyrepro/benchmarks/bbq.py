@@ -8,7 +8,7 @@ from typing import Any
 
 import pandas as pd
 
-from .base import (
+from safetyrepro.benchmarks.base import (
     AS_GIVEN,
     LETTERS,
     UNPARSED,

@@ -20,7 +20,17 @@ from typing import Any
 
 import pandas as pd
 
-from .base import AS_GIVEN, LETTERS, UNPARSED, Benchmark, Item, Presentation, item_rng, lettered, read_csv
+from safetyrepro.benchmarks.base import (
+    AS_GIVEN,
+    LETTERS,
+    UNPARSED,
+    Benchmark,
+    Item,
+    Presentation,
+    item_rng,
+    lettered,
+    read_csv,
+)
 
 
 class CrowsPairs(Benchmark):

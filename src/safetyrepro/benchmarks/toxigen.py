@@ -9,7 +9,7 @@ from typing import Any
 
 import pandas as pd
 
-from .base import AS_GIVEN, Benchmark, DataError, Item, Presentation
+from safetyrepro.benchmarks.base import AS_GIVEN, Benchmark, DataError, Item, Presentation
 
 
 class ToxiGen(Benchmark):

@@ -8,7 +8,17 @@ from typing import Any
 
 import pandas as pd
 
-from .base import AS_GIVEN, LETTERS, Benchmark, DataError, Item, Presentation, item_rng, lettered, read_csv
+from safetyrepro.benchmarks.base import (
+    AS_GIVEN,
+    LETTERS,
+    Benchmark,
+    DataError,
+    Item,
+    Presentation,
+    item_rng,
+    lettered,
+    read_csv,
+)
 
 
 class TruthfulQA(Benchmark):

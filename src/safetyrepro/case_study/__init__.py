@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..config import CaseStudySettings, ModelSpec, Settings
-from . import drivers
-from .items import CaseItem, case_items
-from .table import RUNS, case_study_table, items_table
+from safetyrepro.case_study import drivers
+from safetyrepro.case_study.items import CaseItem, case_items
+from safetyrepro.case_study.table import RUNS, case_study_table, items_table
+from safetyrepro.configuration.settings import CaseStudySettings, ModelSpec, Settings
 
 log = logging.getLogger(__name__)
 PARITY_BENCHMARK = "truthfulqa"

@@ -19,14 +19,14 @@ from pathlib import Path
 
 import yaml
 
-from ..backends.base import BatchCondition
-from ..backends.cpu_bf16 import use_float32_products
-from ..backends.hf import HFBackend
-from ..benchmarks import BENCHMARKS, ItemSet
-from ..cell import run_cell
-from ..config import ModelSpec
-from ..envelope import Envelope
-from .items import CaseItem
+from safetyrepro.backends.base import BatchCondition
+from safetyrepro.backends.cpu_bf16 import use_float32_products
+from safetyrepro.backends.hf import HFBackend
+from safetyrepro.benchmarks import BENCHMARKS, ItemSet
+from safetyrepro.case_study.items import CaseItem
+from safetyrepro.configuration.envelope import Envelope
+from safetyrepro.configuration.settings import ModelSpec
+from safetyrepro.running.cell import run_cell
 
 OFFLINE = {
     "HF_HUB_OFFLINE": "1",

@@ -6,8 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..benchmarks import BENCHMARKS, Item, draw_subset
-from ..config import Settings
+from safetyrepro.benchmarks import BENCHMARKS, Item, draw_subset
+from safetyrepro.configuration.settings import Settings
 
 
 @dataclass(frozen=True)

@@ -7,13 +7,13 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from ..benchmarks import DataError
-from ..config import ImportSource
-from .inspect_logs import read_inspect
-from .lm_eval import read_lm_eval
-from .mapping import ImportMapping
-from .runs import Imported, ImportedRun, build_tables
-from .table import read_table
+from safetyrepro.benchmarks import DataError
+from safetyrepro.configuration.settings import ImportSource
+from safetyrepro.imports.inspect_logs import read_inspect
+from safetyrepro.imports.lm_eval import read_lm_eval
+from safetyrepro.imports.mapping import ImportMapping
+from safetyrepro.imports.runs import Imported, ImportedRun, build_tables
+from safetyrepro.imports.table import read_table
 
 # One reader per source kind (the config schema's `imports[].kind`).
 READERS: dict[str, Callable[[Path, ImportMapping, list[str]], list[ImportedRun]]] = {

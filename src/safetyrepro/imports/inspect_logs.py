@@ -15,10 +15,10 @@ from typing import Any
 
 import pandas as pd
 
-from ..benchmarks import DataError
-from ..hashing import item_hash, text_sha256
-from .mapping import ImportMapping
-from .runs import VALUE, ImportedRun, check_names, decoding_name, note_once, read_guarded, short_hash
+from safetyrepro.benchmarks import DataError
+from safetyrepro.imports.mapping import ImportMapping
+from safetyrepro.imports.runs import VALUE, ImportedRun, check_names, decoding_name, note_once, read_guarded, short_hash
+from safetyrepro.running.hashing import item_hash, text_sha256
 
 DEFAULT_METRIC = "accuracy"
 

@@ -18,10 +18,10 @@ from typing import Any
 
 import pandas as pd
 
-from ..benchmarks import DataError
-from ..hashing import item_hash, text_sha256
-from .mapping import ImportMapping
-from .runs import ImportedRun, check_names, decoding_name, note_once, read_guarded, short_hash
+from safetyrepro.benchmarks import DataError
+from safetyrepro.imports.mapping import ImportMapping
+from safetyrepro.imports.runs import ImportedRun, check_names, decoding_name, note_once, read_guarded, short_hash
+from safetyrepro.running.hashing import item_hash, text_sha256
 
 SCORING = {"multiple_choice": "logprob", "loglikelihood": "logprob", "generate_until": "freeform"}
 # Task-config keys that decide the rendered prompt (and the run-level keys that do).

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..config import check_schema, read_yaml
+from safetyrepro.configuration.settings import check_schema, read_yaml
 
 
 @dataclass(frozen=True)

@@ -9,12 +9,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..hashing import file_sha256
-from ..provenance import code_state, item_subsets, package_versions
+from safetyrepro.results.provenance import code_state, item_subsets, package_versions
+from safetyrepro.running.hashing import file_sha256
 
 if TYPE_CHECKING:
-    from ..config import Settings
-    from .runs import Imported
+    from safetyrepro.configuration.settings import Settings
+    from safetyrepro.imports.runs import Imported
 
 
 def import_record(settings: Settings, imported: Imported) -> dict[str, Any]:

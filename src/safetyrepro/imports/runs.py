@@ -12,12 +12,12 @@ from typing import TypeVar
 
 import pandas as pd
 
-from ..aggregate import CELL_COLUMNS
-from ..benchmarks import DataError
-from ..cell import ITEM_COLUMNS
-from ..envelope import AXES, CORE, RESERVED, STRESS
+from safetyrepro.benchmarks import DataError
+from safetyrepro.configuration.envelope import AXES, CORE, RESERVED, STRESS
+from safetyrepro.results.aggregate import CELL_COLUMNS
+from safetyrepro.running.cell import ITEM_COLUMNS
 
-# The item rows of an imported cell: our own (safetyrepro.cell.ITEM_COLUMNS) without the prompt text, plus the source.
+# The item rows of an imported cell: our own (safetyrepro.running.cell.ITEM_COLUMNS) without the prompt text, plus the source.
 IMPORTED_ITEM_COLUMNS = [*(column for column in ITEM_COLUMNS if column != "prompt"), "source"]
 # Per-item fields a reader gives (the rest come from its run).
 READER_ITEM_FIELDS = ["item_id", "item_hash", "seed", "prompt_id", "response", "logliks", "label", "parsed", "correct"]

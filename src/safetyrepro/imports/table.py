@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..benchmarks import DataError
-from ..envelope import AXES, CORE, STRESS
-from ..hashing import item_hash
-from .mapping import ImportMapping
-from .runs import ImportedRun, check_names
+from safetyrepro.benchmarks import DataError
+from safetyrepro.configuration.envelope import AXES, CORE, STRESS
+from safetyrepro.imports.mapping import ImportMapping
+from safetyrepro.imports.runs import ImportedRun, check_names
+from safetyrepro.running.hashing import item_hash
 
 REQUIRED = ["model", "benchmark", "config_id", "score"]
 ITEM_KEYS = ["item_id", "correct"]

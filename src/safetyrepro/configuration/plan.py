@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections import Counter
 from typing import TYPE_CHECKING, Any
 
-from .backends.base import BatchCondition
+from safetyrepro.backends.base import BatchCondition
 
 if TYPE_CHECKING:
-    from .config import Settings
+    from safetyrepro.configuration.settings import Settings
 
 
 def grid_plan(settings: Settings) -> dict[str, Any]:

@@ -22,15 +22,15 @@ from collections.abc import Sequence
 from multiprocessing.connection import Connection
 from pathlib import Path
 
-from .backends import Backend, ModelLoadError, load_backend
-from .config import ModelSpec, Settings
-from .envelope import Decoding
-from .fingerprints import backend_modules, code_digest
-from .gpu_memory import GIB, claim_gpu, vllm_share
+from safetyrepro.backends import Backend, ModelLoadError, load_backend
+from safetyrepro.configuration.envelope import Decoding
+from safetyrepro.configuration.fingerprints import backend_modules, code_digest
+from safetyrepro.configuration.settings import ModelSpec, Settings
+from safetyrepro.running.gpu_memory import GIB, claim_gpu, vllm_share
 
 log = logging.getLogger(__name__)
 START_TIMEOUT = 1800  # a 9B model at NF4 from a cold disk can take minutes
-LOAD_ORDER = ("hf", "vllm")  # the HF copy first: vLLM then takes its share around it (safetyrepro.gpu_memory)
+LOAD_ORDER = ("hf", "vllm")  # the HF copy first: vLLM then takes its share around it (safetyrepro.running.gpu_memory)
 
 
 def load_backends(settings: Settings, spec: ModelSpec) -> dict[str, Backend]:
@@ -125,7 +125,7 @@ def record_load(settings: Settings, spec: ModelSpec, seconds: float) -> None:
 
 def serve(settings: Settings, spec: ModelSpec, address: Path, idle_seconds: float) -> None:
     """Load the model once and answer calls until idle for `idle_seconds`; a server on a GPU first
-    has every other model server on it exit (one server per GPU at a time: safetyrepro.gpu_memory)."""
+    has every other model server on it exit (one server per GPU at a time: safetyrepro.running.gpu_memory)."""
     claims = [
         claim_gpu(address.parent, held, address, _ask_to_exit, START_TIMEOUT) for held in exclusive_devices(settings)
     ]

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from http.client import HTTPException
 from pathlib import Path
 
-from .hashing import file_sha256
+from safetyrepro.running.hashing import file_sha256
 
 RAW_GITHUB_URL = "https://raw.githubusercontent.com"
 

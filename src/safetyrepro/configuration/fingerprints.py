@@ -17,25 +17,25 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .config import ModelSpec, Settings
-    from .envelope import Config
+    from safetyrepro.configuration.envelope import Config
+    from safetyrepro.configuration.settings import ModelSpec, Settings
 
-PACKAGE = __package__
-SOURCE_ROOT = Path(__file__).resolve().parent
+PACKAGE = "safetyrepro"
+SOURCE_ROOT = Path(__file__).resolve().parents[1]
 
 # The modules whose code decides each job's outputs (cells and analyses add theirs: see below).
 JOB_CODE: dict[str, tuple[str, ...]] = {
-    "build_embedded_model": ("models",),
-    "describe_model": ("models",),
-    "cell": ("cell", "envelope"),
-    "aggregate": ("aggregate",),
-    "rho_flip": ("analysis.flips", "report"),
-    "analysis": ("report",),
-    "summary": ("report", "headline"),
-    "headline": ("headline",),
-    "provenance": ("provenance",),
-    "grid_card": ("grid_card",),
-    "figure": ("figures",),
+    "build_embedded_model": ("running.models",),
+    "describe_model": ("running.models",),
+    "cell": ("running.cell", "configuration.envelope"),
+    "aggregate": ("results.aggregate",),
+    "rho_flip": ("analysis.flips", "results.markdown"),
+    "analysis": ("results.markdown",),
+    "summary": ("results.markdown", "results.headline"),
+    "headline": ("results.headline",),
+    "provenance": ("results.provenance",),
+    "grid_card": ("results.grid_card",),
+    "figure": ("results.figures",),
     "case_study": ("case_study",),
     "import": ("imports", "imports.record"),
     "audit": ("audit",),
@@ -126,8 +126,8 @@ def code_digest(*modules: str) -> str:
 
 def cell_modules(settings: Settings, benchmark: str, config: Config) -> tuple[str, ...]:
     """A cell's code: its benchmark, the backend serving its scoring path, prompt rendering and the cell runner."""
-    from .backends import BACKENDS
-    from .benchmarks import BENCHMARKS
+    from safetyrepro.backends import BACKENDS
+    from safetyrepro.benchmarks import BENCHMARKS
 
     backend = BACKENDS[settings.backend.serving(config.scoring)].partition(":")[0]
     module = type(BENCHMARKS[benchmark]).__module__
@@ -136,7 +136,7 @@ def cell_modules(settings: Settings, benchmark: str, config: Config) -> tuple[st
 
 def backend_modules(settings: Settings) -> tuple[str, ...]:
     """The modules of the backends a model server loads."""
-    from .backends import BACKENDS
+    from safetyrepro.backends import BACKENDS
 
     return tuple(
         sorted(
@@ -147,7 +147,7 @@ def backend_modules(settings: Settings) -> tuple[str, ...]:
 
 def analysis_modules(name: str) -> tuple[str, ...]:
     """An analysis job's code: the module of its function and the Markdown rendering."""
-    from .analysis.suite import ANALYSES
+    from safetyrepro.analysis.suite import ANALYSES
 
     return (*JOB_CODE["analysis"], ANALYSES[name].module.removeprefix(f"{PACKAGE}."))
 

@@ -23,12 +23,12 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from . import __version__
-from .fetch import MANIFEST
-from .hashing import file_sha256
+from safetyrepro import __version__
+from safetyrepro.running.data import MANIFEST
+from safetyrepro.running.hashing import file_sha256
 
 if TYPE_CHECKING:
-    from .config import Settings
+    from safetyrepro.configuration.settings import Settings
 
 # What of a model's own generation_config applies (safetyrepro.backends.hf, .vllm): its sampling
 # defaults never do, on any backend.
@@ -55,7 +55,7 @@ def server_package_versions(settings: Settings) -> dict[str, str] | None:
     if settings.backend.server_python is None:
         return None
     python, environment = settings.backend.server_command()
-    code = "import json; from safetyrepro.provenance import package_versions; print(json.dumps(package_versions()))"
+    code = "import json; from safetyrepro.results.provenance import package_versions; print(json.dumps(package_versions()))"
     done = subprocess.run([python, "-c", code], capture_output=True, text=True, env=environment)
     if done.returncode != 0:
         raise RuntimeError(f"backend.server_python ({python}) could not list its packages: {done.stderr[-500:]}")
@@ -138,7 +138,7 @@ def code_state() -> dict[str, Any]:
     """The code that runs: the package version and, when it is a file of a git checkout, the commit
     and whether tracked files differ from it (`dirty`; untracked files such as results do not count).
     Otherwise commit and dirty are None and `source` says why."""
-    package = Path(__file__).resolve().parent
+    package = Path(__file__).resolve().parents[1]
     state: dict[str, Any] = {"version": __version__, "commit": None, "dirty": None}
 
     def git(*args: str) -> subprocess.CompletedProcess | None:

@@ -4,7 +4,7 @@ results/grid_card.json holds every axis value used (with its tier and parameters
 rules, the envelope and its hash (the seal), the configs and item subsets per benchmark, the models
 with precision and file hashes or revisions, data file hashes, package versions, seeds, every
 analysis option and the precision probe, the code's commit (and whether the tree was dirty),
-hardware, the headline (per benchmark the most fragile pair and its sentence, safetyrepro.headline) and
+hardware, the headline (per benchmark the most fragile pair and its sentence, safetyrepro.results.headline) and
 the rho_flip table with N+/N-/N0. results/grid_card.md renders the same, opening on the headline.
 Two runs of the same config give the same card apart from `created`.
 """
@@ -17,12 +17,12 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from .analysis.flips import orderings_reached
-from .backends.base import BatchCondition
-from .headline import headline_markdown, headline_rows
+from safetyrepro.analysis.flips import orderings_reached
+from safetyrepro.backends.base import BatchCondition
+from safetyrepro.results.headline import headline_markdown, headline_rows
 
 if TYPE_CHECKING:
-    from .config import Settings
+    from safetyrepro.configuration.settings import Settings
 
 # Packages shown in the Markdown card's short table (all of them are in the JSON and listed below it).
 KEY_PACKAGES = (

@@ -8,14 +8,14 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from .benchmarks.base import UNPARSED
-from .hashing import item_hash, text_sha256
-from .prompts import draw_shots, render_prompt
+from safetyrepro.benchmarks.base import UNPARSED
+from safetyrepro.running.hashing import item_hash, text_sha256
+from safetyrepro.running.prompts import draw_shots, render_prompt
 
 if TYPE_CHECKING:
-    from .backends.base import Backend, BatchCondition
-    from .benchmarks.base import Benchmark, Item, ItemSet
-    from .envelope import Config, Envelope
+    from safetyrepro.backends.base import Backend, BatchCondition
+    from safetyrepro.benchmarks.base import Benchmark, Item, ItemSet
+    from safetyrepro.configuration.envelope import Config, Envelope
 
 ITEM_COLUMNS = [
     "model",

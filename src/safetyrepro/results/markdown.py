@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from .analysis.flips import orderings_reached
+from safetyrepro.analysis.flips import orderings_reached
 
 
 def partial_notice(missing: list[str]) -> str:
@@ -58,7 +58,7 @@ def summary_markdown(
     headline: str = "",
     fragile: dict[str, tuple[str, str]] | None = None,
 ) -> str:
-    """The headline's Markdown (safetyrepro.headline), if given, then numbers per benchmark read like the
+    """The headline's Markdown (safetyrepro.results.headline), if given, then numbers per benchmark read like the
     paper's table 2: the largest rho_flip over pairs with its N+/N-/N0 and |C|, orderings reached, and the
     robustness checks beside it. The pair shown is the headline's (`fragile`: benchmark -> (A, B)) where
     given, else the first with the largest rho_flip."""

@@ -6,11 +6,11 @@ import random
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from .benchmarks.base import item_rng
+from safetyrepro.benchmarks.base import item_rng
 
 if TYPE_CHECKING:
-    from .benchmarks.base import Benchmark, Item
-    from .envelope import Config, Envelope
+    from safetyrepro.benchmarks.base import Benchmark, Item
+    from safetyrepro.configuration.envelope import Config, Envelope
 
 
 def draw_shots(envelope: Envelope, config: Config, pool: Sequence[Item], item: Item) -> list[Item]:

@@ -9,9 +9,9 @@ import re
 import sys
 from pathlib import Path
 
-from .backends import ModelLoadError
-from .benchmarks import BENCHMARKS, DataError
-from .config import DEFAULT_CONFIGFILE, ConfigError, load_settings
+from safetyrepro.backends import ModelLoadError
+from safetyrepro.benchmarks import BENCHMARKS, DataError
+from safetyrepro.configuration.settings import DEFAULT_CONFIGFILE, ConfigError, load_settings
 
 log = logging.getLogger("safetyrepro")
 LINE_END = re.compile(r"\r\n?|\n")  # not str.splitlines: U+2028 may stand inside a JSON string
@@ -24,7 +24,7 @@ class CellError(RuntimeError):
 
 def cmd_envelope(args: argparse.Namespace) -> int:
     """Print the grid's size: cells, configs per benchmark, generation runs, token budgets."""
-    from .plan import grid_plan
+    from safetyrepro.configuration.plan import grid_plan
 
     settings = load_settings(args.configfile)
     if settings.imports:
@@ -40,9 +40,9 @@ def cmd_envelope(args: argparse.Namespace) -> int:
 
 def cmd_check(args: argparse.Namespace) -> int:
     """Check a config, its data, models and this machine, as a run would before any job; print the plan."""
-    from .benchmarks import check_item_sets
-    from .plan import plan_lines
-    from .preflight import preflight
+    from safetyrepro.benchmarks import check_item_sets
+    from safetyrepro.configuration.plan import plan_lines
+    from safetyrepro.configuration.preflight import preflight
 
     settings = load_settings(args.configfile)
     if settings.imports:
@@ -67,7 +67,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 def cmd_config_reference(args: argparse.Namespace) -> int:
     """Write the config reference generated from the schemas, or (--check FILE) say whether FILE is current."""
-    from .config_reference import render
+    from safetyrepro.configuration.reference import render
 
     page = render()
     if args.check:
@@ -108,7 +108,7 @@ def cmd_parse(args: argparse.Namespace) -> int:
 
 def cmd_fetch_data(args: argparse.Namespace) -> int:
     """Download missing benchmark files at their pinned commits and check their hashes."""
-    from .fetch import fetch_data
+    from safetyrepro.running.data import fetch_data
 
     fetched = fetch_data(Path(args.data_dir), base_url=args.base_url or None, benchmarks=args.benchmark or None)
     print(f"fetched {len(fetched)} file(s) into {args.data_dir}")
@@ -117,7 +117,7 @@ def cmd_fetch_data(args: argparse.Namespace) -> int:
 
 def cmd_build_model(args: argparse.Namespace) -> int:
     """Build the embedded gemma-3-270m as a plain HF model directory."""
-    from .models import build_embedded_model
+    from safetyrepro.running.models import build_embedded_model
 
     print(build_embedded_model(Path(args.out)))
     return 0
@@ -125,8 +125,8 @@ def cmd_build_model(args: argparse.Namespace) -> int:
 
 def cmd_describe_model(args: argparse.Namespace) -> int:
     """Record what a model spec points at (file hashes or hub revision) as JSON."""
-    from .models import describe_model
-    from .tables import write_json
+    from safetyrepro.results.files import write_json
+    from safetyrepro.running.models import describe_model
 
     write_json(describe_model(load_settings(args.configfile).model(args.model)), Path(args.out))
     return 0
@@ -134,10 +134,10 @@ def cmd_describe_model(args: argparse.Namespace) -> int:
 
 def cmd_run_cell(args: argparse.Namespace) -> int:
     """Run one grid cell and write its item rows (Parquet) and summary (JSON)."""
-    from .benchmarks import item_set
-    from .cell import run_cell
-    from .server import connect, load_backends
-    from .tables import write_json, write_parquet
+    from safetyrepro.benchmarks import item_set
+    from safetyrepro.results.files import write_json, write_parquet
+    from safetyrepro.running.cell import run_cell
+    from safetyrepro.running.server import connect, load_backends
 
     settings = load_settings(args.configfile)
     spec = settings.model(args.model)
@@ -178,7 +178,7 @@ def cmd_run_cell(args: argparse.Namespace) -> int:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     """Serve one model to the cells on this machine until idle."""
-    from .server import serve
+    from safetyrepro.running.server import serve
 
     settings = load_settings(args.configfile)
     serve(settings, settings.model(args.model), Path(args.address), args.idle_seconds)
@@ -187,7 +187,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 def cmd_stop_servers(args: argparse.Namespace) -> int:
     """Shut down the model servers of a run."""
-    from .server import stop_servers
+    from safetyrepro.running.server import stop_servers
 
     print(f"stopped {stop_servers(load_settings(args.configfile))} model server(s)")
     return 0
@@ -196,8 +196,8 @@ def cmd_stop_servers(args: argparse.Namespace) -> int:
 def cmd_aggregate(args: argparse.Namespace) -> int:
     """Gather cell outputs into cells.parquet and items.parquet (and the precision probe's cells into their
     own table); refuse an incomplete grid unless --partial. Each table lists only its own missing cells."""
-    from .aggregate import cells_table, items_table, missing_cells
-    from .tables import write_parquet
+    from safetyrepro.results.aggregate import cells_table, items_table, missing_cells
+    from safetyrepro.results.files import write_parquet
 
     settings = load_settings(args.configfile)
     if not args.summaries:
@@ -228,9 +228,9 @@ def cmd_aggregate(args: argparse.Namespace) -> int:
 def cmd_import(args: argparse.Namespace) -> int:
     """Read results produced elsewhere (the config's `imports`, or the source options) into --out-dir:
     cells.parquet, items.parquet, an empty precision_probe.parquet and the import record provenance.json."""
-    from .imports import import_sources
-    from .imports.record import import_record
-    from .tables import write_json, write_parquet
+    from safetyrepro.imports import import_sources
+    from safetyrepro.imports.record import import_record
+    from safetyrepro.results.files import write_json, write_parquet
 
     flags = [(kind, path) for kind in ("lm_eval", "inspect", "table") for path in getattr(args, kind) or []]
     if bool(flags) == bool(args.configfile):
@@ -274,9 +274,9 @@ def cmd_rho_flip(args: argparse.Namespace) -> int:
     """rho_flip per model pair and benchmark, as Parquet and Markdown."""
     import pandas as pd
 
-    from .analysis.flips import rho_flip_table
-    from .report import partial_notice, rho_flip_markdown
-    from .tables import missing_cells, write_parquet, write_text
+    from safetyrepro.analysis.flips import rho_flip_table
+    from safetyrepro.results.files import missing_cells, write_parquet, write_text
+    from safetyrepro.results.markdown import partial_notice, rho_flip_markdown
 
     cells = pd.read_parquet(args.cells)
     rho = rho_flip_table(cells)
@@ -290,9 +290,9 @@ def cmd_analyse(args: argparse.Namespace) -> int:
     """Run one analysis over cells.parquet (and items.parquet) and write Parquet + Markdown."""
     import pandas as pd
 
-    from .analysis.suite import ANALYSES, Inputs
-    from .report import analysis_markdown, partial_notice
-    from .tables import missing_cells, read_design, write_parquet, write_text
+    from safetyrepro.analysis.suite import ANALYSES, Inputs
+    from safetyrepro.results.files import missing_cells, read_design, write_parquet, write_text
+    from safetyrepro.results.markdown import analysis_markdown, partial_notice
 
     analysis = ANALYSES[args.name]
     settings, cells = load_settings(args.configfile), pd.read_parquet(args.cells)
@@ -307,10 +307,10 @@ def cmd_summary(args: argparse.Namespace) -> int:
     """Gather the headline numbers into summary.md, opening on the headline."""
     import pandas as pd
 
-    from .analysis.suite import ANALYSES
-    from .headline import headline_markdown, headline_rows
-    from .report import partial_notice, summary_markdown
-    from .tables import missing_cells, write_text
+    from safetyrepro.analysis.suite import ANALYSES
+    from safetyrepro.results.files import missing_cells, write_text
+    from safetyrepro.results.headline import headline_markdown, headline_rows
+    from safetyrepro.results.markdown import partial_notice, summary_markdown
 
     folder = Path(args.analysis_dir)  # the suite's tables only: not a stale one of an analysis since removed
     tables = {name: pd.read_parquet(folder / f"{name}.parquet") for name in ANALYSES}
@@ -326,8 +326,8 @@ def cmd_headline(args: argparse.Namespace) -> int:
     """Write the headline as the HTML fragment the report's landing page embeds."""
     import pandas as pd
 
-    from .headline import headline_html, headline_rows
-    from .tables import missing_cells, write_text
+    from safetyrepro.results.files import missing_cells, write_text
+    from safetyrepro.results.headline import headline_html, headline_rows
 
     rows = headline_rows(pd.read_parquet(args.sig), pd.read_parquet(args.tiers))
     write_text(headline_html(rows, missing_cells(Path(args.sig))), Path(args.out))
@@ -338,8 +338,8 @@ def cmd_provenance(args: argparse.Namespace) -> int:
     """Write the run record (results/provenance.json): seal, packages, models, data, items, seeds, hardware."""
     import pandas as pd
 
-    from .provenance import run_record
-    from .tables import write_json
+    from safetyrepro.results.files import write_json
+    from safetyrepro.results.provenance import run_record
 
     models = [json.loads(Path(path).read_text()) for path in args.models]
     items = pd.read_parquet(args.items, columns=["benchmark", "item_id"])
@@ -349,7 +349,7 @@ def cmd_provenance(args: argparse.Namespace) -> int:
 
 def cmd_provenance_diff(args: argparse.Namespace) -> int:
     """Name what differs between two run records (or GRID cards): exit status 1 when anything does, 2 on an error."""
-    from .provenance import compare_records
+    from safetyrepro.results.provenance import compare_records
 
     changes = compare_records(_read_record(args.old), _read_record(args.new))
     print("\n".join(changes) if changes else "no difference (times ignored)")
@@ -379,8 +379,8 @@ def cmd_grid_card(args: argparse.Namespace) -> int:
     """Write the GRID card (JSON and Markdown) from the run record and the result tables."""
     import pandas as pd
 
-    from .grid_card import grid_card, grid_card_markdown
-    from .tables import missing_cells, write_json, write_text
+    from safetyrepro.results.files import missing_cells, write_json, write_text
+    from safetyrepro.results.grid_card import grid_card, grid_card_markdown
 
     card = grid_card(
         load_settings(args.configfile),
@@ -399,7 +399,7 @@ def cmd_figure(args: argparse.Namespace) -> int:
     """Draw one report figure from its table as PNG."""
     import pandas as pd
 
-    from .figures import draw, save
+    from safetyrepro.results.figures import draw, save
 
     save(draw(args.name, pd.read_parquet(args.table), args.benchmark), Path(args.out))
 
@@ -408,9 +408,9 @@ def cmd_case_study(args: argparse.Namespace) -> int:
     """Run the cross-package case study (config section `case_study`) and write its tables."""
     from dataclasses import replace
 
-    from .case_study import run_case_study
-    from .case_study.table import case_study_markdown
-    from .tables import write_parquet, write_text
+    from safetyrepro.case_study import run_case_study
+    from safetyrepro.case_study.table import case_study_markdown
+    from safetyrepro.results.files import write_parquet, write_text
 
     settings = load_settings(args.configfile)
     study = settings.case_study
@@ -434,8 +434,8 @@ def _audit_settings(args: argparse.Namespace):
 
 def cmd_audit_step(args: argparse.Namespace) -> int:
     """One step of the auditor's search: the configs run so far and the next one (or why it stops)."""
-    from .audit import pair_space, read_scores, step_record
-    from .tables import write_json
+    from safetyrepro.audit import pair_space, read_scores, step_record
+    from safetyrepro.results.files import write_json
 
     settings, table = _audit_settings(args)
     space = pair_space(settings, args.benchmark, args.pair, table)
@@ -452,8 +452,8 @@ def cmd_audit_report(args: argparse.Namespace) -> int:
     """The audit's answer from its last step and the item rows of the configs it ran."""
     import pandas as pd
 
-    from .audit import audit_markdown, audit_result, pair_space
-    from .tables import write_json, write_text
+    from safetyrepro.audit import audit_markdown, audit_result, pair_space
+    from safetyrepro.results.files import write_json, write_text
 
     settings, table = _audit_settings(args)
     step = json.loads(Path(args.step).read_text())
@@ -471,7 +471,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
     import subprocess
     from dataclasses import asdict
 
-    from .audit import check_pair_names, pair_space
+    from safetyrepro.audit import check_pair_names, pair_space
 
     overrides = {"audit": {"budget": args.budget}} if args.budget is not None else None
     settings = load_settings(args.configfile, overrides)
@@ -630,7 +630,7 @@ def build_parser() -> argparse.ArgumentParser:
         ("configfile", "provenance", "cells", "rho", "tiers", "json-out", "markdown-out"),
     )
     figure = _command(commands, "figure", cmd_figure, "draw one report figure (PNG)", ("table", "out"))
-    figure.add_argument("name", help="a figure of safetyrepro.figures.FIGURES")
+    figure.add_argument("name", help="a figure of safetyrepro.results.figures.FIGURES")
     figure.add_argument("--benchmark", help="the benchmark of a per-benchmark figure")
     study = _command(
         commands,

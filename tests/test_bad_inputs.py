@@ -1,8 +1,12 @@
 """Every bad input of the table in docs/bad-inputs.md: the workflow stops with exactly that one message, before
-any job, and writes nothing to results/; the messages are the page's, word for word."""
+any job, and writes nothing to results/; the messages are the page's, word for word.
+
+Each case runs the Snakefile's own checks in this process (`workflow_error`); two cases, one per place the
+Snakefile stops a run, also run Snakemake end to end and must print the same line."""
 
 from __future__ import annotations
 
+import contextlib
 import re
 import shutil
 import subprocess
@@ -13,6 +17,11 @@ import pytest
 import yaml
 from test_workflow import snakemake, write_config
 from tiny_model import build_tiny_model
+
+from safetyrepro import cli
+from safetyrepro.benchmarks import DataError, check_item_sets
+from safetyrepro.configuration.preflight import preflight
+from safetyrepro.configuration.settings import ConfigError, load_run_settings
 
 REPO = Path(__file__).resolve().parents[1]
 SAFETYREPRO = Path(sys.executable).parent / "safetyrepro"
@@ -179,20 +188,57 @@ def _models(option, models: list[dict]) -> list[dict]:
     return option
 
 
-@pytest.mark.parametrize("case", list(CASES))
-def test_bad_input_gets_one_message_and_writes_nothing(case, tmp_path, data_dir, tiny_models):
-    overrides, message = CASES[case](tmp_path, data_dir)
+def workflow_error(workdir: Path) -> str:
+    """The line the Snakefile stops a run in `workdir` with (its checks in workflow/rules/common.smk, then
+    onstart's preflight), called as Snakemake calls them; "" when they pass."""
+    with contextlib.chdir(workdir):
+        try:
+            settings = load_run_settings([str(workdir / "config.yaml")], {})
+            check_item_sets(settings)
+            for needs_packages in [settings.case_study, *settings.imports]:
+                if needs_packages:
+                    needs_packages.require_packages()
+        except (ConfigError, DataError) as error:
+            return f"safetyrepro: error: {error}"
+        try:
+            preflight(settings)
+        except ConfigError as error:
+            return f"safetyrepro: error: {error}"
+    return ""
+
+
+def bad_input_run(case: str, root: Path, data_dir: Path, tiny_models: list[dict]) -> tuple[Path, str]:
+    """The case's config written to `root`/run, and the message the page gives for it."""
+    overrides, message = CASES[case](root, data_dir)
     overrides.setdefault("models", tiny_models)
     overrides["models"] = _models(overrides["models"], tiny_models)
     benchmarks = overrides.pop("benchmarks", {"xstest": {"n_items": 3}})
-    workdir = tmp_path / "run"
+    workdir = root / "run"
     write_config(workdir, overrides.pop("data_dir", data_dir), overrides.pop("models"), benchmarks, **overrides)
+    return workdir, message
 
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_bad_input_gets_one_message_and_writes_nothing(case, tmp_path, data_dir, tiny_models, capsys):
+    workdir, message = bad_input_run(case, tmp_path, data_dir, tiny_models)
+    assert workflow_error(workdir) == f"safetyrepro: error: {message}"
+    capsys.readouterr()
+    with contextlib.chdir(workdir):
+        status = cli.main(["check", "--configfile", str(workdir / "config.yaml")])
+    assert status == 2 and capsys.readouterr().err.strip() == f"safetyrepro: error: {message}"
+    assert not (workdir / "results").exists()
+    assert page_pattern(page_message(case)).fullmatch(message), (page_message(case), message)
+
+
+# one case stopped by workflow/rules/common.smk, one by the Snakefile's onstart (preflight)
+@pytest.mark.e2e
+@pytest.mark.parametrize("case", ["data file with a malformed row", "model path that does not exist"])
+def test_snakemake_stops_with_the_same_message(case, tmp_path, data_dir, tiny_models):
+    workdir, message = bad_input_run(case, tmp_path, data_dir, tiny_models)
     result = snakemake(workdir, "--cores", "1")
     assert result.returncode != 0
     assert result.stderr.strip().splitlines()[-1] == f"safetyrepro: error: {message}", result.stderr[-2000:]
     assert not (workdir / "results").exists()
-
     checked = subprocess.run(
         [str(SAFETYREPRO), "check", "--configfile", str(workdir / "config.yaml")],
         capture_output=True,
@@ -200,7 +246,6 @@ def test_bad_input_gets_one_message_and_writes_nothing(case, tmp_path, data_dir,
         cwd=workdir,
     )
     assert checked.returncode == 2 and checked.stderr.strip() == f"safetyrepro: error: {message}"
-    assert page_pattern(page_message(case)).fullmatch(message), (page_message(case), message)
 
 
 def test_the_page_lists_exactly_the_tested_inputs():
@@ -228,6 +273,7 @@ def test_config_file_with_a_yaml_syntax_error(tmp_path):
     assert page_pattern(shown).fullmatch(checked.stderr.strip().removeprefix("safetyrepro: error: "))
 
 
+@pytest.mark.e2e
 def test_model_path_with_shell_metacharacters_reaches_no_shell(tmp_path, data_dir):
     """A model folder whose name has spaces, quotes, `$( )` and `;` plans and passes the checks: the path is
     never put on a command line (cells get the model's name), and nothing in it is executed."""

@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 from scaling import MAX_COST_RATIO, cost_ratio
 
-from safetyrepro.benchmarks import BENCHMARKS, UNPARSED, DataError, draw_subset, item_set
+from safetyrepro.benchmarks import BENCHMARKS, GROUP, UNPARSED, DataError, PluginError, discover, draw_subset, item_set
 from safetyrepro.benchmarks.base import LETTERS, extract_choice
 from safetyrepro.benchmarks.xstest.refusal import RESPONSE_CLASSES
 from safetyrepro.configuration.settings import load_settings
@@ -686,3 +686,122 @@ def test_crows_pairs_logprob_prompt_uses_the_neutral_question(shots, settings, i
         for shot in chosen:  # a shot shows the neutral prompt and its gold (non-stereotyping) sentence
             assert f"{neutral}\nAnswer: {shot.meta['options'][shot.gold]}\n\n" in prompt
             assert shot.meta["options"][shot.meta["stereotyping"]] not in prompt
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_cell_metric_is_declared(name, frames):
+    """A benchmark's metrics are named as it declares (no axis may take those names: envelope.RESERVED)."""
+    benchmark = BENCHMARKS[name]
+    rows = _records(frames[name].groupby("stratum").head(2))
+    items = {row["item_id"]: benchmark.make_item(row, seed=0) for row in rows}
+    records = [
+        {
+            "item_id": item.item_id,
+            "stratum": item.stratum,
+            "label": item.gold,
+            "correct": True,
+            "logliks": json.dumps({label: 0.0 if label == item.gold else -1.0 for label in item.candidates}),
+        }
+        for item in items.values()
+    ]
+    returned = set(benchmark.metrics(pd.DataFrame(records), items))
+    named = {key for key in returned if key in benchmark.metric_names}
+    assert named == set(benchmark.metric_names)
+    assert all(key.startswith(benchmark.metric_prefixes) for key in returned - named)
+    assert (returned - named) or not benchmark.metric_prefixes  # each declared family is used
+
+
+# ------------------------------------------------------------------ the registry (entry points)
+
+
+def _register(root: Path, distribution: str, entries: dict[str, str], modules: dict[str, str]) -> None:
+    """A throwaway installed distribution under `root`: its metadata, entry points and modules."""
+    info = root / f"{distribution}-1.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {distribution}\nVersion: 1.0\n")
+    lines = "".join(f"{name} = {target}\n" for name, target in entries.items())
+    (info / "entry_points.txt").write_text(f"[{GROUP}]\n{lines}")
+    for module, code in modules.items():
+        (root / f"{module}.py").write_text(code)
+
+
+MINI = """
+from safetyrepro.benchmarks import Benchmark, DataFile
+
+
+class Mini(Benchmark):
+    name = "{name}"
+    folder = "mini"
+    task = "t"
+    data_files = (DataFile("{path}", "0" * 64, url="file:///nowhere/mini.csv"),)
+
+    def load(self, data_dir):
+        raise NotImplementedError
+
+    def make_item(self, row, seed, presentation=None):
+        raise NotImplementedError
+"""
+
+
+def test_a_benchmark_registered_by_a_package_is_found(tmp_path, monkeypatch):
+    _register(
+        tmp_path,
+        "mini-plugin",
+        {"mini": "mini_found:Mini"},
+        {"mini_found": MINI.format(name="mini", path="mini/a.csv")},
+    )
+    monkeypatch.syspath_prepend(tmp_path)
+    found = discover()
+    assert list(found) == sorted([*BENCHMARKS, "mini"])
+    assert type(found["mini"]).__module__ == "mini_found" and found["truthfulqa"] is not BENCHMARKS["truthfulqa"]
+    assert "mini" not in BENCHMARKS  # the project's registry was read once, at import
+
+
+@pytest.mark.parametrize(
+    ("module", "name", "path", "message"),
+    [
+        (
+            "mini_renamed",
+            "other",
+            "mini/a.csv",
+            "plugin 'mini' (mini_renamed:Mini, from mini-plugin 1.0) is named 'other'",
+        ),
+        ("mini_outside", "mini", "elsewhere/a.csv", "data file elsewhere/a.csv lies outside its folder 'mini/'"),
+    ],
+    ids=["name", "folder"],
+)
+def test_a_plugin_must_match_its_entry(tmp_path, monkeypatch, module, name, path, message):
+    _register(tmp_path, "mini-plugin", {"mini": f"{module}:Mini"}, {module: MINI.format(name=name, path=path)})
+    monkeypatch.syspath_prepend(tmp_path)
+    with pytest.raises(PluginError, match=re.escape(message)):
+        discover()
+
+
+def test_a_plugin_that_cannot_be_imported_is_named(tmp_path, monkeypatch):
+    _register(tmp_path, "broken-plugin", {"broken": "mini_broken:Mini"}, {"mini_broken": "import no_such_module\n"})
+    monkeypatch.syspath_prepend(tmp_path)
+    with pytest.raises(PluginError) as info:
+        discover()
+    assert str(info.value) == (
+        "benchmark plugin 'broken' (mini_broken:Mini, from broken-plugin 1.0) cannot be loaded: "
+        "ModuleNotFoundError: No module named 'no_such_module'"
+    )
+
+
+def test_a_name_registered_twice_names_both_distributions(tmp_path, monkeypatch):
+    _register(
+        tmp_path,
+        "rival-plugin",
+        {"truthfulqa": "mini_rival:Mini"},
+        {"mini_rival": MINI.format(name="truthfulqa", path="mini/a.csv")},
+    )
+    monkeypatch.syspath_prepend(tmp_path)
+    with pytest.raises(PluginError) as info:
+        discover()
+    message = str(info.value)
+    assert message.startswith("benchmark 'truthfulqa' is registered twice:")
+    for part in (
+        "safetyrepro.benchmarks.truthfulqa:TruthfulQA (by safetyrepro ",
+        "mini_rival:Mini (by rival-plugin 1.0)",
+    ):
+        assert part in message

@@ -178,6 +178,7 @@ def test_parity_templates_that_cannot_become_a_task_are_refused(template):
         drivers.parity_doc_to_text(template)
 
 
+@pytest.mark.slow  # over 5 s alone: make test only
 @pytest.mark.parametrize(
     "section, planned", [(None, False), ({"enabled": False}, False), ({**STUDY, "model": "a"}, True)]
 )

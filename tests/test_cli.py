@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import subprocess
 import sys
@@ -104,7 +105,7 @@ def test_aggregate_keeps_the_precision_probe_apart(tmp_path, data_dir, capsys):
     import yaml
 
     from safetyrepro.cli import main
-    from safetyrepro.results.files import missing_cells
+    from safetyrepro.results.storage import read_missing_cells
 
     repo = Path(__file__).resolve().parents[1]
     config_id = "T1-greedy-0shot-logprob"
@@ -162,7 +163,27 @@ def test_aggregate_keeps_the_precision_probe_apart(tmp_path, data_dir, capsys):
     assert main(argv) == 2  # b@nf4 has not run
     assert "incomplete precision probe: 1 of 2 cells have no output (b@nf4/bbq/" in capsys.readouterr().err
     assert main([*argv, "--partial"]) == 0
-    assert missing_cells(outputs["cells"]) == [] and missing_cells(outputs["items"]) == []
-    assert missing_cells(outputs["probe"]) == [f"b@nf4/bbq/{config_id}"]
+    assert read_missing_cells(outputs["cells"]) == [] and read_missing_cells(outputs["items"]) == []
+    assert read_missing_cells(outputs["probe"]) == [f"b@nf4/bbq/{config_id}"]
     assert list(pd.read_parquet(outputs["cells"])["model"]) == ["a", "b"]
     assert list(pd.read_parquet(outputs["probe"])["model"]) == ["a@nf4"]
+
+
+def test_help_lists_the_users_commands_apart_from_the_jobs():
+    """`safetyrepro --help` lists each command once: the user's in one group, the jobs' in another; every
+    command a rule runs exists."""
+    import re
+    from pathlib import Path
+
+    from safetyrepro.cli import build_parser
+
+    parser = build_parser()
+    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices
+    yours, jobs = parser.format_help().split("commands you type:")[1].split("commands the workflow runs")
+    listed = [re.findall(r"^  ([a-z][a-z-]*)  ", part, re.MULTILINE) for part in (yours, jobs)]
+    assert sorted(listed[0] + listed[1]) == sorted(commands)
+    assert {"check", "envelope", "fetch-data", "import", "audit", "provenance-diff"} <= set(listed[0])
+    assert {"run-cell", "serve", "aggregate", "analyse", "figure", "audit-step", "audit-report"} <= set(listed[1])
+    rules = Path(__file__).resolve().parents[1] / "workflow" / "rules"
+    called = {m for f in rules.glob("*.smk") for m in re.findall(r"safetyrepro (?:-v )?([a-z][a-z-]*)", f.read_text())}
+    assert called and called <= set(commands)

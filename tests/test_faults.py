@@ -1,9 +1,11 @@
-"""Fault injection on the tiny workflow: SIGKILL in the middle of a cell, and a model that raises."""
+"""Fault injection on the tiny workflow: SIGKILL in the middle of a cell, and a model that raises; the
+undisturbed run to compare with is the session's reference run (tests/conftest.py)."""
 
 from __future__ import annotations
 
 import base64
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -12,15 +14,15 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+import yaml
 from test_workflow import snakemake, write_config
 from tiny_model import build_tiny_model
 
-from safetyrepro.results.files import missing_cells
+from safetyrepro.results.storage import read_missing_cells
 
 pytestmark = pytest.mark.e2e
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
-SELECTED = ["T1-greedy-0shot-freeform", "T2-t0.3-3shot-freeform", "T1-greedy-0shot-logprob"]
 RUN = ("--cores", "2", "--resources", "gpu=1")
 TABLES_ONLY = ("--until", "summary")  # every table; the figures and the report are not compared
 
@@ -86,34 +88,14 @@ def cells_in_progress(results: Path) -> list[Path]:
 
 
 @pytest.fixture(scope="module")
-def models(tmp_path_factory) -> list[dict]:
-    root = tmp_path_factory.mktemp("fault-models")
-    # Folder names with spaces, quotes and shell syntax: they must never reach a shell.
-    return [
-        {
-            "name": f"tiny-{i}",
-            "path": str(build_tiny_model(root / f"tiny {i} 'q' $(touch PWNED);", seed=i)),
-            "precision": "fp32",
-        }
-        for i in range(2)
-    ]
+def models(reference_run) -> list[dict]:
+    """The reference run's two tiny models (folder names with spaces, quotes and shell syntax)."""
+    return yaml.safe_load((reference_run / "config.yaml").read_text())["models"]
 
 
-def test_sigkill_mid_cell_then_rerun_gives_identical_tables(tmp_path, data_dir, models):
-    benchmarks = {"bbq": {"n_items": 4}, "toxigen": {"n_items": 4}}
-    for name in ("uninterrupted", "killed"):
-        write_config(
-            tmp_path / name,
-            data_dir,
-            models,
-            benchmarks,
-            select_configs=SELECTED,
-            max_new_tokens_cap=6,
-            analysis={"subsample": {"count": 5}, "bootstrap": {"resamples": 50}},
-        )
-    reference = snakemake(tmp_path / "uninterrupted", *RUN, *TABLES_ONLY)
-    assert reference.returncode == 0, reference.stderr[-3000:]
-
+def test_sigkill_mid_cell_then_rerun_gives_identical_tables(tmp_path, reference_run):
+    (tmp_path / "killed").mkdir()
+    shutil.copy(reference_run / "config.yaml", tmp_path / "killed" / "config.yaml")  # the reference run's config
     results = tmp_path / "killed" / "results"
     process = start_killable(tmp_path / "killed")
     deadline = time.monotonic() + 600
@@ -137,12 +119,12 @@ def test_sigkill_mid_cell_then_rerun_gives_identical_tables(tmp_path, data_dir, 
     assert {k: after[k] for k in finished} == finished  # finished cells were kept, not recomputed
     assert len(after) == 2 * 2 * 3
 
-    expected = tables(tmp_path / "uninterrupted" / "results")
+    expected = tables(reference_run / "results")
     got = tables(results)
     assert set(got) == set(expected) and {"cells.parquet", "items.parquet", "rho_flip.parquet"} <= set(got)
     for name, frame in expected.items():
         pd.testing.assert_frame_equal(got[name], frame, check_exact=True, obj=name)
-    assert not list(tmp_path.rglob("PWNED*"))
+    assert not list(tmp_path.rglob("PWNED*")) and not list(reference_run.parent.rglob("PWNED*"))
 
 
 def test_failing_cell_keep_going_then_partial_results(tmp_path, data_dir, models):
@@ -200,7 +182,7 @@ def test_failing_cell_keep_going_then_partial_results(tmp_path, data_dir, models
     parquet = [p for p in results.rglob("*.parquet") if "cells" not in p.relative_to(results).parts[:1]]
     probe = results / "precision_probe.parquet"  # no probe in this run: its table lists no missing cell
     assert len(parquet) == 4 + 17 and probe in parquet  # cells, items, probe, rho_flip and the 17 analyses
-    assert missing_cells(probe) == [] and all(missing_cells(p) == missing for p in parquet if p != probe)
+    assert read_missing_cells(probe) == [] and all(read_missing_cells(p) == missing for p in parquet if p != probe)
     markdown = [results / "rho_flip.md", results / "summary.md", *(results / "analysis").glob("*.md")]
     assert len(markdown) == 2 + 17
     for path in markdown:

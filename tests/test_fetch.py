@@ -8,7 +8,16 @@ from pathlib import Path
 
 import pytest
 
-from safetyrepro.running.data import MANIFEST, DataIntegrityError, DownloadError, fetch_data, url_for, verify_data
+from safetyrepro.benchmarks import BENCHMARKS, DataFile
+from safetyrepro.running.data import (
+    MANIFEST,
+    DataIntegrityError,
+    DownloadError,
+    fetch_data,
+    manifest,
+    url_for,
+    verify_data,
+)
 
 SHARED_DATA = Path(
     os.environ.get("SAFETYREPRO_DATA_DIR", Path(__file__).resolve().parents[1].parent / "shared" / "data")
@@ -114,3 +123,28 @@ def test_missing_mirror_file_names_the_url(mirror, tmp_path):
         fetch_data(data_dir, base_url=mirror.as_uri(), benchmarks=["xstest"])
     assert not (data_dir / entry.path).exists()
     assert not list(data_dir.rglob("*.part"))
+
+
+def test_the_manifest_is_the_registered_benchmarks_files():
+    assert MANIFEST == tuple(entry for benchmark in BENCHMARKS.values() for entry in benchmark.data_files)
+    assert manifest(["xstest", "bbq"]) == [*BENCHMARKS["bbq"].data_files, *BENCHMARKS["xstest"].data_files]
+
+
+def test_a_file_with_its_own_url_ignores_the_mirror(tmp_path, monkeypatch):
+    source = tmp_path / "upstream" / "items.jsonl"
+    source.parent.mkdir()
+    source.write_text('{"id": "1"}\n')
+    entry = DataFile("xstest/extra.jsonl", sha256(source), url=source.as_uri())
+    assert url_for(entry, "file:///m/") == source.as_uri() and entry.source == source.as_uri()
+    monkeypatch.setattr(BENCHMARKS["xstest"], "data_files", (entry,))
+    data_dir = tmp_path / "data"
+    assert fetch_data(data_dir, base_url="file:///m/", benchmarks=["xstest"]) == [data_dir / entry.path]
+    assert verify_data(data_dir, benchmarks=["xstest"]) == []
+
+
+@pytest.mark.parametrize(
+    "where", [{}, {"repo": "a/b", "commit": "c", "upstream_path": "f", "url": "file:///f"}, {"repo": "a/b"}]
+)
+def test_a_data_file_has_one_source(where):
+    with pytest.raises(ValueError, match="give either repo, commit and upstream_path, or url"):
+        DataFile("xstest/f.csv", "0" * 64, **where)

@@ -181,7 +181,7 @@ def test_the_report_fragment_names_the_cells_a_partial_run_lacks():
 
 def test_the_headline_command_writes_the_fragment_of_its_tables(tmp_path):
     from safetyrepro.cli import main
-    from safetyrepro.results.files import write_parquet
+    from safetyrepro.results.storage import write_parquet
 
     sig, table = pd.DataFrame([pair("bbq", "a", "b", 3, 1, 0), pair("bbq", "a", "c", 2, 2, 0)]), tiers(bbq=(2, 6))
     missing = ["c/bbq/T1-greedy-0shot-logprob"]

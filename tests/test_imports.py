@@ -60,6 +60,7 @@ def test_the_config_schema_lists_every_reader():
     assert set(schema("config")["properties"]["imports"]["items"]["properties"]["kind"]["enum"]) == set(READERS)
 
 
+@pytest.mark.slow  # the harness runs take over 20 s: make test only
 def test_lm_eval_runs_import_with_their_own_scores(harness):
     runs, mappings = harness
     imported = import_sources([ImportSource("lm_eval", runs.lm_eval_runs[0].parent, mappings["lm_eval"])])
@@ -86,6 +87,7 @@ def test_lm_eval_runs_import_with_their_own_scores(harness):
     assert means.to_dict() == pytest.approx(cells.set_index(["model", "config_id"])["score"].to_dict())
 
 
+@pytest.mark.slow  # the harness runs take over 20 s: make test only
 def test_inspect_logs_import_with_epochs_as_seeds(harness):
     from inspect_ai.log import read_eval_log
 
@@ -109,6 +111,7 @@ def test_inspect_logs_import_with_epochs_as_seeds(harness):
         )
 
 
+@pytest.mark.slow  # the harness runs take over 20 s: make test only
 def test_items_join_across_harnesses_and_our_pipeline(harness):
     runs, mappings = harness
     imported = import_sources(
@@ -201,6 +204,7 @@ def test_a_bad_table_is_refused_naming_the_file(tmp_path, text, message):
     assert str(error.value).startswith(str(path)) and message in str(error.value)
 
 
+@pytest.mark.slow  # the harness runs take over 20 s: make test only
 def test_two_lm_eval_runs_of_one_greedy_cell_are_refused_as_ambiguous(harness, tmp_path):
     runs, mappings = harness
     copy = tmp_path / "again"
@@ -213,6 +217,7 @@ def test_two_lm_eval_runs_of_one_greedy_cell_are_refused_as_ambiguous(harness, t
         import_sources([ImportSource("lm_eval", copy, mappings["lm_eval"])])
 
 
+@pytest.mark.slow  # the harness runs take over 20 s: make test only
 @pytest.mark.parametrize(
     ("mapping", "message"),
     [
@@ -311,6 +316,7 @@ def _edited_run(harness, tmp_path, edit) -> Path:
     return copy
 
 
+@pytest.mark.slow  # the harness runs take over 20 s: make test only
 @pytest.mark.parametrize(
     ("edit", "message"),
     [

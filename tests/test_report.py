@@ -339,11 +339,12 @@ def test_every_figure_draws_on_the_full_612_cell_grid(tmp_path):
     }
     flat = cells.assign(score=0.5)  # every score equal: no variance to share out, no strict ordering
     degenerate = {"anova": variance.variance_shares(flat), "scores": flat, "rho_heatmap": flips.rho_flip_table(flat)}
-    for name, (_, per_benchmark) in FIGURES.items():
+    for name, figure in FIGURES.items():
+        benchmark = "bbq" if figure.per_benchmark else None
         for table in (tables[name], degenerate.get(name)):
             if table is not None:
-                _assert_text_inside(draw(name, table, "bbq" if per_benchmark else None))
-        fig = draw(name, tables[name], "bbq" if per_benchmark else None)
+                _assert_text_inside(draw(name, table, benchmark))
+        fig = draw(name, tables[name], benchmark)
         assert fig.get_size_inches()[0] >= 6
         save(fig, tmp_path / f"{name}.png")
         assert (tmp_path / f"{name}.png").stat().st_size > 10_000

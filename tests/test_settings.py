@@ -22,7 +22,7 @@ from safetyrepro.configuration.settings import (
     merge_layer,
     schema,
 )
-from safetyrepro.results.files import write_atomic, write_json, write_parquet, write_text
+from safetyrepro.results.storage import write_atomic, write_json, write_parquet, write_text
 
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -218,6 +218,7 @@ def test_written_files_get_the_mode_the_umask_gives(umask, mode, tmp_path):
     assert modes == {name: mode for name in ("a.md", "a.json", "a.parquet", "a.bin")}
 
 
+@pytest.mark.slow  # over 5 s alone: make test only
 def test_check_names_the_missing_case_study_extra(monkeypatch, capsys):
     """`make run` installs no case-study packages: `safetyrepro check` says so before any job."""
     import importlib.util

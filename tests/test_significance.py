@@ -54,6 +54,7 @@ def test_a_large_margin_is_significant_on_every_config():
     assert (table["rho_flip_lower"], table["rho_flip_upper"]) == (0.0, 0.0)
 
 
+@pytest.mark.slow  # over 5 s alone: make test only
 def test_equal_models_flip_by_noise_but_rarely_test_significant():
     """Same accuracy at 10 items: raw rho_flip is usually above 0, while significant verdicts stay at or
     under alpha, per config and per benchmark (familywise, Holm), over many simulated grids."""

@@ -1,4 +1,5 @@
-"""The tiny workflow on a one-node Slurm cluster (tests/cluster/local_slurm.sh) through profiles/slurm.
+"""The tiny workflow on a one-node Slurm cluster (tests/cluster/local_slurm.sh) through profiles/slurm,
+against the session's local reference run of the same config (tests/conftest.py).
 
 The cluster is started for this module and stopped at its end (left running when it was already
 up). Without Slurm installed the module is skipped, except under CI (CI=true), where it fails.
@@ -70,26 +71,19 @@ def local_slurm():
 
 
 @pytest.fixture(scope="module")
-def runs(local_slurm, tmp_path_factory, data_dir):
-    """The same two-model config run locally and through the Slurm profile (with its timing)."""
+def runs(local_slurm, tmp_path_factory, reference_run):
+    """The reference run's two-model config, run locally (the reference run) and through the Slurm profile
+    (with its timing)."""
     root = tmp_path_factory.mktemp("slurm")
-    models = [
-        {"name": f"tiny-{i}", "path": str(build_tiny_model(root / f"tiny-{i}", seed=i)), "precision": "fp32"}
-        for i in range(2)
-    ]
-    for name in ("local", "slurm"):
-        write_config(
-            root / name, data_dir, models, {"toxigen": {"n_items": 4}}, select_configs=CONFIGS, max_new_tokens_cap=6
-        )
-    local = snakemake(root / "local", "--resources", "gpu=1", "--cores", "2", *(f"results/{name}" for name in TABLES))
-    assert local.returncode == 0, local.stderr[-3000:]
+    (root / "slurm").mkdir()
+    shutil.copy(reference_run / "config.yaml", root / "slurm" / "config.yaml")
     started = time.perf_counter()
     on_slurm = snakemake(root / "slurm", *PROFILE_ARGS)
     seconds = time.perf_counter() - started
     assert on_slurm.returncode == 0, on_slurm.stderr[-5000:]
     jobs = {int(job_id): Path(log) for job_id, log in SUBMITTED.findall(on_slurm.stdout + on_slurm.stderr)}
     print(f"\nSlurm run of the tiny workflow: {seconds:.0f} s, {len(jobs)} Slurm jobs")
-    return root / "local", root / "slurm", jobs
+    return reference_run, root / "slurm", jobs
 
 
 def cells_by_job(jobs: dict[int, Path]) -> dict[int, set[tuple[str, str, str]]]:
@@ -111,7 +105,7 @@ def test_every_cell_ran_in_its_models_slurm_job(runs):
     _, on_slurm, jobs = runs
     settings = load_settings(on_slurm / "config.yaml")
     expected = {(m.name, b, c.config_id) for m, b, c in settings.cells()}
-    assert len(expected) == 2 * len(CONFIGS)
+    assert len(expected) == 2 * 2 * 3  # models x benchmarks x configs
     assert all(log.name == f"{job_id}.log" and log.is_file() for job_id, log in jobs.items())
     executed = cells_by_job(jobs)
     ran = [cell for cells in executed.values() for cell in cells]
@@ -135,7 +129,7 @@ def test_one_model_load_per_slurm_job(runs):
     )
     assert (loads.host == socket.gethostname()).all()
     job_of_model = {next(iter(cells))[0]: job_id for job_id, cells in cells_by_job(jobs).items() if cells}
-    # each model loaded exactly once, by the Slurm job that ran its cells (3 cells per load)
+    # each model loaded exactly once, by the Slurm job that ran its cells (6 cells per load)
     assert sorted(zip(loads.model, loads.slurm_job)) == sorted(job_of_model.items())
 
 

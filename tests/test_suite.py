@@ -13,8 +13,8 @@ from synthetic_cells import MODELS, cells_from_orderings, synthetic_cells, synth
 
 from safetyrepro.analysis.suite import ANALYSES, Inputs
 from safetyrepro.configuration.settings import load_settings
-from safetyrepro.results.files import write_parquet
 from safetyrepro.results.markdown import analysis_markdown, summary_markdown
+from safetyrepro.results.storage import write_parquet
 
 REPO = Path(__file__).resolve().parents[1]
 ENVELOPE = yaml.safe_load((REPO / "config" / "envelope.yaml").read_text())
@@ -51,6 +51,7 @@ def test_stress_values_come_from_the_envelope_tags(data_dir):
     assert ("shots", "5") in settings_for(data_dir, envelope).envelope.stress_values()
 
 
+@pytest.mark.slow  # over 5 s alone: make test only
 def test_every_analysis_runs_on_a_612_cell_grid(inputs, tmp_path):
     tables = {}
     for name, analysis in ANALYSES.items():

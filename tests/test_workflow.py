@@ -391,7 +391,7 @@ CODE_CHANGES = {
     "cli/__init__.py": {},
     "configuration/settings.py": {},
     "running/server.py": {},
-    "results/files.py": FIGURES,  # figures.py writes its PNG through it
+    "results/storage.py": FIGURES,  # figures.py writes its PNG through it
     "analysis/suite.py": {},
     "case_study/drivers.py": {},
 }

@@ -47,7 +47,7 @@ from safetyrepro.analysis.flips import minority_side, signs
 from safetyrepro.analysis.significance import paired_tests
 from safetyrepro.benchmarks import DataError
 from safetyrepro.configuration.settings import AuditSettings, ConfigError, Settings, SignificanceSettings
-from safetyrepro.results.files import read_design
+from safetyrepro.results.storage import read_design
 
 # The prior, on the 0-1 score scale: residual sd about 0.07 a priori (b0 / (a0 - 1) = 0.005), effects
 # and intercept with twice the residual's sd.

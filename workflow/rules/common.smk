@@ -9,12 +9,13 @@ from pathlib import Path
 from safetyrepro.audit import PLAIN_MODEL
 from safetyrepro.benchmarks import DataError, check_item_sets
 from safetyrepro.configuration.settings import ConfigError, load_run_settings, load_settings
-from safetyrepro.running.data import MANIFEST
+from safetyrepro.running.data import manifest
 from safetyrepro.configuration.fingerprints import JOB_CODE, cell_fingerprint, code_digest
 from safetyrepro.configuration.plan import plan_lines
 from safetyrepro.configuration.preflight import preflight
 from safetyrepro.running.server import stop_servers
-from safetyrepro.results.files import write_text
+from safetyrepro.results.figures import FIGURES
+from safetyrepro.results.storage import write_text
 import yaml
 
 # Every input problem (config, data, model paths, subset sizes, case-study packages) stops the run
@@ -94,7 +95,7 @@ def cell_paths(kind, cells=CELLS):
 
 def data_files(benchmark):
     """The benchmark's data files (never fetched during a run: `safetyrepro fetch-data` does that)."""
-    return [str(SETTINGS.data_dir / entry.path) for entry in MANIFEST if entry.path.split("/")[0] == benchmark]
+    return [str(SETTINGS.data_dir / entry.path) for entry in manifest([benchmark])]
 
 
 def finished_cell_paths(kind, cells=CELLS):
@@ -125,7 +126,19 @@ def imported_benchmarks():
     return list(dict.fromkeys(pd.read_parquet(cells, columns=["benchmark"])["benchmark"]))
 
 
-REPORT_BENCHMARK_FIGURES = ["rho_heatmap", "scores", "paired_differences"]
+# The report (workflow/rules/report.smk): one rule per figure of FIGURES, and what `all` asks of it.
+def figure_file(name):
+    """A figure's path in the results folder without its suffix ({benchmark} left a wildcard)."""
+    return f"figures/{name}_{{benchmark}}" if FIGURES[name].per_benchmark else f"figures/{name}"
+
+
+def figure_report(name):
+    """Where the report files a figure: its category, and per benchmark a subcategory and labels."""
+    figure = FIGURES[name]
+    if not figure.per_benchmark:
+        return {"category": figure.category}
+    labels = {"benchmark": "{benchmark}", "figure": figure.label}
+    return {"category": figure.category, "subcategory": "{benchmark}", "labels": labels}
 
 
 def report_outputs(wildcards):
@@ -137,9 +150,7 @@ def report_outputs(wildcards):
         f"{RESULTS}/provenance.json",
         f"{RESULTS}/grid_card.json",
         f"{RESULTS}/grid_card.md",
-        *expand(f"{RESULTS}/figures/{{figure}}_{{benchmark}}.png", figure=REPORT_BENCHMARK_FIGURES,
-                benchmark=benchmarks),
-        *expand(f"{RESULTS}/figures/{{figure}}.png", figure=["orderings", "anova", "shap", "parse_rate", "stability"]),
+        *(path for name in FIGURES for path in expand(f"{RESULTS}/{figure_file(name)}.png", benchmark=benchmarks)),
     ]
 
 

@@ -67,131 +67,29 @@ rule headline:
         "safetyrepro headline --sig {input.sig:q} --tiers {input.tiers:q} --out {output:q} > {log:q} 2>&1"
 
 
-rule figure_rho_heatmap:
-    input:
-        f"{RESULTS}/rho_flip.parquet",
-    output:
-        report(f"{RESULTS}/figures/rho_heatmap_{{benchmark}}.png", caption="../report/rho_heatmap.rst",
-               category="1. rho_flip per model pair", subcategory="{benchmark}",
-               labels={"benchmark": "{benchmark}", "figure": "rho_flip heat map"}),
-    params:
-        code=code("figure"),
-    log:
-        f"{RESULTS}/logs/figures/rho_heatmap_{{benchmark}}.log",
-    conda:
-        "../../envs/safetyrepro.yaml"
-    shell:
-        "safetyrepro figure rho_heatmap --benchmark {wildcards.benchmark} --table {input:q} --out {output:q} > {log:q} 2>&1"
+# The figures (safetyrepro.results.figures.FIGURES), one rule each: figure_NAME draws figures/NAME.png
+# from its table, or figures/NAME_{benchmark}.png for each benchmark (figure_file); its caption is
+# report/NAME.rst.
+for figure_name, figure in FIGURES.items():
 
-
-rule figure_scores:
-    input:
-        f"{RESULTS}/cells.parquet",
-    output:
-        report(f"{RESULTS}/figures/scores_{{benchmark}}.png", caption="../report/scores.rst",
-               category="2. Scores across configs", subcategory="{benchmark}",
-               labels={"benchmark": "{benchmark}", "figure": "scores per config"}),
-    params:
-        code=code("figure"),
-    log:
-        f"{RESULTS}/logs/figures/scores_{{benchmark}}.log",
-    conda:
-        "../../envs/safetyrepro.yaml"
-    shell:
-        "safetyrepro figure scores --benchmark {wildcards.benchmark} --table {input:q} --out {output:q} > {log:q} 2>&1"
-
-
-rule figure_orderings:
-    input:
-        f"{RESULTS}/analysis/tiers.parquet",
-    output:
-        report(f"{RESULTS}/figures/orderings.png", caption="../report/orderings.rst",
-               category="3. Orderings per tier"),
-    params:
-        code=code("figure"),
-    log:
-        f"{RESULTS}/logs/figures/orderings.log",
-    conda:
-        "../../envs/safetyrepro.yaml"
-    shell:
-        "safetyrepro figure orderings --table {input:q} --out {output:q} > {log:q} 2>&1"
-
-
-rule figure_anova:
-    input:
-        f"{RESULTS}/analysis/variance.parquet",
-    output:
-        report(f"{RESULTS}/figures/anova.png", caption="../report/anova.rst", category="4. ANOVA shares"),
-    params:
-        code=code("figure"),
-    log:
-        f"{RESULTS}/logs/figures/anova.log",
-    conda:
-        "../../envs/safetyrepro.yaml"
-    shell:
-        "safetyrepro figure anova --table {input:q} --out {output:q} > {log:q} 2>&1"
-
-
-rule figure_shap:
-    input:
-        f"{RESULTS}/analysis/shap.parquet",
-    output:
-        report(f"{RESULTS}/figures/shap.png", caption="../report/shap.rst", category="5. SHAP per axis"),
-    params:
-        code=code("figure"),
-    log:
-        f"{RESULTS}/logs/figures/shap.log",
-    conda:
-        "../../envs/safetyrepro.yaml"
-    shell:
-        "safetyrepro figure shap --table {input:q} --out {output:q} > {log:q} 2>&1"
-
-
-rule figure_parse_rate:
-    input:
-        f"{RESULTS}/cells.parquet",
-    output:
-        report(f"{RESULTS}/figures/parse_rate.png", caption="../report/parse_rate.rst",
-               category="6. Parse rate per template"),
-    params:
-        code=code("figure"),
-    log:
-        f"{RESULTS}/logs/figures/parse_rate.log",
-    conda:
-        "../../envs/safetyrepro.yaml"
-    shell:
-        "safetyrepro figure parse_rate --table {input:q} --out {output:q} > {log:q} 2>&1"
-
-
-rule figure_paired_differences:
-    input:
-        f"{RESULTS}/analysis/paired_tests.parquet",
-    output:
-        report(f"{RESULTS}/figures/paired_differences_{{benchmark}}.png", caption="../report/paired_differences.rst",
-               category="8. Paired differences", subcategory="{benchmark}",
-               labels={"benchmark": "{benchmark}", "figure": "paired differences per config"}),
-    params:
-        code=code("figure"),
-    log:
-        f"{RESULTS}/logs/figures/paired_differences_{{benchmark}}.log",
-    conda:
-        "../../envs/safetyrepro.yaml"
-    shell:
-        "safetyrepro figure paired_differences --benchmark {wildcards.benchmark} --table {input:q} --out {output:q}"
-        " > {log:q} 2>&1"
-
-
-rule figure_stability:
-    input:
-        f"{RESULTS}/analysis/item_stability.parquet",
-    output:
-        report(f"{RESULTS}/figures/stability.png", caption="../report/stability.rst",
-               category="9. Stability over seeds"),
-    params:
-        code=code("figure"),
-    log:
-        f"{RESULTS}/logs/figures/stability.log",
-    conda:
-        "../../envs/safetyrepro.yaml"
-    shell:
-        "safetyrepro figure stability --table {input:q} --out {output:q} > {log:q} 2>&1"
+    rule:
+        name:
+            f"figure_{figure_name}"
+        input:
+            f"{RESULTS}/{figure.table}",
+        output:
+            report(
+                f"{RESULTS}/{figure_file(figure_name)}.png",
+                caption=f"../report/{figure_name}.rst",
+                **figure_report(figure_name),
+            ),
+        params:
+            code=code("figure"),
+        log:
+            f"{RESULTS}/logs/{figure_file(figure_name)}.log",
+        conda:
+            "../../envs/safetyrepro.yaml"
+        shell:
+            f"safetyrepro figure {figure_name}"
+            + (" --benchmark {wildcards.benchmark}" if figure.per_benchmark else "")
+            + " --table {input:q} --out {output:q} > {log:q} 2>&1"

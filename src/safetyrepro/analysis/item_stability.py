@@ -4,8 +4,9 @@ Temperature Expose Inconsistent LLM Refusal Behavior" (arXiv 2512.12066): the Sa
 across temperatures; plus how often each item is answered correctly across configs and whether two
 models disagree on it.
 
-An item's decision on one seed is its `label` on xstest (full_compliance, full_refusal,
-partial_refusal or unparsed, each its own category) and `correct` (True / False) elsewhere. A unit
+An item's decision on one seed is its `label` on a benchmark whose labels are decisions
+(`Benchmark.labels_are_decisions`: xstest's full_compliance, full_refusal, partial_refusal or
+unparsed, each its own category) and `correct` (True / False) elsewhere. A unit
 is one (model, benchmark, config, item); its SSI, over its n seeds, is the share of seeds whose
 decision is the most frequent one (several most frequent decisions give the same share). SSI is
 reported for units with n >= 2 seeds (sampled free-form configs; logprob configs run one seed at
@@ -27,6 +28,7 @@ import pandas as pd
 from scipy.stats import friedmanchisquare
 
 from safetyrepro.analysis.frames import stack_named
+from safetyrepro.benchmarks import BENCHMARKS
 from safetyrepro.configuration.envelope import AXES
 
 if TYPE_CHECKING:
@@ -34,7 +36,7 @@ if TYPE_CHECKING:
 
 CELL_KEYS = ["model", "benchmark", "config_id"]
 UNIT_KEYS = [*CELL_KEYS, "item_id"]
-LABEL_BENCHMARK = "xstest"
+LABEL_BENCHMARKS = [name for name, benchmark in BENCHMARKS.items() if benchmark.labels_are_decisions]
 GREEDY = ("greedy",)
 POOLED = "pooled"
 SSI_COLUMNS = ["model", "benchmark", "decoding", "mean_ssi", "n_units"]
@@ -50,8 +52,9 @@ COUNT_COLUMNS = ["n_units", "n_blocks", "k_levels", "n_configs", "n_correct_conf
 
 
 def decisions(items: pd.DataFrame) -> np.ndarray:
-    """Integer code of each row's decision: 0 / 1 for `correct`, 2, 3, ... for the xstest labels."""
-    labelled = (items["benchmark"] == LABEL_BENCHMARK).to_numpy()
+    """Integer code of each row's decision: 0 / 1 for `correct`, 2, 3, ... for the labels of benchmarks whose
+    labels are decisions."""
+    labelled = items["benchmark"].isin(LABEL_BENCHMARKS).to_numpy()
     codes = items["correct"].to_numpy(dtype=bool).astype(np.int64)
     if labelled.any():
         codes[labelled] = 2 + pd.factorize(items["label"].to_numpy()[labelled], use_na_sentinel=False)[0]

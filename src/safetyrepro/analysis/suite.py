@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 class Design:
     """What the analyses need to know of the grid's design: its axes (built-in first), the (axis, value)
     pairs tagged stress, and the decodings that are greedy. A run's comes from its envelope; imported
-    results carry theirs in cells.parquet (safetyrepro.results.files.read_design)."""
+    results carry theirs in cells.parquet (safetyrepro.results.storage.read_design)."""
 
     axis_names: list[str]
     stress_values: list[tuple[str, str]]
@@ -92,7 +92,14 @@ class Analysis:
         return f"{__package__}.{self.function.partition(':')[0]}"
 
     def run(self, inputs: Inputs) -> pd.DataFrame:
-        """Compute the table."""
+        """Compute the analysis.
+
+        Args:
+            inputs: the settings and the tidy tables (cells.parquet; items.parquet read on first use).
+
+        Returns:
+            The analysis's tidy table, written as results/analysis/<name>.parquet and rendered as Markdown.
+        """
         return getattr(import_module(self.module), self.function.partition(":")[2])(inputs)
 
 

@@ -4,12 +4,18 @@ from __future__ import annotations
 
 import logging
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from safetyrepro.configuration.envelope import Decoding
 
+if TYPE_CHECKING:
+    from safetyrepro.configuration.settings import BackendSettings, ModelSpec, Settings
+
 log = logging.getLogger(__name__)
+# What a backend may serve: the operations that backend.generate and backend.loglikelihood name one for.
+OPERATIONS = ("generate", "loglikelihood")
 
 
 @dataclass(frozen=True)
@@ -35,7 +41,23 @@ class Backend(ABC):
 
     `prompt_format` is "chat" when the model's chat template wraps each prompt as one user turn,
     "plain" when prompts go in as raw text (base models).
+
+    A backend class also declares, as class attributes and class methods, what the rest of the
+    package asks of it before any model loads: the registry (`safetyrepro.backends`), the config
+    loader, preflight, the fingerprints, the model server and the GRID card read them from the
+    class, so its module must import without its engine (import that inside `load` or `__init__`).
     """
+
+    label: ClassVar[str] = ""  # how messages name it ("vLLM"); empty: its registered name
+    serves: ClassVar[tuple[str, ...]] = OPERATIONS  # the operations it can serve
+    options: ClassVar[tuple[str, ...]] = ()  # keys of the config's `backend` section its constructor takes
+    # JSON schema of each option the package's config schema lacks (a plugin's own keys of `backend`)
+    option_schema: ClassVar[Mapping[str, Mapping[str, Any]]] = {}
+    result_options: ClassVar[tuple[str, ...]] = ()  # options that change a cell's results: in its fingerprint
+    requires: ClassVar[tuple[str, ...]] = ()  # modules that must import where the model servers run
+    install_hint: ClassVar[str] = ""  # how to install them, for preflight's message
+    packages: ClassVar[tuple[str, ...]] = ()  # distributions the GRID card's package table shows
+    load_order: ClassVar[int] = 0  # one model's backends load lowest first
 
     prompt_format: str
     prefill = {"computed": 0, "requested": 0}  # prompt tokens of the last call: run through the model, and asked for
@@ -67,17 +89,114 @@ class Backend(ABC):
         stop: Sequence[str] = (),
         batch_size: int | None = None,
     ) -> dict[int, list[str]]:
-        """One completion per prompt and seed; each text is cut at the first stop string. `batch_size`,
-        where given, overrides the backend's prompts per forward pass (a backend that schedules its
-        own batches refuses it)."""
+        """One completion per prompt and seed.
+
+        Args:
+            prompts: the rendered prompts.
+            decoding: temperature, top-p and the number of new tokens.
+            seeds: the sampling seeds (greedy decoding gives each the same text).
+            stop: stop strings; each text is cut at the first.
+            batch_size: prompts per forward pass, overriding the backend's own (a backend that
+                schedules its own batches refuses it).
+
+        Returns:
+            Per seed, the completions in prompt order (the new tokens decoded alone).
+        """
 
     @abstractmethod
     def loglikelihood(self, requests: Sequence[tuple[str, str]], batch_size: int | None = None) -> list[float]:
-        """Summed log-probability of each continuation given its context (`batch_size` as in `generate`)."""
+        """Score continuations.
+
+        Args:
+            requests: (context, continuation) pairs.
+            batch_size: as in `generate_seeds`.
+
+        Returns:
+            The summed log-probability of each continuation given its context, in request order.
+        """
 
     @abstractmethod
     def close(self) -> None:
         """Free what the backend holds now (a model server frees its GPU before another takes it)."""
+
+    @classmethod
+    def load(cls, spec: ModelSpec, **options: Any) -> Backend:
+        """Load a model.
+
+        Args:
+            spec: the model (a `ModelSpec`).
+            **options: the constructor options: the configured `options`, then `load_options`.
+
+        Returns:
+            The loaded backend (here `cls(spec, **options)`; a class whose engine lives in another
+            module builds that module's class).
+        """
+        return cls(spec, **options)
+
+    @classmethod
+    def load_options(cls, settings: Settings, loaded: Mapping[str, Backend]) -> dict[str, Any]:
+        """Constructor options known only when the model loads, over the configured ones.
+
+        Args:
+            settings: the run's settings.
+            loaded: the backends of the same model loaded before this one (lower `load_order`), by name.
+
+        Returns:
+            Options to add or replace (here none).
+        """
+        return {}
+
+    @classmethod
+    def needs_gpu(cls, backend: BackendSettings) -> bool:
+        """Whether a model server using this backend takes the machine's one accelerator slot (`gpu=1`).
+
+        Args:
+            backend: the config's `backend` section.
+
+        Returns:
+            True when it does (here never).
+        """
+        return False
+
+    @classmethod
+    def held_devices(cls, backend: BackendSettings, cuda: bool) -> list[int | str]:
+        """What a model server using this backend holds alone on this machine (one server at a time).
+
+        Args:
+            backend: the config's `backend` section.
+            cuda: whether this machine has a CUDA GPU.
+
+        Returns:
+            CUDA device indices, and names of other slots of this machine (here none).
+        """
+        return []
+
+    @classmethod
+    def batch_condition(cls, backend: BackendSettings, batch_size: int | None) -> BatchCondition:
+        """How a cell it serves is batched; a condition without a batch size means the backend
+        schedules its own batches, so a batch-size axis cannot act on it.
+
+        Args:
+            backend: the config's `backend` section.
+            batch_size: the config's batch axis value, or None.
+
+        Returns:
+            The batch condition (here `batch_size`, else backend.batch_size, prompts per forward pass).
+        """
+        return BatchCondition(batch_size or backend.batch_size, False)
+
+    @classmethod
+    def check(cls, backend: BackendSettings, models: Sequence[ModelSpec]) -> str | None:
+        """A reason these settings cannot run on this backend, for the config loader to raise.
+
+        Args:
+            backend: the config's `backend` section.
+            models: the run's models.
+
+        Returns:
+            The message (naming the offending key), or None when they can (here always).
+        """
+        return None
 
 
 def completion_text(tokenizer, token_ids: Sequence[int], stop: Sequence[str]) -> str:

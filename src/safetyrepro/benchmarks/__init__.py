@@ -1,8 +1,9 @@
-"""The benchmarks, by config name. A new benchmark is one module implementing `Benchmark` plus one
-line here."""
+"""The registered benchmarks, by config name: every entry point of the group `safetyrepro.benchmarks`
+(the built-in ones are registered in pyproject.toml like any plugin's; docs/extending.md)."""
 
 from __future__ import annotations
 
+from importlib.metadata import EntryPoint, entry_points
 from typing import TYPE_CHECKING
 
 from safetyrepro.benchmarks.base import (
@@ -10,21 +11,61 @@ from safetyrepro.benchmarks.base import (
     UNPARSED,
     Benchmark,
     DataError,
+    DataFile,
     Item,
     ItemSet,
     Presentation,
     draw_subset,
 )
-from safetyrepro.benchmarks.bbq import BBQ
-from safetyrepro.benchmarks.crows_pairs import CrowsPairs
-from safetyrepro.benchmarks.toxigen import ToxiGen
-from safetyrepro.benchmarks.truthfulqa import TruthfulQA
-from safetyrepro.benchmarks.xstest import XSTest
 
 if TYPE_CHECKING:
     from safetyrepro.configuration.settings import Settings
 
-BENCHMARKS: dict[str, Benchmark] = {b.name: b for b in (TruthfulQA(), BBQ(), CrowsPairs(), ToxiGen(), XSTest())}
+GROUP = "safetyrepro.benchmarks"
+
+
+class PluginError(RuntimeError):
+    """A registered benchmark cannot be loaded, is not a Benchmark, or clashes with another."""
+
+
+def discover() -> dict[str, Benchmark]:
+    """Every benchmark registered under GROUP, in name order; a name registered twice with two targets,
+    or a plugin that fails to load, is an error naming it."""
+    points: dict[str, EntryPoint] = {}
+    for point in entry_points(group=GROUP):
+        first = points.setdefault(point.name, point)
+        if first.value != point.value:
+            raise PluginError(
+                f"benchmark '{point.name}' is registered twice: {first.value} (by {_origin(first)}) and "
+                f"{point.value} (by {_origin(point)}); uninstall one"
+            )
+    return {name: _load(points[name]) for name in sorted(points)}
+
+
+def _origin(point: EntryPoint) -> str:
+    """The distribution that registers `point`, with its version."""
+    return f"{point.dist.name} {point.dist.version}" if point.dist else "an unknown distribution"
+
+
+def _load(point: EntryPoint) -> Benchmark:
+    """The Benchmark an entry point names (a class is instantiated), checked against its entry."""
+    where = f"benchmark plugin '{point.name}' ({point.value}, from {_origin(point)})"
+    try:
+        target = point.load()
+        benchmark = target() if isinstance(target, type) else target
+    except Exception as exc:
+        raise PluginError(f"{where} cannot be loaded: {type(exc).__name__}: {exc}") from exc
+    if not isinstance(benchmark, Benchmark):
+        raise PluginError(f"{where} is a {type(benchmark).__name__}, not a safetyrepro.benchmarks.Benchmark")
+    if benchmark.name != point.name:
+        raise PluginError(f"{where} is named '{benchmark.name}'; the entry point's name must be the benchmark's")
+    outside = [entry.path for entry in benchmark.data_files if not entry.path.startswith(f"{benchmark.folder}/")]
+    if outside:
+        raise PluginError(f"{where}: data file {outside[0]} lies outside its folder '{benchmark.folder}/'")
+    return benchmark
+
+
+BENCHMARKS: dict[str, Benchmark] = discover()
 
 
 def item_set(settings: Settings, name: str, presentation: Presentation = AS_GIVEN) -> ItemSet:
@@ -47,11 +88,14 @@ def check_item_sets(settings: Settings) -> dict[str, int]:
 __all__ = [
     "AS_GIVEN",
     "BENCHMARKS",
+    "GROUP",
     "UNPARSED",
     "Benchmark",
     "DataError",
+    "DataFile",
     "Item",
     "ItemSet",
+    "PluginError",
     "Presentation",
     "check_item_sets",
     "draw_subset",

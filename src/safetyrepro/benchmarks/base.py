@@ -25,6 +25,38 @@ class DataError(ValueError):
 
 
 @dataclass(frozen=True)
+class DataFile:
+    """One pinned data file: its path under the data folder (inside the benchmark's folder), its SHA-256,
+    and where `safetyrepro fetch-data` gets it: a commit of a public GitHub repository (`repo`, `commit`,
+    `upstream_path`; a mirror with raw.githubusercontent.com's layout may stand in), or else its `url`."""
+
+    path: str
+    sha256: str
+    repo: str = ""
+    commit: str = ""
+    upstream_path: str = ""
+    url: str = ""
+
+    def __post_init__(self) -> None:
+        if bool(self.url) == bool(self.repo and self.commit and self.upstream_path):
+            raise ValueError(f"{self.path}: give either repo, commit and upstream_path, or url")
+
+    @property
+    def source(self) -> str:
+        """Where the file comes from, in one string."""
+        return self.url or f"{self.repo}@{self.commit}:{self.upstream_path}"
+
+
+def github_files(
+    repo: str, commit: str, folder: str, upstream_dir: str, hashes: Mapping[str, str]
+) -> tuple[DataFile, ...]:
+    """Pins of files of one repository commit, kept under the same names in `folder` as under `upstream_dir`."""
+    return tuple(
+        DataFile(f"{folder}/{name}", sha, repo, commit, f"{upstream_dir}{name}") for name, sha in hashes.items()
+    )
+
+
+@dataclass(frozen=True)
 class Item:
     """One evaluated item, ready to be rendered into any template.
 
@@ -78,43 +110,98 @@ class Benchmark(ABC):
 
     `presentation_acts` names, per presentation mechanism (option_order, answer_formulation), the
     scoring paths on which it changes this benchmark's prompts or candidates; elsewhere an axis of
-    that mechanism stays at its default (envelope.Envelope.acts).
+    that mechanism stays at its default (envelope.Envelope.acts). `data_files` pins every file `load`
+    reads (under `folder`); `metric_names` and `metric_prefixes` name every key `metrics` may return
+    (no axis may take them); `labels_are_decisions` says that an item row's `label` is a decision of
+    its own (XSTest's response classes), which the item-stability analysis then counts in place of
+    `correct`.
     """
 
     name: str
     folder: str
     task: str
+    data_files: tuple[DataFile, ...] = ()
     default_labels: tuple[str, ...] = tuple(LETTERS[:8])
     presentation_acts: Mapping[str, tuple[str, ...]] = {}
+    metric_names: tuple[str, ...] = ()
+    metric_prefixes: tuple[str, ...] = ()
+    labels_are_decisions: bool = False
 
     @abstractmethod
     def load(self, data_dir: Path) -> pd.DataFrame:
-        """All items as a frame with at least `item_id` and `stratum` columns."""
+        """Read every item of the benchmark's files.
+
+        Args:
+            data_dir: the run's data folder; the files are under `data_dir / folder`, as `data_files` pins them.
+
+        Returns:
+            One row per item, with at least `item_id` (unique) and `stratum` (what subsets are stratified by).
+
+        Raises:
+            DataError: a file is missing, unreadable or malformed (the message names file and row).
+        """
 
     @abstractmethod
     def make_item(self, row: Mapping[str, Any], seed: int, presentation: Presentation = AS_GIVEN) -> Item:
-        """Turn one data row into an Item (seed fixes the benchmark's own shuffling; `presentation`
-        orders and formulates its options)."""
+        """Turn one data row into an Item.
+
+        Args:
+            row: one row of `load`'s frame.
+            seed: the run's subset seed; it fixes the benchmark's own shuffling.
+            presentation: how the options are ordered and formulated (the presentation axes).
+
+        Returns:
+            The item: its prompt pieces, labels, gold label and logprob candidates.
+        """
 
     def extract(self, response: str, item: Item | None = None) -> str:
-        """The label a free-form response gives, or "unparsed"; never raises.
+        """The label a free-form response gives; never raises.
 
-        With an item, only its labels count and its option texts are recognised too.
+        Args:
+            response: the model's text.
+            item: the item answered; with it, only its labels count and its option texts are recognised too.
+
+        Returns:
+            One of the item's labels, or "unparsed".
         """
         if item is None:
             return extract_choice(response, self.default_labels)
         return extract_choice(response, item.labels, item.meta.get("options"))
 
     def is_correct(self, label: str, item: Item) -> bool:
-        """Whether an extracted label is the right answer for the item."""
+        """Whether an extracted label is the right answer.
+
+        Args:
+            label: what `extract` or `choose` returned.
+            item: the item answered.
+
+        Returns:
+            True when the label is the item's gold label (a benchmark may define correct otherwise).
+        """
         return label == item.gold
 
     def choose(self, logliks: Mapping[str, float], item: Item) -> str:
-        """The label picked on the logprob path: argmax of the candidates' log-likelihoods."""
+        """The label picked on the logprob path.
+
+        Args:
+            logliks: each label's candidate's summed log-likelihood.
+            item: the item answered.
+
+        Returns:
+            The label of the largest log-likelihood (argmax).
+        """
         return max(logliks, key=logliks.__getitem__)
 
     def metrics(self, rows: pd.DataFrame, items: Mapping[str, Item]) -> dict[str, float]:
-        """Extra per-cell metrics beyond the score (e.g. BBQ bias scores); none by default."""
+        """Extra per-cell metrics beyond the score (e.g. BBQ's bias scores); none by default.
+
+        Args:
+            rows: the cell's item rows (one per item and seed: `item_id`, `label`, `correct`, ...).
+            items: the cell's items by id.
+
+        Returns:
+            Metric name to value, each name declared in `metric_names` or starting with one of `metric_prefixes`.
+        """
         return {}
 
     def shot_answer(self, item: Item, scoring: str) -> str:

@@ -27,6 +27,7 @@ from safetyrepro.benchmarks.base import (
     Benchmark,
     Item,
     Presentation,
+    github_files,
     item_rng,
     lettered,
     read_csv,
@@ -50,10 +51,21 @@ class CrowsPairs(Benchmark):
 
     name = "crows_pairs"
     folder = "crows_pairs"
+    data_files = github_files(
+        "nyu-mll/crows-pairs",
+        "8aaac11c485473159ec9328a65253a5be9a479dc",
+        "crows_pairs",
+        "data/",
+        {
+            "crows_pairs_anonymized.csv": "dfb36986ce0502abbaf7055b9176da3d08d48e07df1251991b5dfbcbceab9d0c",
+        },
+    )
     task = "Below are everyday statements about people."
     # the logprob path scores each sentence on its own: the order of the pair shows only in the free-form prompt,
     # and the candidates are the sentences already
     presentation_acts = {"option_order": ("freeform",)}
+    metric_names = ("pct_stereotype", "loglik_diff", "likelihood_diff")
+    metric_prefixes = ("pct_stereotype_",)  # one metric per bias type
 
     def load(self, data_dir: Path) -> pd.DataFrame:
         frame = read_csv(

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from safetyrepro.benchmarks.base import Presentation
+from safetyrepro.benchmarks import BENCHMARKS, Presentation
 
 AXES = ("template", "decoding", "shots", "scoring")  # every envelope has these; more are declared by mechanism
 # How a declared axis's value acts (docs/envelope.md, Declared axes): a template variable fills {<axis>}
@@ -22,16 +22,16 @@ TEMPLATE_FIELDS = {"task", "shots", "question", "answer_format"}
 # without {question} every item gets the same prompt; without {shots} few-shot configs silently run 0-shot
 TEMPLATE_REQUIRED = {"question", "shots"}
 # an axis is a column of the cell table beside these and joins the item rows (tests check both tables' columns are
-# here: importing them would make a cell's code depend on the aggregation), beside the benchmarks' cell metrics and
-# the columns analyses add to those tables; a template variable is a placeholder
+# here: importing them would make a cell's code depend on the aggregation), beside the registered benchmarks' cell
+# metrics and the columns analyses add to those tables; a template variable is a placeholder
 RESERVED = {
     *("model", "benchmark", "config_id", "tier", "score", "seed_scores", "parse_rate", "n_items", "n_seeds"),
     *("item_id", "item_hash", "stratum", "seed", "prompt_id", "prompt", "response", "logliks", "label", "parsed"),
     *("correct", "source", "prompt_format", "batch_size", "batch_invariant", *TEMPLATE_FIELDS),
-    *("bias_ambig", "bias_disambig", "pct_stereotype", "loglik_diff", "likelihood_diff"),
     *("unit", "decision", "ssi", "agrees", "majority_correct", "pair", "rank", "precision", "twin"),
+    *(name for benchmark in BENCHMARKS.values() for name in benchmark.metric_names),
 }
-RESERVED_PREFIXES = ("pct_stereotype_",)  # CrowS-Pairs' per-bias-type metrics
+RESERVED_PREFIXES = tuple(dict.fromkeys(p for benchmark in BENCHMARKS.values() for p in benchmark.metric_prefixes))
 CORE, STRESS = "core", "stress"
 
 

@@ -3,14 +3,17 @@
 The workflow passes these digests as rule params, so Snakemake reruns a job when, and only when,
 something its outputs depend on changed (docs/reruns.md). A job's code is the
 closure, within this package, of the modules that compute it (imports needed only for type hints
-do not count), read as syntax trees: comments, docstrings and formatting do not count. Plumbing
-that does not change results (the CLI, the model server, config loading) is in no closure.
+do not count), read as syntax trees: comments, docstrings and formatting do not count. A plugin's
+module (a benchmark or backend registered by another package) counts with its closure within its
+own package and this one. Plumbing that does not change results (the CLI, the model server, config
+loading) is in no closure.
 """
 
 from __future__ import annotations
 
 import ast
 import hashlib
+import importlib.util
 import json
 from functools import cache
 from pathlib import Path
@@ -42,11 +45,18 @@ JOB_CODE: dict[str, tuple[str, ...]] = {
 }
 
 
+@cache
 def _source_file(module: str) -> Path | None:
-    """The file of a package module ("safetyrepro.a.b"), or None for anything else."""
+    """The file of a package module ("safetyrepro.a.b") or of a plugin's Python module, or None for
+    anything else."""
     parts = module.split(".")
     if parts[0] != PACKAGE:
-        return None
+        try:
+            spec = importlib.util.find_spec(module)
+        except (ImportError, ValueError):
+            return None
+        origin = Path(spec.origin) if spec is not None and spec.origin else None
+        return origin if origin is not None and origin.suffix == ".py" and origin.is_file() else None
     base = SOURCE_ROOT.joinpath(*parts[1:])
     for candidate in (base.with_suffix(".py"), base / "__init__.py"):
         if candidate.is_file():
@@ -62,9 +72,11 @@ def _is_type_checking(node: ast.stmt) -> bool:
 
 @cache
 def imported_modules(module: str) -> tuple[str, ...]:
-    """The package modules `module` imports anywhere in its code, except under `if TYPE_CHECKING:`."""
+    """The modules of this package (and of a plugin's own package, for a plugin's module) that `module`
+    imports anywhere in its code, except under `if TYPE_CHECKING:`."""
     path = _source_file(module)
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    own = {PACKAGE, module.partition(".")[0]}  # never looked up elsewhere: that would import other packages
     found: set[str] = set()
 
     def visit(node: ast.AST) -> None:
@@ -80,16 +92,19 @@ def imported_modules(module: str) -> tuple[str, ...]:
                 target = ".".join(part for part in (anchor, child.module or "") if part)
                 for alias in child.names:  # `from . import x` and `from .a import b` may name modules
                     submodule = f"{target}.{alias.name}"
-                    found.add(submodule if _source_file(submodule) else target)
+                    found.add(submodule if submodule.partition(".")[0] in own and _source_file(submodule) else target)
             visit(child)
 
     visit(ast.parse(path.read_text(encoding="utf-8")))
-    return tuple(sorted(name for name in found if _source_file(name) and name != module))
+    return tuple(
+        sorted(name for name in found if name.partition(".")[0] in own and _source_file(name) and name != module)
+    )
 
 
 def code_closure(*modules: str) -> list[str]:
-    """The modules given (relative to the package) and every package module they import, transitively."""
-    todo = [f"{PACKAGE}.{name}" for name in modules]
+    """The modules given (relative to the package; a plugin's by its full name) and every module of
+    theirs they import, transitively."""
+    todo = [f"{PACKAGE}.{name}" if _source_file(f"{PACKAGE}.{name}") else name for name in modules]
     seen: set[str] = set()
     while todo:
         name = todo.pop()
@@ -126,23 +141,20 @@ def code_digest(*modules: str) -> str:
 
 def cell_modules(settings: Settings, benchmark: str, config: Config) -> tuple[str, ...]:
     """A cell's code: its benchmark, the backend serving its scoring path, prompt rendering and the cell runner."""
-    from safetyrepro.backends import BACKENDS
+    from safetyrepro.backends import registered
     from safetyrepro.benchmarks import BENCHMARKS
 
-    backend = BACKENDS[settings.backend.serving(config.scoring)].partition(":")[0]
+    backend = registered()[settings.backend.serving(config.scoring)].__module__
     module = type(BENCHMARKS[benchmark]).__module__
     return (*JOB_CODE["cell"], module.removeprefix(f"{PACKAGE}."), backend.removeprefix(f"{PACKAGE}."))
 
 
 def backend_modules(settings: Settings) -> tuple[str, ...]:
     """The modules of the backends a model server loads."""
-    from safetyrepro.backends import BACKENDS
+    from safetyrepro.backends import registered
 
-    return tuple(
-        sorted(
-            {BACKENDS[kind].partition(":")[0].removeprefix(f"{PACKAGE}.") for kind in settings.backend.kinds().values()}
-        )
-    )
+    kinds = settings.backend.kinds().values()
+    return tuple(sorted({registered()[kind].__module__.removeprefix(f"{PACKAGE}.") for kind in kinds}))
 
 
 def analysis_modules(name: str) -> tuple[str, ...]:
@@ -154,6 +166,8 @@ def analysis_modules(name: str) -> tuple[str, ...]:
 
 def cell_fingerprint(settings: Settings, spec: ModelSpec, benchmark: str, config: Config) -> str:
     """Everything a cell's result depends on, hashed; a change reruns exactly the affected cells."""
+    from safetyrepro.backends import registered
+
     envelope, backend = settings.envelope, settings.backend
     params = {
         "model": vars(spec),
@@ -171,8 +185,8 @@ def cell_fingerprint(settings: Settings, spec: ModelSpec, benchmark: str, config
     }
     # how requests are batched (HF's batch size, vLLM's batch-invariant kernels) changes what a batch computes
     params["batch"] = vars(settings.batch_condition(config))
-    if params["backend"] == "hf":  # prefix reuse computes the same sums in another order: near-ties may move at bf16
-        params["prefix_reuse"] = backend.prefix_reuse
+    for key in registered()[params["backend"]].result_options:  # e.g. HF's prefix reuse: near-ties may move at bf16
+        params[key] = backend.option(key)
     if backend.server_python is not None:  # another environment (torch, transformers) computes every cell
         params["server_python"] = backend.server_python
     return hashlib.sha256(json.dumps(params, sort_keys=True).encode()).hexdigest()

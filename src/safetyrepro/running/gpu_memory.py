@@ -21,7 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
-from safetyrepro.backends import ModelLoadError
+from safetyrepro.backends.base import ModelLoadError
 
 GIB = 1024**3
 MIN_VLLM_SHARE = 0.05  # below this vLLM cannot hold a 7B model's weights on any current card

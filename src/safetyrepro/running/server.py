@@ -22,67 +22,43 @@ from collections.abc import Sequence
 from multiprocessing.connection import Connection
 from pathlib import Path
 
-from safetyrepro.backends import Backend, ModelLoadError, load_backend
+from safetyrepro.backends import Backend, ModelLoadError, load_backend, registered
 from safetyrepro.configuration.envelope import Decoding
 from safetyrepro.configuration.fingerprints import backend_modules, code_digest
 from safetyrepro.configuration.settings import ModelSpec, Settings
-from safetyrepro.running.gpu_memory import GIB, claim_gpu, vllm_share
+from safetyrepro.running.gpu_memory import claim_gpu
 
 log = logging.getLogger(__name__)
 START_TIMEOUT = 1800  # a 9B model at NF4 from a cold disk can take minutes
-LOAD_ORDER = ("hf", "vllm")  # the HF copy first: vLLM then takes its share around it (safetyrepro.running.gpu_memory)
 
 
 def load_backends(settings: Settings, spec: ModelSpec) -> dict[str, Backend]:
-    """Backends per operation; one load when both operations use the same backend."""
+    """Backends per operation; one load when both operations use the same backend. They load in
+    their `load_order` (the HF copy first: vLLM then takes its share of the GPU around it), each with
+    its configured options and those it asks for at load (`Backend.load_options`)."""
     loaded: dict[str, Backend] = {}
     kinds = settings.backend.kinds()
-    for kind in sorted(set(kinds.values()), key=LOAD_ORDER.index):
-        options = settings.backend.options(kind)
-        if kind == "vllm":
-            import torch
-
-            if torch.cuda.is_available():
-                options["gpu_memory_utilization"] = _vllm_share(settings, loaded.get("hf"))
-            else:  # vLLM-CPU: a key/value cache of a set size, not a share of host memory
-                options["kv_cache_gib"] = settings.backend.kv_cache_gib
-            options["max_new_tokens"] = settings.longest_generation()
-        loaded[kind] = load_backend(kind, spec, **options)
+    for kind, backend in registered().items():
+        if kind in kinds.values():
+            options = {**settings.backend.options(kind), **backend.load_options(settings, loaded)}
+            loaded[kind] = load_backend(kind, spec, **options)
     formats = {kind: backend.prompt_format for kind, backend in loaded.items()}
     if len(set(formats.values())) > 1:  # one model's prompts must not be chat on one backend, plain on another
         raise ModelLoadError(f"model '{spec.name}': the backends disagree on the prompt format ({formats})")
     return {op: loaded[kind] for op, kind in kinds.items()}
 
 
-def _vllm_share(settings: Settings, hf: Backend | None) -> float:
-    """vLLM's share of GPU 0, measured after the HF copy loaded, leaving room for its activations."""
-    import torch
-
-    torch.cuda.empty_cache()  # what the HF load cached but does not hold is vLLM's too
-    free, total = torch.cuda.mem_get_info(0)
-    hf_on_gpu = hf is not None and str(getattr(hf, "device", "cpu")) in ("cuda", "cuda:0")
-    keep_free = int(settings.backend.hf_activation_gib * GIB) if hf_on_gpu else 0
-    share = vllm_share(settings.backend.gpu_memory_utilization, free, total, keep_free)
-    log.info("GPU memory: %.1f of %.1f GiB free; vLLM's share %.3f", free / GIB, total / GIB, share)
-    return share
-
-
 def exclusive_devices(settings: Settings) -> list[str]:
-    """What this machine's server of the run's backends holds alone: the UUIDs of the GPUs it uses
-    (vLLM: the first one), or, for vLLM on a CPU, "vllm-cpu": an engine and its worker take about
-    10 GB of host memory there (gemma-3-270m, 2 GiB of cache), so two would not fit beside a third
-    model's on a 24 GB machine."""
+    """What this machine's server of the run's backends holds alone (`Backend.held_devices`): the
+    UUIDs of the GPUs they use, and other slots a backend names (vLLM on a CPU: "vllm-cpu")."""
     import torch
 
-    backend = settings.backend
-    if not torch.cuda.is_available():
-        return ["vllm-cpu"] if backend.generate == "vllm" else []
-    indices = set()
-    if backend.generate == "vllm":
-        indices.add(0)
-    if "hf" in backend.kinds().values() and backend.device != "cpu":
-        indices.add(int(backend.device.partition(":")[2] or 0))
-    return [str(torch.cuda.get_device_properties(i).uuid) for i in sorted(indices)]
+    cuda, kinds = torch.cuda.is_available(), set(settings.backend.kinds().values())
+    backends = [backend for kind, backend in registered().items() if kind in kinds]
+    held = {slot for backend in backends for slot in backend.held_devices(settings.backend, cuda)}
+    gpus = sorted(slot for slot in held if isinstance(slot, int))
+    others = sorted(slot for slot in held if isinstance(slot, str))
+    return [str(torch.cuda.get_device_properties(i).uuid) for i in gpus] + others
 
 
 def server_address(settings: Settings, spec: ModelSpec) -> Path:

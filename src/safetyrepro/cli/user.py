@@ -1,0 +1,333 @@
+"""The commands a user types: check a config, size its grid, fetch data, import results, audit a pair,
+compare run records, ..."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from pathlib import Path
+
+from safetyrepro.benchmarks import BENCHMARKS, DataError
+from safetyrepro.cli.command import add_command
+from safetyrepro.configuration.settings import DEFAULT_CONFIGFILE, ConfigError, load_settings
+
+LINE_END = re.compile(r"\r\n?|\n")  # not str.splitlines: U+2028 may stand inside a JSON string
+CONFIG_HELP = f"a complete config, or an overlay naming its base with `extends:` (default {DEFAULT_CONFIGFILE})"
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    """Check a config, its data, models and this machine, as a run would before any job; print the plan."""
+    from safetyrepro.benchmarks import check_item_sets
+    from safetyrepro.configuration.plan import plan_lines
+    from safetyrepro.configuration.preflight import preflight
+
+    settings = load_settings(args.configfile)
+    if settings.imports:
+        print("\n".join(plan_lines(settings)))
+        print(f"ok: {len(settings.imports)} import source(s); `safetyrepro import` reads them")
+        return 0
+    counts = check_item_sets(settings)
+    if not args.plan:
+        preflight(settings)
+    print("\n".join(plan_lines(settings)))
+    print("items per benchmark: " + ", ".join(f"{name} {count}" for name, count in counts.items()))
+    if settings.case_study:
+        study = settings.case_study
+        study.require_packages()
+        print(
+            f"case study: {study.model.name}, {', '.join(study.benchmarks)}, {study.n_items} items, "
+            f"anchor {study.anchor_config}"
+        )
+    print(f"ok: {len(settings.cells())} cells for {len(settings.models)} models")
+    return 0
+
+
+def cmd_envelope(args: argparse.Namespace) -> int:
+    """Print the grid's size: cells, configs per benchmark, generation runs, token budgets."""
+    from safetyrepro.configuration.plan import grid_plan
+
+    settings = load_settings(args.configfile)
+    if settings.imports:
+        raise ConfigError("imports: this config runs no grid; `safetyrepro import` reads its results")
+    plan = grid_plan(settings)
+    if args.json:
+        print(json.dumps(plan, indent=2))
+    else:
+        for key, value in plan.items():
+            print(f"{key}: {value}")
+    return 0
+
+
+def cmd_fetch_data(args: argparse.Namespace) -> int:
+    """Download missing benchmark files at their pinned commits and check their hashes."""
+    from safetyrepro.running.data import fetch_data
+
+    fetched = fetch_data(Path(args.data_dir), base_url=args.base_url or None, benchmarks=args.benchmark or None)
+    print(f"fetched {len(fetched)} file(s) into {args.data_dir}")
+    return 0
+
+
+def cmd_build_model(args: argparse.Namespace) -> int:
+    """Build the embedded gemma-3-270m as a plain HF model directory."""
+    from safetyrepro.running.models import build_embedded_model
+
+    print(build_embedded_model(Path(args.out)))
+    return 0
+
+
+def cmd_config_reference(args: argparse.Namespace) -> int:
+    """Write the config reference generated from the schemas, or (--check FILE) say whether FILE is current."""
+    from safetyrepro.configuration.reference import render
+
+    page = render()
+    if args.check:
+        current = Path(args.check).is_file() and Path(args.check).read_text(encoding="utf-8") == page
+        stale = f"stale (safetyrepro config-reference --out {args.check})"
+        print(f"{args.check}: {'up to date' if current else stale}")
+        return 0 if current else 1
+    if args.out:
+        Path(args.out).write_text(page, encoding="utf-8")
+    else:
+        print(page, end="")
+    return 0
+
+
+def cmd_parse(args: argparse.Namespace) -> int:
+    """Label free-form responses read as JSON lines on stdin; write them back with `label`."""
+    benchmark = BENCHMARKS[args.benchmark]
+    lines = (line for chunk in sys.stdin for line in LINE_END.split(chunk.rstrip("\r\n")))  # \n, \r\n, lone \r
+    for number, line in enumerate(lines, start=1):
+        line = line.removeprefix("\ufeff") if number == 1 else line  # a UTF-8 byte-order mark is no error
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except ValueError as exc:  # malformed JSON, or a number past Python's digit limit
+            raise DataError(f"stdin line {number}: not JSON ({' '.join(str(exc).split())[:100]})") from None
+        if not isinstance(record, dict) or "response" not in record:
+            raise DataError(f"stdin line {number}: expected a JSON object with a 'response' field")
+        record["label"] = benchmark.extract(record["response"])
+        try:
+            text = json.dumps(record, ensure_ascii=False)
+            text.encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate (valid JSON, not UTF-8): escape it
+            text = json.dumps(record)
+        sys.stdout.write(text + "\n")
+    return 0
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    """Read results produced elsewhere (the config's `imports`, or the source options) into --out-dir:
+    cells.parquet, items.parquet, an empty precision_probe.parquet and the import record provenance.json."""
+    from safetyrepro.imports import import_sources
+    from safetyrepro.imports.record import import_record
+    from safetyrepro.results.storage import write_json, write_parquet
+
+    flags = [(kind, path) for kind in ("lm_eval", "inspect", "table") for path in getattr(args, kind) or []]
+    if bool(flags) == bool(args.configfile):
+        raise ConfigError("import: give --configfile (a config with `imports`) or source options (--lm-eval, ...), one")
+    if args.mapping and args.configfile:
+        raise ConfigError("import: --mapping goes with source options; a config names a mapping per source")
+    out = Path(args.out_dir)
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"--out-dir {out}: a file, not a folder")
+    if args.configfile:
+        settings = load_settings(args.configfile)
+    else:
+        mapping = {"mapping": args.mapping} if args.mapping else {}
+        settings = load_settings({"imports": [{"kind": kind, "path": path, **mapping} for kind, path in flags]})
+    if not settings.imports:
+        raise ConfigError(f"{args.configfile}: imports: the config imports nothing (it runs models)")
+    imported = import_sources(settings.imports)
+    per_benchmark = imported.cells.groupby("benchmark")["model"].nunique()
+    if args.configfile and (per_benchmark < 2).any():
+        lone = per_benchmark[per_benchmark < 2].index[0]
+        raise DataError(
+            f"{args.configfile}: imports: benchmark {lone!r} has results of one model only; a verdict compares two "
+            "or more (`safetyrepro import` with source options still converts them)"
+        )
+    write_parquet(imported.cells, out / "cells.parquet", design=imported.design)
+    write_parquet(imported.items, out / "items.parquet")
+    write_parquet(imported.cells.iloc[:0], out / "precision_probe.parquet")
+    write_json(import_record(settings, imported), out / "provenance.json")
+    cells = imported.cells
+    print(
+        f"imported {len(cells)} cells: {cells['model'].nunique()} models, {cells['benchmark'].nunique()} "
+        f"benchmark(s), {cells['config_id'].nunique()} configs; {len(imported.items)} item rows -> {out}"
+    )
+    if imported.notes:
+        print("notes: what could not be mapped or was left out (docs/importing.md):")
+        print("\n".join(f"  - {note}" for note in imported.notes))
+    return 0
+
+
+def cmd_audit(args: argparse.Namespace) -> int:
+    """Run the audit target with Snakemake (from the repository root) and print its answer."""
+    import os
+    import subprocess
+    from dataclasses import asdict
+
+    from safetyrepro.audit import check_pair_names, pair_space
+
+    overrides = {"audit": {"budget": args.budget}} if args.budget is not None else None
+    settings = load_settings(args.configfile, overrides)
+    if settings.imports:  # the pair and benchmark are checked by the audit's jobs, once imported
+        check_pair_names(args.pair)
+    else:
+        pair_space(settings, args.benchmark, args.pair, None)
+    if not Path("Snakefile").is_file():
+        raise ConfigError("safetyrepro audit runs the workflow: run it from the repository root (no Snakefile here)")
+    target = settings.results_dir / "audit" / args.benchmark / f"{args.pair[0]}_vs_{args.pair[1]}.md"
+    command = [  # the target first: --resources and --config take every word after them
+        sys.executable, "-m", "snakemake", str(target), "--cores", str(args.cores), "--rerun-incomplete",
+        *(["--configfile", args.configfile] if args.configfile else []),
+        "--resources", "gpu=1", "--config", f"audit={json.dumps(asdict(settings.audit))}",
+    ]  # fmt: skip
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    if subprocess.run(command, env=env).returncode != 0:
+        return 1
+    print(target.read_text(), end="")
+    return 0
+
+
+def cmd_case_study(args: argparse.Namespace) -> int:
+    """Run the cross-package case study (config section `case_study`) and write its tables."""
+    from dataclasses import replace
+
+    from safetyrepro.case_study import run_case_study
+    from safetyrepro.case_study.table import case_study_markdown
+    from safetyrepro.results.storage import write_parquet, write_text
+
+    settings = load_settings(args.configfile)
+    study = settings.case_study
+    if study is None:
+        raise ConfigError("case_study: the section is absent or has `enabled: false`")
+    if args.n_items:
+        study = replace(study, n_items=args.n_items)
+    table, picks = run_case_study(settings, study, Path(args.work_dir))
+    write_parquet(picks, Path(args.work_dir) / "items.parquet")
+    write_parquet(table, Path(args.out))
+    write_text(case_study_markdown(table, picks), Path(args.markdown))
+    return 0
+
+
+def cmd_provenance_diff(args: argparse.Namespace) -> int:
+    """Name what differs between two run records (or GRID cards): exit status 1 when anything does, 2 on an error."""
+    from safetyrepro.results.provenance import compare_records
+
+    changes = compare_records(_read_record(args.old), _read_record(args.new))
+    print("\n".join(changes) if changes else "no difference (times ignored)")
+    return 1 if changes else 0
+
+
+RECORD_MAX_BYTES = 64 << 20
+
+
+def _read_record(path: str) -> dict:
+    """A run record or GRID card: a regular JSON file holding an object, of sane size."""
+    file = Path(path)
+    if not file.is_file():
+        raise DataError(f"{path}: {'not a regular file' if file.exists() else 'no such file'}")
+    if file.stat().st_size > RECORD_MAX_BYTES:
+        raise DataError(f"{path}: {file.stat().st_size:,} bytes, too large for a run record")
+    try:
+        record = json.loads(file.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise DataError(f"{path}: not a JSON run record ({' '.join(str(exc).split())[:120]})") from None
+    if not isinstance(record, dict):
+        raise DataError(f"{path}: not a JSON run record (a {type(record).__name__}, not an object)")
+    return record
+
+
+def cmd_stop_servers(args: argparse.Namespace) -> int:
+    """Shut down the model servers of a run."""
+    from safetyrepro.running.server import stop_servers
+
+    print(f"stopped {stop_servers(load_settings(args.configfile))} model server(s)")
+    return 0
+
+
+def add_commands(commands) -> None:
+    """Add the user's commands to `commands` (the subparsers action), in the order `--help` lists them."""
+    check = add_command(commands, "check", cmd_check, "check a config and its inputs without running anything")
+    check.add_argument("--configfile", help=CONFIG_HELP)
+    check.add_argument(
+        "--plan",
+        action="store_true",
+        help="only what a dry run checks: not this machine's device, backends or model weights",
+    )
+
+    envelope = add_command(commands, "envelope", cmd_envelope, "size of the grid a config describes")
+    envelope.add_argument("--configfile", help=CONFIG_HELP)
+    envelope.add_argument("--json", action="store_true", help="one JSON object")
+
+    fetch = add_command(
+        commands, "fetch-data", cmd_fetch_data, "download benchmark files (pinned, hash-checked)", ("data-dir",)
+    )
+    fetch.add_argument("--base-url", help="mirror laid out like raw.githubusercontent.com (empty: the default)")
+    fetch.add_argument("--benchmark", action="append", choices=sorted(BENCHMARKS))
+
+    build = add_command(commands, "build-model", cmd_build_model, "build the embedded gemma-3-270m HF directory")
+    build.add_argument("--out", default="resources/models/gemma-3-270m")
+
+    reference = add_command(
+        commands, "config-reference", cmd_config_reference, "the config reference (Markdown) from the schemas"
+    )
+    reference.add_argument("--out", help="write it here (docs/config-reference.md) instead of to stdout")
+    reference.add_argument("--check", metavar="FILE", help="write nothing; exit 1 unless FILE is the current page")
+
+    parse = add_command(commands, "parse", cmd_parse, "label JSON-lines responses from stdin")
+    parse.add_argument("benchmark", choices=sorted(BENCHMARKS))
+
+    imports = add_command(
+        commands,
+        "import",
+        cmd_import,
+        "cells.parquet and items.parquet from lm-eval, Inspect AI or table results (docs/importing.md)",
+        ("out-dir",),
+    )
+    imports.add_argument("--configfile", help="a config with `imports` (else give the sources as options)")
+    imports.add_argument("--lm-eval", dest="lm_eval", action="append", help="an lm-eval output folder or results file")
+    imports.add_argument("--inspect", action="append", help="a folder of Inspect AI logs, or one log")
+    imports.add_argument("--table", action="append", help="a CSV or Parquet table of results")
+    imports.add_argument("--mapping", help="a mapping file for the sources given as options")
+
+    audit = add_command(
+        commands,
+        "audit",
+        cmd_audit,
+        "search the configs for one that reverses a pair's majority verdict, on a budget (docs/audit.md)",
+        ("benchmark",),
+    )
+    audit.add_argument("--configfile", help=CONFIG_HELP)
+    audit.add_argument("--pair", nargs=2, required=True, metavar=("A", "B"))
+    audit.add_argument("--budget", type=int, help="cells the search may run (default: the config's audit.budget)")
+    audit.add_argument("--cores", default="all", help="Snakemake's --cores (default all)")
+
+    study = add_command(
+        commands,
+        "case-study",
+        cmd_case_study,
+        "our pipeline, lm-eval and Inspect AI on the same items (config section case_study)",
+        ("configfile", "out", "markdown", "work-dir"),
+    )
+    study.add_argument("--n-items", type=int, help="override case_study.n_items")
+
+    diff = add_command(
+        commands,
+        "provenance-diff",
+        cmd_provenance_diff,
+        "what differs between two run records or GRID cards (exit 1 if anything)",
+    )
+    diff.add_argument("old")
+    diff.add_argument("new")
+
+    add_command(
+        commands,
+        "stop-servers",
+        cmd_stop_servers,
+        "shut down the model servers of a run (an interrupted run leaves them until idle)",
+        ("configfile",),
+    )

@@ -5,16 +5,13 @@ module is imported when the registry is first asked; its engine (torch, vLLM) on
 from __future__ import annotations
 
 from functools import cache
-from importlib.metadata import EntryPoint, entry_points
+from importlib.metadata import EntryPoint
 from typing import Any
 
 from safetyrepro.backends.base import OPERATIONS, Backend, ModelLoadError
+from safetyrepro.plugins import PluginError, describe, load_point, registered_points
 
 GROUP = "safetyrepro.backends"
-
-
-class PluginError(RuntimeError):
-    """A registered backend cannot be loaded, is not a Backend class, or clashes with another."""
 
 
 @cache
@@ -27,30 +24,14 @@ def registered() -> dict[str, type[Backend]]:
     Raises:
         PluginError: a name registered twice with two targets, or a plugin that fails to load (naming it).
     """
-    points: dict[str, EntryPoint] = {}
-    for point in entry_points(group=GROUP):
-        first = points.setdefault(point.name, point)
-        if first.value != point.value:
-            raise PluginError(
-                f"backend '{point.name}' is registered twice: {first.value} (by {_origin(first)}) and "
-                f"{point.value} (by {_origin(point)}); uninstall one"
-            )
-    classes = {name: _load(points[name]) for name in sorted(points)}
+    classes = {name: _load(point) for name, point in registered_points(GROUP, "backend").items()}
     return dict(sorted(classes.items(), key=lambda item: item[1].load_order))
-
-
-def _origin(point: EntryPoint) -> str:
-    """The distribution that registers `point`, with its version."""
-    return f"{point.dist.name} {point.dist.version}" if point.dist else "an unknown distribution"
 
 
 def _load(point: EntryPoint) -> type[Backend]:
     """The Backend class an entry point names, checked."""
-    where = f"backend plugin '{point.name}' ({point.value}, from {_origin(point)})"
-    try:
-        target = point.load()
-    except Exception as exc:
-        raise PluginError(f"{where} cannot be loaded: {type(exc).__name__}: {exc}") from exc
+    target = load_point(point, "backend")
+    where = describe(point, "backend")
     if not (isinstance(target, type) and issubclass(target, Backend)):
         raise PluginError(f"{where} is not a subclass of safetyrepro.backends.Backend")
     unknown = [operation for operation in target.serves if operation not in OPERATIONS]

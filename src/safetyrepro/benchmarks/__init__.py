@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from importlib.metadata import EntryPoint, entry_points
+from importlib.metadata import EntryPoint
 from typing import TYPE_CHECKING
 
 from safetyrepro.benchmarks.base import (
@@ -17,6 +17,7 @@ from safetyrepro.benchmarks.base import (
     Presentation,
     draw_subset,
 )
+from safetyrepro.plugins import PluginError, describe, load_point, registered_points
 
 if TYPE_CHECKING:
     from safetyrepro.configuration.settings import Settings
@@ -24,34 +25,17 @@ if TYPE_CHECKING:
 GROUP = "safetyrepro.benchmarks"
 
 
-class PluginError(RuntimeError):
-    """A registered benchmark cannot be loaded, is not a Benchmark, or clashes with another."""
-
-
 def discover() -> dict[str, Benchmark]:
     """Every benchmark registered under GROUP, in name order; a name registered twice with two targets,
     or a plugin that fails to load, is an error naming it."""
-    points: dict[str, EntryPoint] = {}
-    for point in entry_points(group=GROUP):
-        first = points.setdefault(point.name, point)
-        if first.value != point.value:
-            raise PluginError(
-                f"benchmark '{point.name}' is registered twice: {first.value} (by {_origin(first)}) and "
-                f"{point.value} (by {_origin(point)}); uninstall one"
-            )
-    return {name: _load(points[name]) for name in sorted(points)}
-
-
-def _origin(point: EntryPoint) -> str:
-    """The distribution that registers `point`, with its version."""
-    return f"{point.dist.name} {point.dist.version}" if point.dist else "an unknown distribution"
+    return {name: _load(point) for name, point in registered_points(GROUP, "benchmark").items()}
 
 
 def _load(point: EntryPoint) -> Benchmark:
     """The Benchmark an entry point names (a class is instantiated), checked against its entry."""
-    where = f"benchmark plugin '{point.name}' ({point.value}, from {_origin(point)})"
+    where = describe(point, "benchmark")
+    target = load_point(point, "benchmark")
     try:
-        target = point.load()
         benchmark = target() if isinstance(target, type) else target
     except Exception as exc:
         raise PluginError(f"{where} cannot be loaded: {type(exc).__name__}: {exc}") from exc

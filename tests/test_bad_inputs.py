@@ -19,8 +19,8 @@ from test_workflow import snakemake, write_config
 from tiny_model import build_tiny_model
 
 from safetyrepro import cli
-from safetyrepro.benchmarks import DataError, check_item_sets
-from safetyrepro.configuration.preflight import preflight
+from safetyrepro.benchmarks import DataError
+from safetyrepro.configuration.preflight import check_inputs, preflight
 from safetyrepro.configuration.settings import ConfigError, load_run_settings
 
 REPO = Path(__file__).resolve().parents[1]
@@ -189,15 +189,12 @@ def _models(option, models: list[dict]) -> list[dict]:
 
 
 def workflow_error(workdir: Path) -> str:
-    """The line the Snakefile stops a run in `workdir` with (its checks in workflow/rules/common.smk, then
+    """The line the Snakefile stops a run in `workdir` with (its checks in workflow/rules/common.smk: check_inputs; then
     onstart's preflight), called as Snakemake calls them; "" when they pass."""
     with contextlib.chdir(workdir):
         try:
             settings = load_run_settings([str(workdir / "config.yaml")], {})
-            check_item_sets(settings)
-            for needs_packages in [settings.case_study, *settings.imports]:
-                if needs_packages:
-                    needs_packages.require_packages()
+            check_inputs(settings)
         except (ConfigError, DataError) as error:
             return f"safetyrepro: error: {error}"
         try:

@@ -7,12 +7,12 @@ import sys
 from pathlib import Path
 
 from safetyrepro.audit import PLAIN_MODEL
-from safetyrepro.benchmarks import DataError, check_item_sets
+from safetyrepro.benchmarks import DataError
 from safetyrepro.configuration.settings import ConfigError, load_run_settings, load_settings
 from safetyrepro.running.data import manifest
 from safetyrepro.configuration.fingerprints import JOB_CODE, cell_fingerprint, code_digest
 from safetyrepro.configuration.plan import plan_lines
-from safetyrepro.configuration.preflight import preflight
+from safetyrepro.configuration.preflight import check_inputs, preflight
 from safetyrepro.running.server import stop_servers
 from safetyrepro.results.figures import FIGURES
 from safetyrepro.results.storage import write_text
@@ -27,11 +27,8 @@ try:
         SETTINGS = load_settings(INHERITED_CONFIG)
     else:
         SETTINGS = load_run_settings(workflow.config_settings.configfiles, workflow.config_settings.config)
-    check_item_sets(SETTINGS)
-    if not workflow.deployment_settings.deployment_method:  # else the rules' conda envs have them
-        for needs_packages in [SETTINGS.case_study, *SETTINGS.imports]:
-            if needs_packages:
-                needs_packages.require_packages()
+    # the case study's and the imports' packages, unless the rules' conda envs have them
+    check_inputs(SETTINGS, packages=not workflow.deployment_settings.deployment_method)
 except (ConfigError, DataError) as error:
     sys.exit(f"safetyrepro: error: {error}")
 config.clear()

@@ -21,6 +21,27 @@ HUB_TIMEOUT_SECONDS = 10
 log = logging.getLogger(__name__)
 
 
+def check_inputs(settings: Settings, packages: bool = True) -> dict[str, int]:
+    """What the workflow checks as it loads, before any job (workflow/rules/common.smk): every
+    benchmark's data and item subset, and, unless the rules' conda environments bring them
+    (`packages` false), the packages the case study and the imports need.
+
+    Returns:
+        Items per benchmark.
+
+    Raises:
+        ConfigError, DataError: the first problem, named by its key or file.
+    """
+    from safetyrepro.benchmarks import check_item_sets
+
+    counts = check_item_sets(settings)
+    if packages:
+        for needs_packages in [settings.case_study, *settings.imports]:
+            if needs_packages:
+                needs_packages.require_packages()
+    return counts
+
+
 def preflight(settings: Settings) -> None:
     """Raise ConfigError naming the first thing this machine lacks for the run."""
     _check_backends(settings)
@@ -45,7 +66,8 @@ def _check_backends(settings: Settings) -> None:
         )
     used = {backend.operation(c.scoring): backend.serving(c.scoring) for _, _, c in settings.cells()}
     for operation, kind in sorted(used.items()):
-        for module in registered()[kind].requires:
+        serving = registered()[kind]
+        for module in serving.requires:
             if python is None:
                 missing = importlib.util.find_spec(module) is None
             else:
@@ -54,7 +76,7 @@ def _check_backends(settings: Settings) -> None:
             if missing:
                 where = f"under backend.server_python ({python})" if python else "here"
                 raise ConfigError(
-                    f"backend.{operation}: {module} is not installed {where}: {registered()[kind].install_hint}; "
+                    f"backend.{operation}: {module} is not installed {where}: {serving.install_hint}; "
                     f"or set {operation}: {backend.default_kind(operation)}"
                 )
 

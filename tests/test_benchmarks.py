@@ -805,3 +805,40 @@ def test_a_name_registered_twice_names_both_distributions(tmp_path, monkeypatch)
         "mini_rival:Mini (by rival-plugin 1.0)",
     ):
         assert part in message
+
+
+@pytest.mark.parametrize(
+    ("name", "folder", "message"),
+    [
+        ("a b", "mini", "its name 'a b' may use only letters, digits and . _ + -"),
+        ("mini", "..", "its folder '..' may use only letters, digits and . _ + -"),
+        ("mini", "mini/../..", "its folder 'mini/../..' may use only letters, digits and . _ + -"),
+    ],
+    ids=["space in name", "parent folder", "folder with a path"],
+)
+def test_a_plugin_name_or_folder_that_would_make_a_bad_path_is_refused(tmp_path, monkeypatch, name, folder, message):
+    code = MINI.format(name=name, path=f"{folder}/a.csv").replace('folder = "mini"', f"folder = {folder!r}")
+    module = f"mini_bad_path_{abs(hash((name, folder)))}"  # one module per case: imports are cached
+    _register(tmp_path, "mini-plugin", {name: f"{module}:Mini"}, {module: code})
+    monkeypatch.syspath_prepend(tmp_path)
+    with pytest.raises(PluginError, match=re.escape(message)):
+        discover()
+
+
+@pytest.mark.parametrize(
+    ("declared", "returned"),
+    [((), {"yes_rate": 0.5}), (("score",), {"score": 1.0}), (("parse_rate",), {"parse_rate": 0.0})],
+    ids=["undeclared", "the score", "the parse rate"],
+)
+def test_a_metric_that_is_undeclared_or_takes_a_cell_column_is_refused(declared, returned):
+    from safetyrepro.running.cell import summarise
+
+    class Metered(type(BENCHMARKS["toxigen"])):
+        metric_names = declared
+
+        def metrics(self, rows, items):
+            return returned
+
+    frame = pd.DataFrame({"seed": [0, 0], "correct": [True, False], "parsed": [True, True], "prompt_format": "plain"})
+    with pytest.raises(ValueError, match=re.escape(f"metric(s) {sorted(returned)} are a column of the cell table")):
+        summarise(frame, Metered(), [])

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import re
 from importlib.metadata import EntryPoint
 from typing import TYPE_CHECKING
 
@@ -23,6 +24,7 @@ if TYPE_CHECKING:
     from safetyrepro.configuration.settings import Settings
 
 GROUP = "safetyrepro.benchmarks"
+NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")  # a benchmark's name and folder: in paths and job names
 
 
 def discover() -> dict[str, Benchmark]:
@@ -41,6 +43,12 @@ def _load(point: EntryPoint) -> Benchmark:
         raise PluginError(f"{where} cannot be loaded: {type(exc).__name__}: {exc}") from exc
     if not isinstance(benchmark, Benchmark):
         raise PluginError(f"{where} is a {type(benchmark).__name__}, not a safetyrepro.benchmarks.Benchmark")
+    for what, value in (("name", benchmark.name), ("folder", benchmark.folder)):
+        if not isinstance(value, str) or not NAME.fullmatch(value):
+            raise PluginError(
+                f"{where}: its {what} {value!r} may use only letters, digits and . _ + -, starting with a letter "
+                "or digit (it names files, folders and jobs)"
+            )
     if benchmark.name != point.name:
         raise PluginError(f"{where} is named '{benchmark.name}'; the entry point's name must be the benchmark's")
     outside = [entry.path for entry in benchmark.data_files if not entry.path.startswith(f"{benchmark.folder}/")]

@@ -110,12 +110,20 @@ def run_cell(
 def summarise(frame: pd.DataFrame, benchmark: Benchmark, items: Sequence[Item]) -> dict:
     """Cell score (mean over seeds of per-seed accuracy), per-seed scores, parse rate, extras."""
     per_seed = frame.groupby("seed")["correct"].mean()
-    return {
+    summary = {
         "score": float(per_seed.mean()),
         "seed_scores": {int(k): float(v) for k, v in per_seed.items()},
         "parse_rate": float(frame["parsed"].mean()),
         "n_items": len(items),
         "n_seeds": len(per_seed),
         "prompt_format": frame["prompt_format"].iloc[0],
-        **benchmark.metrics(frame, {item.item_id: item for item in items}),
     }
+    metrics = benchmark.metrics(frame, {item.item_id: item for item in items})
+    declared = [key for key in metrics if key in benchmark.metric_names or key.startswith(benchmark.metric_prefixes)]
+    wrong = sorted(key for key in metrics if key in summary or key not in declared)
+    if wrong:  # a plugin's metric must not overwrite the score or take a name the envelope does not reserve
+        raise ValueError(
+            f"benchmark {benchmark.name}: metric(s) {wrong} are a column of the cell table or not declared in "
+            "its metric_names / metric_prefixes"
+        )
+    return {**summary, **metrics}

@@ -23,6 +23,8 @@ else:
     include: "workflow/rules/inference.smk"
 
 
+# The tables, analyses, figures, run record and GRID card are small jobs marked `localrule`: on a
+# cluster they run beside Snakemake, not as a Slurm job each (docs/slurm.md).
 include: "workflow/rules/aggregate.smk"
 include: "workflow/rules/analysis.smk"
 include: "workflow/rules/report.smk"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -16,16 +17,28 @@ if workers := int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0")):
     os.environ.setdefault("OMP_NUM_THREADS", str(max(1, len(os.sched_getaffinity(0)) // workers)))
 
 
+SHARED_RUNS = ("report_runs", "reference_run")  # the session's shared workflow runs (below)
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Files with a slow end-to-end test (the real engine, lm-eval) first, then files with an end-to-end
-    test, then the rest, each group in collection order: pytest-xdist hands out whole files in this order
-    (--no-loadscope-reorder), so the longest start first and no worker is left alone with one at the end."""
+    """The order pytest-xdist hands out whole files in (--no-loadscope-reorder), each group in collection
+    order: first the first file to use each shared run (it makes the run while the other worker starts
+    on the real engine), then files with a slow end-to-end test (the real engine, lm-eval), then files
+    with an end-to-end test, then the other users of a shared run (by then made: no worker waits on
+    it), then the rest; so the longest start first and no worker is left alone with one at the end."""
     rank: dict[Path, int] = {}
+    makers: dict[str, Path] = {}
+    waits: set[Path] = set()
     for item in items:
         marks = {mark.name for mark in item.iter_markers()}
-        own = 0 if {"slow", "e2e"} <= marks else 1 if "e2e" in marks else 2
-        rank[item.path] = min(rank.get(item.path, 2), own)
-    items.sort(key=lambda item: rank[item.path])
+        own = 1 if {"slow", "e2e"} <= marks else 2 if "e2e" in marks else 4
+        for run in set(SHARED_RUNS) & set(getattr(item, "fixturenames", ())):
+            if makers.setdefault(run, item.path) == item.path:
+                own = 0
+            else:
+                waits.add(item.path)
+        rank[item.path] = min(rank.get(item.path, 4), own)
+    items.sort(key=lambda item: 3 if item.path in waits else rank[item.path])
 
 
 @pytest.fixture(scope="session")
@@ -61,43 +74,101 @@ def clone(tmp_path_factory, data_dir) -> Path:
     return make_clone(tmp_path_factory.mktemp("user"), data_dir)
 
 
-# --- the tiny reference run (tests/test_faults.py, tests/test_slurm.py) ---------------------------
+# --- runs shared by the session's test files -----------------------------------------------------
+def made_once(tmp_path_factory, worker_id: str, name: str, make) -> Path:
+    """The folder `name`, filled by `make(folder)` once per session by whichever pytest-xdist worker asks
+    first (a file lock in the session's temporary folder); the others wait for it. Read-only: a test
+    that changes a run works on a copy. A `make` that failed leaves no mark, so the next caller tries
+    again and fails with its own message."""
+    from filelock import FileLock
+
+    shared = tmp_path_factory.getbasetemp()
+    root = (shared if worker_id == "master" else shared.parent) / name
+    with FileLock(f"{root}.lock"):
+        if not (root / "finished").is_file():
+            shutil.rmtree(root, ignore_errors=True)
+            make(root)
+            (root / "finished").touch()
+    return root
+
+
 REFERENCE_CONFIGS = ["T1-greedy-0shot-freeform", "T2-t0.3-3shot-freeform", "T1-greedy-0shot-logprob"]
 
 
 @pytest.fixture(scope="session")
 def reference_run(tmp_path_factory, worker_id, data_dir) -> Path:
     """An undisturbed local run of two tiny models, up to summary.md (every table), for the tests that
-    compare another run of its config with it; made once per session, whichever worker asks first (a
-    file lock in the session's temporary folder, shared by the pytest-xdist workers). Read-only: a test
-    that runs its config again copies config.yaml. The models' folder names hold spaces, quotes and
-    shell syntax, which must never reach a shell."""
-    from filelock import FileLock
+    compare another run of its config with it (tests/test_faults.py, tests/test_slurm.py): a test that
+    runs its config again copies config.yaml. The models' folder names hold spaces, quotes and shell
+    syntax, which must never reach a shell."""
     from test_workflow import snakemake, write_config
     from tiny_model import build_tiny_model
 
-    shared = tmp_path_factory.getbasetemp()
-    root = (shared if worker_id == "master" else shared.parent) / "reference-run"
-    with FileLock(f"{root}.lock"):
-        if not (root / "finished").is_file():
-            models = [
-                {
-                    "name": f"tiny-{i}",
-                    "path": str(build_tiny_model(root / "models" / f"tiny {i} 'q' $(touch PWNED);", seed=i)),
-                    "precision": "fp32",
-                }
-                for i in range(2)
-            ]
-            write_config(
-                root / "run",
-                data_dir,
-                models,
-                {"bbq": {"n_items": 4}, "toxigen": {"n_items": 4}},
-                select_configs=REFERENCE_CONFIGS,
-                max_new_tokens_cap=6,
-                analysis={"subsample": {"count": 5}, "bootstrap": {"resamples": 50}},
-            )
-            result = snakemake(root / "run", "--cores", "2", "--resources", "gpu=1", "--until", "summary")
-            assert result.returncode == 0, result.stderr[-3000:]
-            (root / "finished").touch()
-    return root / "run"
+    def make(root: Path) -> None:
+        models = [
+            {
+                "name": f"tiny-{i}",
+                "path": str(build_tiny_model(root / "models" / f"tiny {i} 'q' $(touch PWNED);", seed=i)),
+                "precision": "fp32",
+            }
+            for i in range(2)
+        ]
+        write_config(
+            root / "run",
+            data_dir,
+            models,
+            {"bbq": {"n_items": 4}, "toxigen": {"n_items": 4}},
+            select_configs=REFERENCE_CONFIGS,
+            max_new_tokens_cap=6,
+            analysis={"subsample": {"count": 5}, "bootstrap": {"resamples": 50}},
+        )
+        result = snakemake(root / "run", "--cores", "2", "--resources", "gpu=1", "--until", "summary")
+        assert result.returncode == 0, result.stderr[-3000:]
+
+    return made_once(tmp_path_factory, worker_id, "reference-run", make) / "run"
+
+
+@pytest.fixture(scope="session")
+def report_runs(tmp_path_factory, worker_id, data_dir) -> tuple[Path, Path]:
+    """The tiny three-model workflow with a precision probe, run twice in two folders with one config
+    (tests/test_report.py; tests/test_workflow.py works on a copy of the first): the first as `make
+    run` does, everything and then results/report.html; the second as far as the GRID card and the run
+    record, which must come out the same."""
+    from test_report import BENCHMARKS, PROBE
+    from test_workflow import SELECTED, snakemake, write_config
+    from tiny_model import build_tiny_model
+
+    def make(root: Path) -> None:
+        models = [
+            {"name": f"tiny-{i}", "path": str(build_tiny_model(root / f"tiny-{i}", seed=i)), "precision": "fp32"}
+            for i in range(3)
+        ]
+        config = write_config(
+            root / "first",
+            data_dir,
+            models,
+            BENCHMARKS,
+            select_configs=SELECTED,
+            max_new_tokens_cap=6,
+            precision_probe=PROBE,
+        )
+        (root / "second").mkdir()
+        shutil.copy(config, root / "second" / "config.yaml")
+        first = snakemake(
+            root / "first",
+            "--cores",
+            "2",
+            "--resources",
+            "gpu=1",
+            "--report",
+            "results/report.html",
+            "--report-after-run",
+        )
+        assert first.returncode == 0, first.stderr[-3000:]
+        # the targets go before --resources, which would take them as resources
+        cards = ("results/grid_card.json", "results/grid_card.md", "results/provenance.json")
+        second = snakemake(root / "second", "--cores", "2", *cards, "--resources", "gpu=1")
+        assert second.returncode == 0, second.stderr[-3000:]
+
+    root = made_once(tmp_path_factory, worker_id, "report-runs", make)
+    return root / "first", root / "second"

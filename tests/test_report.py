@@ -1,8 +1,8 @@
 """The report and disclosure: run record, GRID card, figures, `snakemake --report` in headless Chromium.
 
-The module runs the tiny 3-model workflow twice in two folders with the same config: the first as
-`make run` does, with the report made after the run; the second as far as the GRID card and the
-run record, which must come out the same.
+The module reads the session's two runs of the tiny 3-model workflow with one config
+(tests/conftest.py, `report_runs`): the first as `make run` does, with the report made after the
+run; the second as far as the GRID card and the run record, which must come out the same.
 """
 
 from __future__ import annotations
@@ -23,8 +23,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from synthetic_cells import synthetic_cells, synthetic_items
-from test_workflow import SELECTED, snakemake, write_config
-from tiny_model import build_tiny_model
+from test_workflow import SELECTED
 
 from safetyrepro.configuration.settings import load_settings
 from safetyrepro.results.figures import FIGURES, draw, flipped_configs, save
@@ -51,34 +50,9 @@ ARTEFACTS_ENV = "SAFETYREPRO_TEST_ARTEFACTS"
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory, data_dir):
-    """Two runs of one config in two folders; the first also writes results/report.html."""
-    root = tmp_path_factory.mktemp("report")
-    models = [
-        {"name": f"tiny-{i}", "path": str(build_tiny_model(root / f"tiny-{i}", seed=i)), "precision": "fp32"}
-        for i in range(3)
-    ]
-    config = write_config(
-        root / "first",
-        data_dir,
-        models,
-        BENCHMARKS,
-        select_configs=SELECTED,
-        max_new_tokens_cap=6,
-        precision_probe=PROBE,
-    )
-    (root / "second").mkdir()
-    shutil.copy(config, root / "second" / "config.yaml")
-    first = snakemake(
-        root / "first", "--cores", "2", "--resources", "gpu=1", "--report", "results/report.html", "--report-after-run"
-    )
-    assert first.returncode == 0, first.stderr[-3000:]
-    # the second run makes what its tests compare (the GRID card and the run record), not the figures;
-    # the targets go before --resources, which would take them as resources
-    cards = ("results/grid_card.json", "results/grid_card.md", "results/provenance.json")
-    second = snakemake(root / "second", "--cores", "2", *cards, "--resources", "gpu=1")
-    assert second.returncode == 0, second.stderr[-3000:]
-    return root / "first", root / "second"
+def runs(report_runs) -> tuple[Path, Path]:
+    """Two runs of one config in two folders; the first also wrote results/report.html (tests/conftest.py)."""
+    return report_runs
 
 
 def _json(path: Path) -> dict:

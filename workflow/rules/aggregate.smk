@@ -7,6 +7,7 @@ if not IMPORTS:
     # A partial run (partial_results: true) aggregates the cells finished so far and lists the missing
     # ones in every table; otherwise the grid must be complete.
     rule aggregate:
+        localrule: True
         input:
             summaries=finished_cell_paths("summary"),
             rows=finished_cell_paths("items"),
@@ -29,6 +30,7 @@ if not IMPORTS:
 
 
 rule rho_flip:
+    localrule: True
     input:
         cells=f"{RESULTS}/cells.parquet",
     output:

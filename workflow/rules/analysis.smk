@@ -4,6 +4,7 @@ from safetyrepro.configuration.fingerprints import analysis_modules
 
 
 rule analysis:
+    localrule: True
     input:
         cells=f"{RESULTS}/cells.parquet",
         rows=f"{RESULTS}/items.parquet",
@@ -31,6 +32,7 @@ rule analysis:
 
 
 rule summary:
+    localrule: True
     input:
         rho=f"{RESULTS}/rho_flip.parquet",
         cells=f"{RESULTS}/cells.parquet",

@@ -6,8 +6,7 @@ import re
 import sys
 from pathlib import Path
 
-from safetyrepro.audit import PLAIN_MODEL
-from safetyrepro.benchmarks import DataError
+from safetyrepro.benchmarks import NAME, DataError
 from safetyrepro.configuration.settings import ConfigError, load_run_settings, load_settings
 from safetyrepro.running.data import manifest
 from safetyrepro.configuration.fingerprints import JOB_CODE, cell_fingerprint, code_digest
@@ -40,9 +39,11 @@ CELLS = [(m.name, b, c.config_id) for m, b, c in SETTINGS.cells()]
 PROBE_CELLS = [(m.name, b, c.config_id) for m, b, c in SETTINGS.probe_cells()]  # outside the headline tables
 MODELS = {m.name: m for m in SETTINGS.run_models()}
 PROBE_MODELS = [m.name for m in SETTINGS.precision_probe.new_models] if SETTINGS.precision_probe else []
-# A model server answers one cell at a time. On a GPU one server runs at a time (safetyrepro.running.gpu_memory): a
-# model's cells run before the next's. On CPU the k-th cell of every model gets one priority, so the jobs
-# running together ask different servers rather than queue at one.
+# A model server answers one cell at a time. Where the servers need the accelerator slot (`gpu=1`: a GPU,
+# or vLLM-CPU's memory) one server runs at a time (safetyrepro.running.gpu_memory): a model's
+# describe_model job, then its cells, run before the next model's, all on that slot, so no server is
+# stopped for another model's and loaded again. On CPU the k-th cell of every model gets one
+# priority, so the jobs running together ask different servers rather than queue at one.
 ON_GPU = SETTINGS.backend.uses_gpu()
 MODEL_RANK = {name: rank for rank, name in enumerate(MODELS)}
 CELL_RANK = {cell: rank for rank, cell in enumerate(dict.fromkeys((b, c) for _, b, c in CELLS + PROBE_CELLS))}
@@ -51,8 +52,13 @@ CELL_RANK = {cell: rank for rank, cell in enumerate(dict.fromkeys((b, c) for _, 
 def cell_priority(wildcards):
     """A cell job's scheduling priority (higher runs first)."""
     if ON_GPU:
-        return len(MODELS) - MODEL_RANK[wildcards.model]
+        return 2 * (len(MODELS) - MODEL_RANK[wildcards.model])
     return len(CELL_RANK) - CELL_RANK[(wildcards.benchmark, wildcards.config_id)]
+
+
+def describe_priority(wildcards):
+    """A describe_model job's: on the accelerator slot, just above its model's cells."""
+    return 2 * (len(MODELS) - MODEL_RANK[wildcards.model]) + 1 if ON_GPU else 0
 
 # Jobs read the effective config from a file named by its content (so concurrent runs of different
 # configs never share one), passed in the environment: a path in params would rerun every job
@@ -153,7 +159,8 @@ def report_outputs(wildcards):
 
 # The auditor's search (workflow/rules/audit.smk): its paths and the inputs of its steps.
 AUDIT = f"{RESULTS}/audit/{{benchmark}}/{{model_a}}_vs_{{model_b}}"
-AUDIT_MODEL = PLAIN_MODEL if IMPORTS else "|".join(map(re.escape, MODELS))
+# an imported model's name is plain (safetyrepro.audit.PLAIN_MODEL)
+AUDIT_MODEL = NAME.pattern if IMPORTS else "|".join(map(re.escape, MODELS))
 
 
 def audit_space(wildcards):

@@ -31,6 +31,9 @@ rule describe_model:
         f"{RESULTS}/logs/models/{{model}}.log",
     group:
         lambda w: f"model-{w.model}"
+    resources:
+        gpu=uses_gpu,
+    priority: describe_priority
     shell:
         "safetyrepro describe-model --configfile \"$SAFETYREPRO_RUN_CONFIG\" --model {wildcards.model:q}"
         " --out {output:q} > {log:q} 2>&1"

@@ -8,6 +8,7 @@ report: "../report/workflow.rst"
 if not IMPORTS:
 
     rule provenance:
+        localrule: True
         input:
             models=expand(f"{RESULTS}/models/{{model}}.json", model=MODELS),
             rows=f"{RESULTS}/items.parquet",
@@ -30,6 +31,7 @@ if not IMPORTS:
 
 
 rule grid_card:
+    localrule: True
     input:
         provenance=f"{RESULTS}/provenance.json",
         cells=f"{RESULTS}/cells.parquet",
@@ -52,6 +54,7 @@ rule grid_card:
 
 # The report's landing page (workflow/report/workflow.rst) embeds this table of the answer.
 rule headline:
+    localrule: True
     input:
         sig=f"{RESULTS}/analysis/rho_flip_sig.parquet",
         tiers=f"{RESULTS}/analysis/tiers.parquet",
@@ -75,6 +78,7 @@ for figure_name, figure in FIGURES.items():
     rule:
         name:
             f"figure_{figure_name}"
+        localrule: True
         input:
             f"{RESULTS}/{figure.table}",
         output:

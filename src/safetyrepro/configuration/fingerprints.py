@@ -114,6 +114,7 @@ def code_closure(*modules: str) -> list[str]:
     return sorted(seen)
 
 
+@cache
 def _code_of(module: str) -> str:
     """A module's code as its syntax tree without docstrings: comments, docstrings and formatting do not count."""
     tree = ast.parse(_source_file(module).read_text(encoding="utf-8"))

@@ -300,7 +300,9 @@ def test_every_figure_draws_on_the_full_612_cell_grid(tmp_path):
     cells = synthetic_cells()
     items = synthetic_items(cells, n_items=40)
     tables = {
-        "paired_differences": significance.paired_tests(cells, items, SignificanceSettings(0.05, 0.8, "holm", 200, 0)),
+        "paired_differences": significance.paired_tests(
+            cells, items, SignificanceSettings(alpha=0.05, power=0.8, correction="holm", resamples=200, seed=0)
+        ),
         "stability": item_stability.item_stability(cells, items),
         "rho_heatmap": flips.rho_flip_table(cells),
         "scores": cells,

@@ -377,7 +377,7 @@ class AuditSettings:
     draws: int
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class AnalysisSettings:
     """The `analysis` section."""
 
@@ -684,14 +684,14 @@ def _settings(raw: dict[str, Any], layers: tuple[str, ...]) -> Settings:
 def _analysis(section: dict[str, Any], run_benchmarks: Sequence[str]) -> AnalysisSettings:
     """The typed `analysis` section (defaults filled)."""
     return AnalysisSettings(
-        section["parse_threshold"],
-        SubsampleSettings.from_section(section["subsample"], run_benchmarks),
-        BootstrapSettings(**section["bootstrap"]),
-        SignificanceSettings(**section["significance"]),
-        tuple(section["conservative_core"]),
-        section["shap"],
-        section["shap_seed"],
-        section,
+        parse_threshold=section["parse_threshold"],
+        subsample=SubsampleSettings.from_section(section["subsample"], run_benchmarks),
+        bootstrap=BootstrapSettings(**section["bootstrap"]),
+        significance=SignificanceSettings(**section["significance"]),
+        conservative_core=tuple(section["conservative_core"]),
+        shap=section["shap"],
+        shap_seed=section["shap_seed"],
+        section=section,
     )
 
 

@@ -17,7 +17,7 @@ if workers := int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0")):
     os.environ.setdefault("OMP_NUM_THREADS", str(max(1, len(os.sched_getaffinity(0)) // workers)))
 
 
-SHARED_RUNS = ("report_runs", "reference_run")  # the session's shared workflow runs (below)
+SHARED_RUNS: list[str] = []  # the session's shared workflow runs: fixtures declared with @shared_run (below)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -92,27 +92,26 @@ def made_once(tmp_path_factory, worker_id: str, name: str, make) -> Path:
     return root
 
 
+def shared_run(fixture):
+    """A session fixture that returns a run made once (`made_once`): the collection order knows it by name."""
+    SHARED_RUNS.append(fixture.__name__)
+    return pytest.fixture(scope="session")(fixture)
+
+
 REFERENCE_CONFIGS = ["T1-greedy-0shot-freeform", "T2-t0.3-3shot-freeform", "T1-greedy-0shot-logprob"]
 
 
-@pytest.fixture(scope="session")
+@shared_run
 def reference_run(tmp_path_factory, worker_id, data_dir) -> Path:
     """An undisturbed local run of two tiny models, up to summary.md (every table), for the tests that
     compare another run of its config with it (tests/test_faults.py, tests/test_slurm.py): a test that
     runs its config again copies config.yaml. The models' folder names hold spaces, quotes and shell
     syntax, which must never reach a shell."""
     from test_workflow import snakemake, write_config
-    from tiny_model import build_tiny_model
+    from tiny_model import tiny_model_entries
 
     def make(root: Path) -> None:
-        models = [
-            {
-                "name": f"tiny-{i}",
-                "path": str(build_tiny_model(root / "models" / f"tiny {i} 'q' $(touch PWNED);", seed=i)),
-                "precision": "fp32",
-            }
-            for i in range(2)
-        ]
+        models = tiny_model_entries([root / "models" / f"tiny {i} 'q' $(touch PWNED);" for i in range(2)])
         write_config(
             root / "run",
             data_dir,
@@ -128,7 +127,7 @@ def reference_run(tmp_path_factory, worker_id, data_dir) -> Path:
     return made_once(tmp_path_factory, worker_id, "reference-run", make) / "run"
 
 
-@pytest.fixture(scope="session")
+@shared_run
 def report_runs(tmp_path_factory, worker_id, data_dir) -> tuple[Path, Path]:
     """The tiny three-model workflow with a precision probe, run twice in two folders with one config
     (tests/test_report.py; tests/test_workflow.py works on a copy of the first): the first as `make
@@ -136,13 +135,10 @@ def report_runs(tmp_path_factory, worker_id, data_dir) -> tuple[Path, Path]:
     record, which must come out the same."""
     from test_report import BENCHMARKS, PROBE
     from test_workflow import SELECTED, snakemake, write_config
-    from tiny_model import build_tiny_model
+    from tiny_model import tiny_model_entries
 
     def make(root: Path) -> None:
-        models = [
-            {"name": f"tiny-{i}", "path": str(build_tiny_model(root / f"tiny-{i}", seed=i)), "precision": "fp32"}
-            for i in range(3)
-        ]
+        models = tiny_model_entries([root / f"tiny-{i}" for i in range(3)])
         config = write_config(
             root / "first",
             data_dir,

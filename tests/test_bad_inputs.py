@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 from test_workflow import snakemake, write_config
-from tiny_model import build_tiny_model
+from tiny_model import build_tiny_model, tiny_model_entries
 
 from safetyrepro import cli
 from safetyrepro.benchmarks import DataError
@@ -50,10 +50,7 @@ def page_pattern(text: str) -> re.Pattern:
 @pytest.fixture(scope="module")
 def tiny_models(tmp_path_factory) -> list[dict]:
     root = tmp_path_factory.mktemp("bad-input-models")
-    return [
-        {"name": f"tiny-{i}", "path": str(build_tiny_model(root / f"tiny-{i}", seed=i)), "precision": "fp32"}
-        for i in range(2)
-    ]
+    return tiny_model_entries([root / f"tiny-{i}" for i in range(2)])
 
 
 def copy_benchmark(data_dir: Path, target: Path, benchmark: str) -> Path:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from test_workflow import snakemake, write_config
-from tiny_model import build_tiny_model
+from tiny_model import tiny_model_entries
 
 from safetyrepro.benchmarks import BENCHMARKS
 
@@ -48,10 +48,7 @@ def toy_run(tmp_path_factory):
             text=True,
         )
         assert fetch.returncode == 0, fetch.stderr
-        models = [
-            {"name": f"tiny-{i}", "path": str(build_tiny_model(root / f"tiny-{i}", seed=i)), "precision": "fp32"}
-            for i in range(2)
-        ]
+        models = tiny_model_entries([root / f"tiny-{i}" for i in range(2)])
         write_config(
             root / "run",
             root / "data",

@@ -59,3 +59,11 @@ def build_tiny_model(
     LlamaForCausalLM(config).save_pretrained(path)
     fast.save_pretrained(path)
     return path
+
+
+def tiny_model_entries(folders: list[Path]) -> list[dict]:
+    """Config `models` entries for tiny fp32 models built in these folders: tiny-0, tiny-1, ... (seed = index)."""
+    return [
+        {"name": f"tiny-{i}", "path": str(build_tiny_model(folder, seed=i)), "precision": "fp32"}
+        for i, folder in enumerate(folders)
+    ]

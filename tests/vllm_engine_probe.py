@@ -74,7 +74,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", required=True)
     parser.add_argument("--precision", choices=["fp32", "bf16"], required=True)
-    parser.add_argument("--items", type=int, default=7, help="items per benchmark (x 4 benchmarks x 2 configs)")
+    parser.add_argument("--items", type=int, default=7, help="items per benchmark (x 4 benchmarks x 3 greedy cells)")
     parser.add_argument("--alone", type=int, default=3, help="prompts whose sampled texts are also drawn alone")
     parser.add_argument("--restart", action="store_true", help="also rerun the sampled cell on a second engine")
     parser.add_argument("--long-prompt", action="store_true", help="also a prompt over the context, on both")

@@ -45,20 +45,21 @@ PROBE_MODELS = [m.name for m in SETTINGS.precision_probe.new_models] if SETTINGS
 # stopped for another model's and loaded again. On CPU the k-th cell of every model gets one
 # priority, so the jobs running together ask different servers rather than queue at one.
 ON_GPU = SETTINGS.backend.uses_gpu()
-MODEL_RANK = {name: rank for rank, name in enumerate(MODELS)}
+# on the accelerator slot: model by model, each model's describe_model (+1) just above its cells
+MODEL_PRIORITY = {name: 2 * (len(MODELS) - rank) for rank, name in enumerate(MODELS)}
 CELL_RANK = {cell: rank for rank, cell in enumerate(dict.fromkeys((b, c) for _, b, c in CELLS + PROBE_CELLS))}
 
 
 def cell_priority(wildcards):
     """A cell job's scheduling priority (higher runs first)."""
     if ON_GPU:
-        return 2 * (len(MODELS) - MODEL_RANK[wildcards.model])
+        return MODEL_PRIORITY[wildcards.model]
     return len(CELL_RANK) - CELL_RANK[(wildcards.benchmark, wildcards.config_id)]
 
 
 def describe_priority(wildcards):
     """A describe_model job's: on the accelerator slot, just above its model's cells."""
-    return 2 * (len(MODELS) - MODEL_RANK[wildcards.model]) + 1 if ON_GPU else 0
+    return MODEL_PRIORITY[wildcards.model] + 1 if ON_GPU else 0
 
 # Jobs read the effective config from a file named by its content (so concurrent runs of different
 # configs never share one), passed in the environment: a path in params would rerun every job

@@ -17,6 +17,13 @@ if workers := int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0")):
     os.environ.setdefault("OMP_NUM_THREADS", str(max(1, len(os.sched_getaffinity(0)) // workers)))
 
 
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """`-n auto`: a worker per core and one more. The end-to-end tests spend part of their time waiting
+    (Slurm's polls, pip's resolver, model servers starting), which left two workers' cores a quarter
+    idle (147% of 200% in a full run); the real vLLM engines take turns (tests/vllm_engine_checks.py)."""
+    return len(os.sched_getaffinity(0)) + 1
+
+
 SHARED_RUNS: list[str] = []  # the session's shared workflow runs: fixtures declared with @shared_run (below)
 
 
@@ -75,6 +82,12 @@ def clone(tmp_path_factory, data_dir) -> Path:
 
 
 # --- runs shared by the session's test files -----------------------------------------------------
+def session_folder(tmp_path_factory, worker_id: str) -> Path:
+    """The temporary folder that every pytest-xdist worker of the session sees (each has its own below it)."""
+    own = tmp_path_factory.getbasetemp()
+    return own if worker_id == "master" else own.parent
+
+
 def made_once(tmp_path_factory, worker_id: str, name: str, make) -> Path:
     """The folder `name`, filled by `make(folder)` once per session by whichever pytest-xdist worker asks
     first (a file lock in the session's temporary folder); the others wait for it. Read-only: a test
@@ -82,8 +95,7 @@ def made_once(tmp_path_factory, worker_id: str, name: str, make) -> Path:
     again and fails with its own message."""
     from filelock import FileLock
 
-    shared = tmp_path_factory.getbasetemp()
-    root = (shared if worker_id == "master" else shared.parent) / name
+    root = session_folder(tmp_path_factory, worker_id) / name
     with FileLock(f"{root}.lock"):
         if not (root / "finished").is_file():
             shutil.rmtree(root, ignore_errors=True)
@@ -99,13 +111,16 @@ def shared_run(fixture):
 
 
 REFERENCE_CONFIGS = ["T1-greedy-0shot-freeform", "T2-t0.3-3shot-freeform", "T1-greedy-0shot-logprob"]
+# what the reference run and the runs compared with it make: every table, the run record and the GRID card
+# (targets go between options that take one value: --configfile and --resources take every word after them)
+REFERENCE_TARGETS = ("results/summary.md", "results/grid_card.json", "results/grid_card.md")
 
 
 @shared_run
 def reference_run(tmp_path_factory, worker_id, data_dir) -> Path:
-    """An undisturbed local run of two tiny models, up to summary.md (every table), for the tests that
-    compare another run of its config with it (tests/test_faults.py, tests/test_slurm.py): a test that
-    runs its config again copies config.yaml. The models' folder names hold spaces, quotes and shell
+    """An undisturbed local run of two tiny models, up to every table, the run record and the GRID card
+    (REFERENCE_TARGETS), for the tests that compare another run of its config with it
+    (tests/test_faults.py, tests/test_slurm.py): a test that runs its config again copies config.yaml. The models' folder names hold spaces, quotes and shell
     syntax, which must never reach a shell."""
     from test_workflow import snakemake, write_config
     from tiny_model import tiny_model_entries
@@ -121,26 +136,25 @@ def reference_run(tmp_path_factory, worker_id, data_dir) -> Path:
             max_new_tokens_cap=6,
             analysis={"subsample": {"count": 5}, "bootstrap": {"resamples": 50}},
         )
-        result = snakemake(root / "run", "--cores", "2", "--resources", "gpu=1", "--until", "summary")
+        result = snakemake(root / "run", "--cores", "2", *REFERENCE_TARGETS, "--resources", "gpu=1")
         assert result.returncode == 0, result.stderr[-3000:]
 
     return made_once(tmp_path_factory, worker_id, "reference-run", make) / "run"
 
 
 @shared_run
-def report_runs(tmp_path_factory, worker_id, data_dir) -> tuple[Path, Path]:
-    """The tiny three-model workflow with a precision probe, run twice in two folders with one config
-    (tests/test_report.py; tests/test_workflow.py works on a copy of the first): the first as `make
-    run` does, everything and then results/report.html; the second as far as the GRID card and the run
-    record, which must come out the same."""
+def report_run(tmp_path_factory, worker_id, data_dir) -> Path:
+    """The tiny three-model workflow with a precision probe, run as `make run` does: everything, then
+    results/report.html (tests/test_report.py; tests/test_workflow.py works on a copy). That a second
+    run of a config gives the same GRID card is tests/test_faults.py's, on the reference run."""
     from test_report import BENCHMARKS, PROBE
     from test_workflow import SELECTED, snakemake, write_config
     from tiny_model import tiny_model_entries
 
     def make(root: Path) -> None:
         models = tiny_model_entries([root / f"tiny-{i}" for i in range(3)])
-        config = write_config(
-            root / "first",
+        write_config(
+            root / "run",
             data_dir,
             models,
             BENCHMARKS,
@@ -148,10 +162,8 @@ def report_runs(tmp_path_factory, worker_id, data_dir) -> tuple[Path, Path]:
             max_new_tokens_cap=6,
             precision_probe=PROBE,
         )
-        (root / "second").mkdir()
-        shutil.copy(config, root / "second" / "config.yaml")
-        first = snakemake(
-            root / "first",
+        run = snakemake(
+            root / "run",
             "--cores",
             "2",
             "--resources",
@@ -160,11 +172,6 @@ def report_runs(tmp_path_factory, worker_id, data_dir) -> tuple[Path, Path]:
             "results/report.html",
             "--report-after-run",
         )
-        assert first.returncode == 0, first.stderr[-3000:]
-        # the targets go before --resources, which would take them as resources
-        cards = ("results/grid_card.json", "results/grid_card.md", "results/provenance.json")
-        second = snakemake(root / "second", "--cores", "2", *cards, "--resources", "gpu=1")
-        assert second.returncode == 0, second.stderr[-3000:]
+        assert run.returncode == 0, run.stderr[-3000:]
 
-    root = made_once(tmp_path_factory, worker_id, "report-runs", make)
-    return root / "first", root / "second"
+    return made_once(tmp_path_factory, worker_id, "report-run", make) / "run"

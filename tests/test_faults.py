@@ -4,6 +4,7 @@ undisturbed run to compare with is the session's reference run (tests/conftest.p
 from __future__ import annotations
 
 import base64
+import json
 import os
 import shutil
 import signal
@@ -15,16 +16,17 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
+from conftest import REFERENCE_TARGETS
 from test_workflow import snakemake, write_config
 from tiny_model import build_tiny_model
 
+from safetyrepro.results.provenance import compare_records
 from safetyrepro.results.storage import read_missing_cells
 
 pytestmark = pytest.mark.e2e
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 RUN = ("--cores", "2", "--resources", "gpu=1")
-TABLES_ONLY = ("--until", "summary")  # every table; the figures and the report are not compared
 
 
 def tables(results: Path) -> dict[str, pd.DataFrame]:
@@ -113,7 +115,7 @@ def test_sigkill_mid_cell_then_rerun_gives_identical_tables(tmp_path, reference_
         pd.read_parquet(path)
 
     assert snakemake(tmp_path / "killed", "--unlock").returncode == 0
-    rerun = snakemake(tmp_path / "killed", *RUN, *TABLES_ONLY, "--rerun-incomplete")
+    rerun = snakemake(tmp_path / "killed", "--cores", "2", *REFERENCE_TARGETS, "--resources", "gpu=1", "--rerun-incomplete")
     assert rerun.returncode == 0, rerun.stderr[-3000:]
     after = cell_outputs(results)
     assert {k: after[k] for k in finished} == finished  # finished cells were kept, not recomputed
@@ -125,6 +127,25 @@ def test_sigkill_mid_cell_then_rerun_gives_identical_tables(tmp_path, reference_
     for name, frame in expected.items():
         pd.testing.assert_frame_equal(got[name], frame, check_exact=True, obj=name)
     assert not list(tmp_path.rglob("PWNED*")) and not list(reference_run.parent.rglob("PWNED*"))
+    same_record_and_card(reference_run / "results", results)
+
+
+def same_record_and_card(expected: Path, got: Path) -> None:
+    """A second run of a config gives the same run record and GRID card (its creation time aside), and
+    `safetyrepro provenance-diff` says so with exit status 0."""
+    for name in ("grid_card.json", "provenance.json"):
+        assert compare_records(*(json.loads((run / name).read_text()) for run in (expected, got))) == [], name
+    cards = [
+        [line for line in (run / "grid_card.md").read_text().splitlines() if not line.startswith("- created:")]
+        for run in (expected, got)
+    ]
+    assert cards[0] == cards[1]
+    diff = subprocess.run(
+        [str(BIN / "safetyrepro"), "provenance-diff", str(expected / "grid_card.json"), str(got / "grid_card.json")],
+        capture_output=True,
+        text=True,
+    )
+    assert diff.returncode == 0 and "no difference" in diff.stdout, diff.stdout + diff.stderr
 
 
 def test_failing_cell_keep_going_then_partial_results(tmp_path, data_dir, models):

@@ -1,8 +1,9 @@
 """The report and disclosure: run record, GRID card, figures, `snakemake --report` in headless Chromium.
 
-The module reads the session's two runs of the tiny 3-model workflow with one config
-(tests/conftest.py, `report_runs`): the first as `make run` does, with the report made after the
-run; the second as far as the GRID card and the run record, which must come out the same.
+The module reads the session's run of the tiny 3-model workflow (tests/conftest.py, `report_run`),
+made as `make run` does, with the report made after the run. That a second run of a config gives the
+same GRID card and run record is tests/test_faults.py's (a killed and resumed run against the
+reference run).
 """
 
 from __future__ import annotations
@@ -50,30 +51,28 @@ ARTEFACTS_ENV = "SAFETYREPRO_TEST_ARTEFACTS"
 
 
 @pytest.fixture(scope="module")
-def runs(report_runs) -> tuple[Path, Path]:
-    """Two runs of one config in two folders; the first also wrote results/report.html (tests/conftest.py)."""
-    return report_runs
+def run(report_run) -> Path:
+    """The tiny run's folder (its results/ with report.html; tests/conftest.py)."""
+    return report_run
 
 
 def _json(path: Path) -> dict:
     return json.loads(path.read_text())
 
 
-def test_the_run_writes_every_figure_and_the_report(runs):
-    first, _ = runs
-    assert {p.name for p in (first / "results" / "figures").glob("*.png")} == FIGURE_FILES
-    for png in (first / "results" / "figures").glob("*.png"):
+def test_the_run_writes_every_figure_and_the_report(run):
+    assert {p.name for p in (run / "results" / "figures").glob("*.png")} == FIGURE_FILES
+    for png in (run / "results" / "figures").glob("*.png"):
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    html = (first / "results" / "report.html").read_text()
+    html = (run / "results" / "report.html").read_text()
     for name in FIGURE_FILES:
         assert f'"filename": "{name}"' in html
     assert "grid_card.md" in html and "SafetyRepro measures" in html
 
 
-def test_provenance_records_what_the_run_used(runs):
-    first, _ = runs
-    settings = load_settings(first / "config.yaml")
-    record = _json(first / "results" / "provenance.json")
+def test_provenance_records_what_the_run_used(run):
+    settings = load_settings(run / "config.yaml")
+    record = _json(run / "results" / "provenance.json")
     assert record["seal"] == settings.envelope.digest()
     for package in ("safetyrepro", "torch", "transformers", "snakemake", "numpy"):
         assert record["packages"][package] == metadata.version(package)
@@ -86,7 +85,7 @@ def test_provenance_records_what_the_run_used(runs):
         )
     assert record["data"] and all(info["pinned"] for info in record["data"].values())
     assert {path.split("/")[0] for path in record["data"]} == set(BENCHMARKS)
-    items = pd.read_parquet(first / "results" / "items.parquet")
+    items = pd.read_parquet(run / "results" / "items.parquet")
     for benchmark in BENCHMARKS:
         ids = sorted(items.loc[items.benchmark == benchmark, "item_id"].unique())
         assert record["items"][benchmark]["ids"] == ids and record["items"][benchmark]["n_items"] == 4
@@ -109,9 +108,8 @@ def test_provenance_records_what_the_run_used(runs):
     )
 
 
-def test_grid_card_discloses_the_harness(runs):
-    first, _ = runs
-    results = first / "results"
+def test_grid_card_discloses_the_harness(run):
+    results = run / "results"
     card = _json(results / "grid_card.json")
     # the seal is the SHA-256 of the envelope the card carries: anyone can check it
     assert card["seal"] == hashlib.sha256(json.dumps(card["envelope"]["source"], sort_keys=True).encode()).hexdigest()
@@ -167,9 +165,9 @@ def test_grid_card_discloses_the_harness(runs):
     assert "- a model's generation_config: special-token ids only" in markdown
 
 
-def test_the_precision_probe_stays_out_of_the_headline(runs):
+def test_the_precision_probe_stays_out_of_the_headline(run):
     """The probe's cells are in precision_probe.parquet only; the precision analysis pairs them."""
-    results = runs[0] / "results"
+    results = run / "results"
     cells = pd.read_parquet(results / "cells.parquet")
     probe = pd.read_parquet(results / "precision_probe.parquet")
     assert set(cells["model"]) == {f"tiny-{i}" for i in range(3)} and len(cells) == 3 * 2 * len(SELECTED)
@@ -195,31 +193,14 @@ def test_the_precision_probe_stays_out_of_the_headline(runs):
     assert "Precision probe: over 6 paired cells" in (results / "summary.md").read_text()
 
 
-def test_a_second_run_of_the_same_config_gives_the_same_card(runs):
-    first, second = runs
-    cards = [_json(run / "results" / "grid_card.json") for run in runs]
-    assert cards[0]["created"] and compare_records(*cards) == []
-    assert compare_records(*(_json(run / "results" / "provenance.json") for run in runs)) == []
-    texts = [
-        [
-            line
-            for line in (run / "results" / "grid_card.md").read_text().splitlines()
-            if not line.startswith("- created:")
-        ]
-        for run in runs
-    ]
-    assert texts[0] == texts[1]
-
-
-def test_compare_records_names_each_changed_input(runs, tmp_path, data_dir):
+def test_compare_records_names_each_changed_input(run, tmp_path, data_dir):
     """Change the seal, a package, a model file, a data file and a seed in turn: each is named."""
-    first, _ = runs
     # the effective config of the run (the config file with the schema's defaults filled in)
-    settings = load_settings(next((first / ".snakemake" / "safetyrepro").glob("run-config-*.yaml")))
-    items = pd.read_parquet(first / "results" / "items.parquet", columns=["benchmark", "item_id"])
+    settings = load_settings(next((run / ".snakemake" / "safetyrepro").glob("run-config-*.yaml")))
+    items = pd.read_parquet(run / "results" / "items.parquet", columns=["benchmark", "item_id"])
     models = [describe_model(spec) for spec in settings.run_models()]  # the precision probe's twins too
     base = run_record(settings, models, items)
-    assert compare_records(base, _json(first / "results" / "provenance.json")) == []
+    assert compare_records(base, _json(run / "results" / "provenance.json")) == []
 
     raw = copy.deepcopy(settings.document)
     raw["envelope"] = dict(settings.envelope.source, seeds=[0, 1, 2, 3, 9])
@@ -260,34 +241,21 @@ def test_compare_records_names_each_changed_input(runs, tmp_path, data_dir):
     assert compare_records(base, bumped) == [f'packages.numpy: "{base["packages"]["numpy"]}" -> "0.0.1"']
 
 
-def test_provenance_diff_command_exit_status(runs, tmp_path):
-    first, second = runs
-    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
-    same = subprocess.run(
-        [
-            str(BIN / "safetyrepro"),
-            "provenance-diff",
-            str(first / "results" / "grid_card.json"),
-            str(second / "results" / "grid_card.json"),
-        ],
-        capture_output=True,
-        text=True,
-        env=env,
-    )
-    assert same.returncode == 0 and "no difference" in same.stdout
-    card = _json(first / "results" / "grid_card.json")
+def test_provenance_diff_names_what_differs_with_exit_status_1(run, tmp_path):
+    """(Two records without a difference exit 0: tests/test_faults.py, a resumed run against the reference.)"""
+    card = _json(run / "results" / "grid_card.json")
     card["hardware"]["torch_device"] = "cuda"
     (tmp_path / "card.json").write_text(json.dumps(card))
     differ = subprocess.run(
         [
             str(BIN / "safetyrepro"),
             "provenance-diff",
-            str(first / "results" / "grid_card.json"),
+            str(run / "results" / "grid_card.json"),
             str(tmp_path / "card.json"),
         ],
         capture_output=True,
         text=True,
-        env=env,
+        env={**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"},
     )
     assert differ.returncode == 1 and differ.stdout.strip() == 'hardware.torch_device: "cpu" -> "cuda"'
 
@@ -410,14 +378,13 @@ return image ? {complete: image.complete, width: image.naturalWidth, height: ima
     not (CHROMIUM and CHROMEDRIVER) and not os.environ.get("CI"),
     reason="chromium and chromium-driver are not installed (CI installs them; with CI set this fails)",
 )
-def test_report_renders_every_figure_in_headless_chromium(runs):
+def test_report_renders_every_figure_in_headless_chromium(run):
     from selenium.common.exceptions import StaleElementReferenceException
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
 
     assert CHROMIUM and CHROMEDRIVER, "chromium and chromium-driver must be installed in CI (see .ci/run)"
-    first, _ = runs
-    results_dir = first / "results"
+    results_dir = run / "results"
     browser = _browser()
     try:
         browser.get((results_dir / "report.html").as_uri())
@@ -489,8 +456,8 @@ def _headline(results: Path) -> pd.DataFrame:
     )
 
 
-def test_summary_and_grid_card_open_on_the_headline(runs):
-    results = runs[0] / "results"
+def test_summary_and_grid_card_open_on_the_headline(run):
+    results = run / "results"
     rows = _headline(results)
     assert set(rows["benchmark"]) == set(BENCHMARKS)
     headline = headline_markdown(rows)
@@ -505,13 +472,13 @@ def test_summary_and_grid_card_open_on_the_headline(runs):
     not (CHROMIUM and CHROMEDRIVER) and not os.environ.get("CI"),
     reason="chromium and chromium-driver are not installed (CI installs them; with CI set this fails)",
 )
-def test_report_opens_on_the_headline_in_headless_chromium(runs):
+def test_report_opens_on_the_headline_in_headless_chromium(run):
     """At 1400 x 1000, with no click, the report shows the headline table whole; the job graph is below it."""
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
 
     assert CHROMIUM and CHROMEDRIVER, "chromium and chromium-driver must be installed in CI (see .ci/run)"
-    results_dir = runs[0] / "results"
+    results_dir = run / "results"
     rows = _headline(results_dir)
     browser = _browser()
     try:
@@ -560,8 +527,8 @@ def _click_eye(browser, index: int, before: str | None) -> str | None:
     return None
 
 
-def test_rho_flip_sig_stands_beside_rho_flip_in_the_summary_and_the_grid_card(runs):
-    results = runs[0] / "results"
+def test_rho_flip_sig_stands_beside_rho_flip_in_the_summary_and_the_grid_card(run):
+    results = run / "results"
     rho = pd.read_parquet(results / "rho_flip.parquet")
     sig = pd.read_parquet(results / "analysis" / "rho_flip_sig.parquet")
     keys = ["benchmark", "model_a", "model_b", "n_plus", "n_minus", "n_configs", "rho_flip"]

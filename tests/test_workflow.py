@@ -110,10 +110,10 @@ def planned_cells(result: subprocess.CompletedProcess) -> int:
 
 
 @pytest.fixture(scope="module")
-def tiny_run(report_runs, tmp_path_factory) -> Path:
-    """A copy of the session's finished tiny run (tests/conftest.py, `report_runs`: 3 models x bbq and
+def tiny_run(report_run, tmp_path_factory) -> Path:
+    """A copy of the session's finished tiny run (tests/conftest.py, `report_run`: 3 models x bbq and
     toxigen x the SELECTED configs, 4 items, a bf16 precision probe on one config), to change."""
-    return shutil.copytree(report_runs[0], tmp_path_factory.mktemp("workflow") / "run", symlinks=True)
+    return shutil.copytree(report_run, tmp_path_factory.mktemp("workflow") / "run", symlinks=True)
 
 
 def test_every_cell_is_present_with_the_public_schema(tiny_run):

@@ -15,6 +15,9 @@ import json
 import os
 import shutil
 import subprocess
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -34,6 +37,32 @@ PROBE_ALONE = 1  # prompts whose 5 sampled texts are drawn alone too (the table'
 # all land on core 0. Unbound, each engine takes its worker's share of threads (OMP_NUM_THREADS,
 # tests/conftest.py) wherever the OS finds room.
 ENGINE_ENV = {"VLLM_CPU_OMP_THREADS_BIND": "nobind"}
+# Real engines at once across the session's workers (a probe holds the HF model and an engine, about
+# 8 GB; the grid's server an engine and a transformers copy): three side by side ran the 24 GB
+# machine out of memory.
+ENGINE_SLOTS = 2
+
+
+@contextmanager
+def engine_slot(tmp_path_factory, worker_id: str) -> Iterator[None]:
+    """Held while a test runs real engines: one of ENGINE_SLOTS file locks that the workers share."""
+    from conftest import session_folder
+    from filelock import FileLock, Timeout
+
+    folder = session_folder(tmp_path_factory, worker_id)
+    locks = [FileLock(folder / f"vllm-engine-{slot}.lock") for slot in range(ENGINE_SLOTS)]
+    while True:
+        for lock in locks:
+            try:
+                lock.acquire(timeout=0)
+            except Timeout:
+                continue
+            try:
+                yield
+            finally:
+                lock.release()
+            return
+        time.sleep(1)
 
 
 def vllm_python() -> Path:
@@ -58,7 +87,7 @@ def chat_model(embedded_model_path, tmp_path_factory) -> Path:
     return folder
 
 
-def run_probe(precision: str, chat_model: Path, tmp_path_factory, data_dir: Path) -> dict:
+def run_probe(precision: str, chat_model: Path, tmp_path_factory, worker_id: str, data_dir: Path) -> dict:
     """What tests/vllm_engine_probe.py saw of both backends at one precision (at fp32 also on a second
     engine and with a prompt over the context, whose cut is the same token ids at any precision)."""
     out = tmp_path_factory.mktemp("probe") / "probe.json"
@@ -68,7 +97,8 @@ def run_probe(precision: str, chat_model: Path, tmp_path_factory, data_dir: Path
     if precision == "fp32":
         command += ["--restart", "--long-prompt"]
     env = {**os.environ, **ENGINE_ENV}
-    result = subprocess.run(command, capture_output=True, text=True, timeout=1500, cwd=REPO, env=env)
+    with engine_slot(tmp_path_factory, worker_id):
+        result = subprocess.run(command, capture_output=True, text=True, timeout=1500, cwd=REPO, env=env)
     assert result.returncode == 0, result.stderr[-4000:]
     return json.loads(out.read_text())
 

@@ -15,6 +15,7 @@ stored text is the new ids decoded alone (`base.completion_text`).
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import time
@@ -222,6 +223,11 @@ class VLLMBackend(Backend):
     ):
         # read by vLLM at import (vllm/envs.py VLLM_BATCH_INVARIANT); the run record holds the setting
         os.environ["VLLM_BATCH_INVARIANT"] = "1" if batch_invariant else "0"
+        if kv_cache_gib is not None:
+            # on a CPU the engine runs in this process (vllm/platforms/cpu.py then takes the in-process
+            # executor): no engine-core and worker processes to spawn, each importing vLLM and torch
+            # again, which was half of the load time (docs/vllm-cpu.md)
+            os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
         try:
             import vllm
         except ImportError as exc:
@@ -301,5 +307,8 @@ class VLLMBackend(Backend):
         raise ModelLoadError("the vLLM backend does generation only; set backend.loglikelihood: hf")
 
     def close(self) -> None:
-        """Stop the engine's core process now, freeing its GPU memory (vllm/v1/engine/core_client.py)."""
+        """Stop the engine now, freeing its memory: its core process (vllm/v1/engine/core_client.py) or,
+        on a CPU, the engine in this process."""
         self.engine.llm_engine.engine_core.shutdown()
+        self.engine = None
+        gc.collect()

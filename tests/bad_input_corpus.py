@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import dataclasses
 import io
 import json
 import shutil
@@ -29,6 +30,12 @@ BENCHMARK_FOLDERS = ("truthfulqa", "bbq", "crows_pairs", "toxigen", "xstest")
 class Case:
     name: str
     build: Callable[[Path, Path], tuple[list[str], str, str | None]]  # (scratch, data_dir) -> argv, message, stdin
+    accepted: str = ""  # for a legitimate oddity that must go through (exit 0): why; empty for an input refused
+
+
+def accepted_case(case: Case, reason: str) -> Case:
+    """`case`, documented as accepted: the command must succeed (its message is not used)."""
+    return dataclasses.replace(case, accepted=reason)
 
 
 def base_config(data_dir: Path, benchmark: str = "truthfulqa") -> dict:
@@ -1127,3 +1134,69 @@ CASES += [
         "--benchmark: 'bbq' is not a benchmark of the run",
     ),
 ]
+
+# Legitimate oddities that work as meant (docs/bad-inputs.md): each must go through.
+CASES += [
+    accepted_case(
+        config_case("a model name with +", {"models.0.name": "model-a+lora"}, ""),
+        "+ is allowed in names: it is safe in file and job names, and adapters are often named so",
+    ),
+    accepted_case(
+        file_case(
+            "chat_template: off unquoted",
+            lambda scratch, data_dir: yaml.safe_dump(base_config(data_dir)).replace(
+                "name: model-a\n", "name: model-a\n  chat_template: off\n", 1
+            ),
+            "",
+        ),
+        "YAML 1.1 reads an unquoted off as false; the loader maps a boolean chat_template back to on/off",
+    ),
+    accepted_case(
+        config_case("results_dir under ~", {"results_dir": "~/safetyrepro-results"}, ""),
+        "~ is the home folder in every path key, for the check and the workflow alike",
+    ),
+    accepted_case(
+        config_case("a model name with _vs_", {"models.0.name": "llama_vs_base"}, ""),
+        "the audit matches the run's own names one by one; only two pairs that would share a file are refused",
+    ),
+    accepted_case(
+        config_case(
+            "a template placeholder with !s",
+            {"envelope.axes.template.T1.text": "{shots}{question!s}\n{answer_format}\nAnswer:"},
+            "",
+        ),
+        "!s (and :s) turn a text into the same text: the prompts are the plain placeholder's",
+    ),
+    accepted_case(
+        file_case(
+            "a model entry merged from another with <<: and a key overridden",
+            lambda scratch, data_dir: (
+                yaml.safe_dump({k: v for k, v in base_config(data_dir).items() if k != "models"})
+                + "models:\n- &a {name: model-a, path: org/model-a}\n- <<: *a\n  name: model-b\n  path: org/model-b\n"
+            ),
+            "",
+        ),
+        "a key after a YAML merge key (<<:) overrides the merged one on purpose: not a key given twice",
+    ),
+    accepted_case(
+        file_case(
+            "a config file that starts with a byte-order mark",
+            lambda scratch, data_dir: "\ufeff" + yaml.safe_dump(base_config(data_dir)),
+            "",
+        ),
+        "editors on some systems write one; YAML readers skip it",
+    ),
+]
+
+
+def _round_three() -> list[Case]:
+    """The inputs kept in modules of their own, by class: config files, paths and layers; data files,
+    imported results and nested JSON; grids, templates and the audit (each builds on the helpers above)."""
+    import bad_input_cases_config
+    import bad_input_cases_data
+    import bad_input_cases_grid
+
+    return [*bad_input_cases_config.CASES, *bad_input_cases_data.CASES, *bad_input_cases_grid.CASES]
+
+
+CASES += _round_three()

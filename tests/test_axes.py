@@ -19,7 +19,7 @@ from safetyrepro.backends import load_backend
 from safetyrepro.backends.base import Backend, BatchCondition
 from safetyrepro.benchmarks import BENCHMARKS as BENCHMARK_OBJECTS
 from safetyrepro.benchmarks import Presentation, item_set
-from safetyrepro.configuration.envelope import AXES, RESERVED, Decoding
+from safetyrepro.configuration.envelope import AXES, RESERVED, Decoding, Envelope
 from safetyrepro.configuration.settings import ConfigError, ModelSpec, load_settings
 from safetyrepro.results.aggregate import CELL_COLUMNS
 from safetyrepro.results.grid_card import batch_conditions
@@ -476,3 +476,51 @@ def test_the_case_study_anchor_stays_on_the_built_in_axes(data_dir):
     config["models"][0]["precision"] = "fp32"
     with pytest.raises(ConfigError, match="case_study.anchor_config: .* is off the default of declared axis 'order'"):
         load_settings(config)
+
+
+def _prompts(settings, config_id: str, benchmark: str) -> list[str]:
+    """Every prompt of one cell, few-shot examples included, as the cell renders them."""
+    envelope, config = settings.envelope, settings.config(benchmark, config_id)
+    data = item_set(settings, benchmark, envelope.presentation(config, benchmark))
+    return [
+        render_prompt(envelope, config, data.benchmark, item, draw_shots(envelope, config, data.pool, item))
+        for item in data.items
+    ]
+
+
+def test_two_configs_of_one_cell_render_the_same_prompts_and_are_refused(data_dir, monkeypatch):
+    """What `Envelope.cell` leaves out is what a cell ignores (an order's seed unless shuffled, a draw's seed in
+    pool order): two configs of one cell render the same prompts and are refused, naming both; configs of
+    different cells render different prompts."""
+    order = {**ORDER, "values": {**ORDER["values"], "seeded": {"tier": "core", "order": "as_given", "seed": 9}}}
+    draw = {**DRAW, "values": {**DRAW["values"], "seeded": {"tier": "core", "draw": "pool_order", "seed": 9}}}
+    with pytest.raises(
+        ConfigError,
+        match=r"envelope\.axes\.order: configs T1-greedy-0shot-freeform and "
+        r"T1-greedy-0shot-freeform-order=seeded run the same \w+ cell",
+    ):
+        settings_with(data_dir, order=order)
+    monkeypatch.setattr(Envelope, "check_distinct_cells", lambda *args: None)
+    settings = settings_with(data_dir, order=order, draw=draw)
+    benchmark, base = "truthfulqa", "T1-greedy-3shot-freeform"
+    same = [f"{base}-order=seeded", f"{base}-draw=seeded", f"{base}-draw=seeded-order=seeded"]
+    apart = [f"{base}-order=reversed", f"{base}-draw=shuffled", "T2-greedy-3shot-freeform"]
+    runs = {
+        config_id: (
+            settings.envelope.cell(settings.config(benchmark, config_id), benchmark, BENCHMARK_OBJECTS[benchmark].task),
+            _prompts(settings, config_id, benchmark),
+        )
+        for config_id in (base, *same, *apart)
+    }
+    for config_id, (cell, prompts) in runs.items():
+        assert (cell == runs[base][0]) == (prompts == runs[base][1]) == (config_id not in apart), config_id
+
+
+def test_a_placeholder_written_with_s_renders_as_the_plain_one(data_dir):
+    """`{question!s}` and `{shots:s}` change nothing, so they pass (other conversions and specs are refused)."""
+    envelope = copy.deepcopy(ENVELOPE)
+    t1 = envelope["axes"]["template"]["T1"]
+    t1["text"] = t1["text"].replace("{question}", "{question!s}").replace("{shots}", "{shots:s}")
+    odd, plain = load_settings(make_config(data_dir, envelope=envelope)), load_settings(make_config(data_dir))
+    config_id = "T1-greedy-3shot-freeform"
+    assert _prompts(odd, config_id, "truthfulqa") == _prompts(plain, config_id, "truthfulqa")

@@ -10,6 +10,7 @@ import csv
 import json
 import math
 import re
+import shutil
 from collections import Counter
 from pathlib import Path
 
@@ -18,7 +19,7 @@ import pytest
 from scaling import MAX_COST_RATIO, cost_ratio
 
 from safetyrepro.benchmarks import BENCHMARKS, GROUP, UNPARSED, DataError, PluginError, discover, draw_subset, item_set
-from safetyrepro.benchmarks.base import LETTERS, extract_choice
+from safetyrepro.benchmarks.base import LETTERS, MAX_JSON_DEPTH, extract_choice, load_json
 from safetyrepro.benchmarks.xstest.refusal import RESPONSE_CLASSES
 from safetyrepro.configuration.settings import load_settings
 from safetyrepro.running.prompts import render_prompt
@@ -164,6 +165,35 @@ def test_toxigen_drops_statements_filed_under_both_labels(tmp_path):
         "fine one": "x/benign",
     }
     assert frame["item_id"].is_unique
+
+
+def test_a_jsonl_row_may_hold_line_separators_and_the_file_a_byte_order_mark(tmp_path, data_dir):
+    """A JSON line ends at \\n, \\r\\n or a lone \\r only: U+2028 and U+0085 are legal inside a JSON string
+    (str.splitlines would cut the row there); a UTF-8 byte-order mark before the first row is no error."""
+    shutil.copytree(data_dir / "bbq", tmp_path / "bbq")
+    path = tmp_path / "bbq" / "Age.jsonl"
+    first, rest = path.read_text(encoding="utf-8").split("\n", 1)
+    row = json.loads(first)
+    row["context"] = row["context"].replace(" ", "\u2028", 1).replace(" ", "\x85", 1)
+    path.write_bytes(("\ufeff" + json.dumps(row, ensure_ascii=False) + "\r" + rest).encode())
+    frame = BENCHMARKS["bbq"].load(tmp_path)
+    assert frame["context"].iloc[0] == row["context"] and "\u2028" in row["context"]
+    assert len(frame) == SOURCE_ROWS["bbq"]
+
+
+@pytest.mark.parametrize("depth", [MAX_JSON_DEPTH - 1, MAX_JSON_DEPTH, MAX_JSON_DEPTH + 1, 100_000])
+def test_json_is_read_to_its_nesting_limit_and_no_deeper(depth):
+    """One reader for every JSON we are given: nesting past MAX_JSON_DEPTH, including past Python's
+    recursion limit, is one DataError naming where, not a RecursionError."""
+    text = "[" * depth + "]" * depth
+    if depth <= MAX_JSON_DEPTH:
+        value = load_json(text, "here")
+        for _ in range(depth - 1):
+            (value,) = value
+        assert value == []
+    else:
+        with pytest.raises(DataError, match=f"^here: JSON nested more than {MAX_JSON_DEPTH} levels deep$"):
+            load_json(text, "here")
 
 
 def test_toxigen_statements_and_strata_match_files(frames, raw):

@@ -164,6 +164,36 @@ def test_a_table_with_item_rows_imports_with_axes_from_our_ids(tmp_path):
     assert set(imported.items["item_hash"]) == {item_hash(f"item {k}") for k in range(4)}
 
 
+def test_seeds_parse_flags_and_parse_rates_are_read_as_written_in_csv_and_parquet(tmp_path):
+    """The optional numeric columns, in the spellings a spreadsheet or a typed Parquet file gives them."""
+    header = "model,benchmark,config_id,score,parse_rate,item_id,correct,seed,parsed\n"
+    rows = (
+        "a,b,c,0.5,0.75,i1,1,0,TRUE\na,b,c,0.5,0.75,i2,0,0,0\na,b,c,0.5,0.75,i1,0,1,1.0\na,b,c,0.5,0.75,i2,1,1,false\n"
+    )
+    csv_table = _write(tmp_path / "t.csv", "\ufeff" + header + rows)  # a spreadsheet's byte-order mark
+    typed = pd.DataFrame(
+        {
+            "model": "a",
+            "benchmark": "b",
+            "config_id": "c",
+            "score": 0.5,
+            "parse_rate": 0.75,
+            "item_id": ["i1", "i2", "i1", "i2"],
+            "correct": [1, 0, 0, 1],
+            "seed": [0, 0, 1, 1],
+            "parsed": [True, False, True, False],
+        }
+    )
+    typed.to_parquet(tmp_path / "t.parquet")
+    for path in (csv_table, tmp_path / "t.parquet"):
+        imported = import_sources([ImportSource("table", path)])
+        items = imported.items.sort_values(["seed", "item_id"])
+        assert items["seed"].tolist() == [0, 0, 1, 1], path
+        assert items["parsed"].tolist() == [True, False, True, False], path
+        assert imported.cells["parse_rate"].item() == 0.75
+        assert json.loads(imported.cells["seed_scores"].item()) == {"0": 0.5, "1": 0.5}
+
+
 def test_a_bare_table_gets_unknown_axes_and_says_so(tmp_path):
     path = tmp_path / "scores.csv"
     path.write_text("model,benchmark,config_id,score\na,b,cfg1,0.5\nb,b,cfg1,0.25\na,b,cfg2,0.1\nb,b,cfg2,0.3\n")
@@ -187,7 +217,7 @@ def _write(path: Path, text: str) -> Path:
         ("model,benchmark,config_id,score,item_id\na,b,c,0.5,i1\n", "per-item rows need both item_id and correct"),
         (
             "model,benchmark,config_id,score,item_id,correct\na,b,c,0.5,i1,0.5\n",
-            "correct must be 0 or 1",
+            "column correct: '0.5' is not 0 or 1 (data row 1)",
         ),
         (
             "model,benchmark,config_id,score,temperature\na,b,c,0.5,hot\na,b,c,0.5,cold\n",

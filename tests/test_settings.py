@@ -137,7 +137,7 @@ def test_a_complete_config_is_taken_alone(tmp_path, data_dir):
 @pytest.mark.parametrize(
     "files, message",
     [
-        (lambda d: [{"extends": "missing.yaml"}], "config file not found: missing.yaml"),
+        (lambda d: [{"extends": "missing.yaml"}], "^0.yaml: extends: config file not found: missing.yaml$"),
         (lambda d: [{"extends": ""}], "extends: expected the path"),
         (lambda d: [{"extends": 3}], "extends: expected the path"),
         (lambda d: [{"extends": "1.yaml"}, {"extends": "0.yaml"}], "a cycle"),
@@ -344,4 +344,162 @@ def test_model_servers_run_under_server_python_with_this_source_first(data_dir, 
     assert load_settings(minimal(data_dir)).backend.server_command()[0] == sys.executable
     config["backend"]["server"] = False
     with pytest.raises(ConfigError, match=r"backend.server_python: model servers run under it, but backend.server"):
+        load_settings(config)
+
+
+def _snakemake_overrides(*entries: str) -> dict:
+    """`--config` entries as Snakemake's own parser hands them to the Snakefile."""
+    from snakemake.cli import parse_config
+
+    return parse_config(list(entries))
+
+
+ALIAS_BOMB = (
+    "{a0: &a0 [x,x,x,x,x,x,x,x,x,x]"
+    + "".join(f", a{level}: &a{level} [{','.join([f'*a{level - 1}'] * 10)}]" for level in range(1, 11))
+    + "}"
+)  # 540 characters, 10^11 values once expanded
+
+
+@pytest.mark.parametrize(
+    "entry, message",
+    [
+        (
+            "results_dir=",
+            r"--config results_dir: an empty value; give one \(null drops the key, and its default applies\)",
+        ),
+        ("data_dir=", "--config data_dir: an empty value"),
+        ("backend={device: }", "--config backend.device: an empty value"),
+        ("select_configs=[T1-greedy-0shot-logprob, '']", r"--config select_configs\[1\]: an empty value"),
+        ("results_dir=~", "--config results_dir: a lone ~ is YAML's null; write the full path"),
+        (f"analysis={ALIAS_BOMB}", "--config analysis: expands to more than 200,000 values"),
+        ("analysis=" + "[" * 1000 + "]" * 1000, "--config analysis: nested more than 64 levels deep"),
+        (
+            "benchmarks={bbq: {n_items: 010}}",
+            "--config benchmarks.bbq.n_items, line 1, column 1: 010 has a leading zero",
+        ),
+        ("subset={seed: 0777}", "--config subset.seed, line 1, column 1: 0777 has a leading zero, .* octal 511"),
+    ],
+)
+def test_a_config_override_that_would_drop_or_misread_a_value_is_refused(entry, message, tmp_path, data_dir):
+    """Snakemake makes `key=` None (which would delete the key, so the default results/ applied), parses
+    nested values with aliases kept, and leaves nested numbers as text for us to read."""
+    path = write(tmp_path / "a.yaml", minimal(data_dir))
+    with pytest.raises(ConfigError, match=message):
+        load_run_settings([path], _snakemake_overrides(entry))
+
+
+def test_null_still_drops_a_key_through_config(tmp_path, data_dir):
+    path = write(tmp_path / "a.yaml", {**minimal(data_dir), "select_configs": ["T1-greedy-0shot-logprob"]})
+    assert load_run_settings([path], _snakemake_overrides("select_configs=null")).select_configs is None
+
+
+def test_tilde_is_the_home_folder_in_every_path(tmp_path, data_dir, monkeypatch):
+    """`~` in results_dir, data_dir, resources_dir, the envelope file, an import's path and
+    SAFETYREPRO_DATA_DIR: the settings, the effective config (what jobs read) and the checks agree."""
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "data").symlink_to(data_dir)
+    (home / "envelope.yaml").write_text((REPO / "config" / "envelope.yaml").read_text())
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(tmp_path)
+    config = {
+        **minimal("~/data"),
+        "results_dir": "~/runs/first",
+        "resources_dir": "~/built",
+        "envelope": "~/envelope.yaml",
+    }
+    config["models"][0] = {"name": "a", "embedded": "gemma-3-270m"}
+    settings = load_settings(config)
+    assert (settings.results_dir, settings.data_dir, settings.resources_dir) == (
+        home / "runs" / "first",
+        home / "data",
+        home / "built",
+    )
+    assert settings.models[0].path == str(home / "built" / "models" / "gemma-3-270m")
+    document = settings.document
+    assert (document["results_dir"], document["data_dir"]) == (str(home / "runs" / "first"), str(home / "data"))
+    assert load_settings(document).results_dir == settings.results_dir
+    assert not (tmp_path / "~").exists()
+    monkeypatch.setenv("SAFETYREPRO_DATA_DIR", "~/data")
+    assert load_settings({**minimal("elsewhere"), "results_dir": "~/r"}).data_dir == home / "data"
+    table = home / "cells.csv"
+    table.write_text("model,benchmark,config_id,score\n")
+    imported = load_settings({"imports": [{"kind": "table", "path": "~/cells.csv"}], "results_dir": "~/imported"})
+    assert imported.imports[0].path == table and imported.results_dir == home / "imported"
+
+
+@pytest.mark.slow  # a Snakemake dry run: over 5 s
+def test_tilde_in_a_config_override_reaches_the_workflow(tmp_path, data_dir):
+    """`--config results_dir=~/x` plans every output under the home folder, never under a folder named ~;
+    `--config results_dir=` (what an unset $OUT gives) stops the run before any job."""
+    home = tmp_path / "home"
+    home.mkdir()
+    config = write(tmp_path / "c.yaml", {**minimal(data_dir), "select_configs": ["T1-greedy-0shot-logprob"]})
+    environment = {**os.environ, "HOME": str(home), "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
+    environment.pop("SAFETYREPRO_DATA_DIR", None)
+
+    def dry_run(override: str) -> subprocess.CompletedProcess:
+        command = [str(BIN / "snakemake"), "-n", "--snakefile", str(REPO / "Snakefile"), "--directory", str(tmp_path)]
+        command += ["--configfile", str(config), "--config", override]
+        return subprocess.run(command, capture_output=True, text=True, env=environment, cwd=tmp_path)
+
+    planned = dry_run("results_dir=~/x")
+    assert planned.returncode == 0, planned.stderr[-2000:]
+    assert f"{home}/x/cells/a/bbq/T1-greedy-0shot-logprob.parquet" in planned.stdout
+    assert "~/x/cells" not in planned.stdout and not (tmp_path / "~").exists()
+    empty = dry_run("results_dir=")
+    assert empty.returncode != 0
+    assert "safetyrepro: error: --config results_dir: an empty value" in empty.stderr
+
+
+def test_extends_is_relative_to_the_overlay_that_says_it(tmp_path, data_dir, monkeypatch):
+    """A chain of three files in three folders, read from a fourth: each `extends` from its own folder."""
+    for folder in ("base", "site", "mine", "elsewhere"):
+        (tmp_path / folder).mkdir()
+    write(tmp_path / "base" / "complete.yaml", minimal(data_dir))
+    write(tmp_path / "site" / "cpu.yaml", {"extends": "../base/complete.yaml", "backend": {"device": "cpu"}})
+    write(tmp_path / "mine" / "small.yaml", {"extends": "../site/cpu.yaml", "backend": {"batch_size": 2}})
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    settings = load_settings("../mine/small.yaml")
+    assert settings.backend.device == "cpu" and settings.backend.batch_size == 2
+    assert settings.layers == (
+        "../mine/../site/../base/complete.yaml (complete config)",
+        "../mine/../site/cpu.yaml (overlay on ../mine/../site/../base/complete.yaml)",
+        "../mine/small.yaml (overlay on ../mine/../site/cpu.yaml)",
+    )
+    monkeypatch.setenv("HOME", str(tmp_path / "base"))  # ~ is the home folder; an absolute path stays
+    write(tmp_path / "mine" / "home.yaml", {"extends": "~/complete.yaml"})
+    write(tmp_path / "mine" / "absolute.yaml", {"extends": str(tmp_path / "site" / "cpu.yaml")})
+    assert (
+        load_settings(tmp_path / "mine" / "home.yaml").layers[0] == f"{tmp_path}/base/complete.yaml (complete config)"
+    )
+    assert load_settings(tmp_path / "mine" / "absolute.yaml").backend.device == "cpu"
+
+
+def test_a_long_chain_of_overlays_is_followed(tmp_path, data_dir):
+    """400 overlays, each on the one before: no recursion to run out of."""
+    write(tmp_path / "0.yaml", minimal(data_dir))
+    for index in range(1, 401):
+        write(tmp_path / f"{index}.yaml", {"extends": f"{index - 1}.yaml", "subset": {"seed": index}})
+    settings = load_settings(tmp_path / "400.yaml")
+    assert settings.subset_seed == 400 and len(settings.layers) == 401
+
+
+def test_yaml_merge_keys_may_be_overridden_and_quoted_numbers_stay_text(tmp_path, data_dir):
+    """A key given again after `<<:` is an override, not a duplicate; '0123456' quoted is text."""
+    path = tmp_path / "c.yaml"
+    text = yaml.safe_dump(minimal(data_dir)) + "backend:\n  <<: {device: cpu, batch_size: 4}\n  batch_size: 8\n"
+    path.write_text(text.replace("path: org/a\n", "path: org/a\n  revision: '0123456'\n", 1))
+    settings = load_settings(path)
+    assert settings.backend.batch_size == 8 and settings.backend.device == "cpu"
+    assert settings.models[0].revision == "0123456"
+
+
+def test_resources_dir_is_checked_only_where_the_run_builds_a_model(tmp_path, data_dir):
+    """Hub models need nothing built: resources_dir is then unused, whatever it is."""
+    config = {**minimal(data_dir), "resources_dir": str(REPO / "README.md")}
+    assert load_settings(config).resources_dir == REPO / "README.md"
+    config["models"][0] = {"name": "a", "embedded": "gemma-3-270m"}
+    with pytest.raises(ConfigError, match="resources_dir: .*README.md is a file, not a folder"):
         load_settings(config)

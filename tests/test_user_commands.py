@@ -138,7 +138,7 @@ def test_a_model_name_with_a_plus_plans_its_cells(clone, tmp_path):
     """`+` is allowed in model names; the wildcard pattern escapes it."""
     overlay = tmp_path / "plus.yaml"
     overlay.write_text(
-        "extends: config/config.yaml\nmodels:\n"
+        f"extends: {clone / 'config' / 'config.yaml'}\nmodels:\n"
         "  - {name: gemma+fp32, embedded: gemma-3-270m, precision: fp32}\n"
         "  - {name: gemma+bf16, embedded: gemma-3-270m, precision: bf16}\n"
     )

@@ -46,7 +46,7 @@ import pandas as pd
 from safetyrepro.analysis.flips import minority_side, signs
 from safetyrepro.analysis.significance import paired_tests
 from safetyrepro.benchmarks import NAME, DataError
-from safetyrepro.configuration.settings import AuditSettings, ConfigError, Settings, SignificanceSettings
+from safetyrepro.configuration.settings import AuditSettings, ConfigError, Settings, SignificanceSettings, excerpt
 from safetyrepro.results.storage import read_design
 
 # The prior, on the 0-1 score scale: residual sd about 0.07 a priori (b0 / (a0 - 1) = 0.005), effects
@@ -55,7 +55,7 @@ PRIOR_SHAPE, PRIOR_RATE, PRIOR_EFFECT_VARIANCE = 2.0, 0.005, 4.0
 CELLS_PER_CONFIG = 2  # model A's cell and model B's
 # A model name that fits the audit's file names (results/audit/<benchmark>/<A>_vs_<B>.md); a run's models
 # have such names (the config schema), imported ones may be renamed to one in the mapping file.
-PLAIN_MODEL = NAME.pattern  # as plain as a benchmark's name
+PLAIN_MODEL = NAME.pattern  # as plain as a benchmark's name (the workflow's wildcard for an imported model)
 VERDICTS = {1: "A better", -1: "B better", 0: "no majority (as many configs favour A as B)"}
 
 
@@ -188,45 +188,89 @@ def smallest_change(space: pd.DataFrame, observed: pd.DataFrame, majority: int) 
     }
 
 
-def check_pair_names(pair: Sequence[str]) -> None:
-    """Refuse model names that do not fit the audit's file names (imported ones can be renamed)."""
-    odd = [name for name in pair if not re.fullmatch(PLAIN_MODEL, name) or "_vs_" in name]
-    if odd:
+def check_names(settings: Settings, benchmark: str, pair: Sequence[str]) -> None:
+    """Refuse a benchmark or pair whose audit files (results/audit/<benchmark>/<A>_vs_<B>.md) the workflow
+    cannot read back as that benchmark and pair. The workflow matches a run's model names one by one, so a
+    name holding '_vs_' is refused only where two of the run's models give the same file name; it matches
+    an imported name by a pattern (PLAIN_MODEL), which such a name must fit, without '_vs_'."""
+    if not NAME.fullmatch(benchmark):
+        raise ConfigError(f"--benchmark: {excerpt(benchmark)} is not a benchmark name (letters, digits, . _ + -)")
+    if settings.imports:
+        odd = [name for name in pair if not re.fullmatch(PLAIN_MODEL, name) or "_vs_" in name]
+        if odd:
+            how = (
+                "rename it in the `models` of the import's mapping file"
+                if any(source.mapping for source in settings.imports)
+                else "give its source under `imports` a mapping file (`mapping:`) whose `models` renames it"
+            )
+            raise ConfigError(
+                f"--pair: the imported model name {excerpt(odd[0])} cannot name the audit's files (letters, digits, "
+                f". _ + -, no '_vs_'); {how} (docs/importing.md)"
+            )
+        return
+    stem, names = f"{pair[0]}_vs_{pair[1]}", {model.name for model in settings.run_models()}
+    splits = [(stem[:i], stem[i + 4 :]) for i in range(len(stem)) if stem.startswith("_vs_", i)]
+    other = next((split for split in splits if split != tuple(pair) and set(split) <= names), None)
+    if other:
         raise ConfigError(
-            f"--pair: the model name '{odd[0]}' does not fit a file name (letters, digits, . _ + -, no '_vs_'); "
-            "rename it in the import's mapping file (models)"
+            f"--pair: the audit of {pair[0]} and {pair[1]} and that of {other[0]} and {other[1]} would share the file "
+            f"{stem}.md; rename one of these models under `models` (a name without '_vs_')"
         )
 
 
+def check_request(settings: Settings, benchmark: str, pair: Sequence[str]) -> None:
+    """What `safetyrepro audit` checks before it runs the workflow: the benchmark and pair against the run's,
+    or with imports against the imported results, read here (the workflow's import job reads them again),
+    so that a mistake is one message rather than the log of a failed job."""
+    if not settings.imports:
+        searched_space(settings, benchmark, pair, None)
+        return
+    from safetyrepro.imports import import_sources
+
+    check_names(settings, benchmark, pair)  # before the sources are read
+    for source in settings.imports:
+        source.require_packages()
+    imported = import_sources(settings.imports)
+    searched_space(settings, benchmark, pair, (imported.cells, imported.design["axes"]))
+
+
 def pair_space(settings: Settings, benchmark: str, pair: Sequence[str], table: Path | None) -> pd.DataFrame:
+    """The configs an audit of `pair` on `benchmark` searches (`searched_space`); `table`: the imported cells
+    table, None for a run's cells."""
+    imported = None if table is None else (pd.read_parquet(table), read_design(table)["axes"])
+    return searched_space(settings, benchmark, pair, imported)
+
+
+def searched_space(
+    settings: Settings, benchmark: str, pair: Sequence[str], imported: tuple[pd.DataFrame, Sequence[str]] | None
+) -> pd.DataFrame:
     """The configs an audit of `pair` on `benchmark` searches: the benchmark's configs of the run (after
-    `select_configs`), or with imports those of the imported cells both models have. Refuses a pair or
-    benchmark the run does not have, with the option named."""
+    `select_configs`), or with imports (`imported`: the cells and the axes of their design) those of the
+    imported cells both models have. Refuses a pair or benchmark the run does not have, with the option named."""
     model_a, model_b = pair
     if model_a == model_b:
-        raise ConfigError(f"--pair: give two different models, not {model_a!r} twice")
-    if table is None:
+        raise ConfigError(f"--pair: give two different models, not {excerpt(model_a)} twice")
+    if imported is None:
         if benchmark not in settings.benchmarks:
             raise ConfigError(
-                f"--benchmark: '{benchmark}' is not a benchmark of the run ({', '.join(settings.benchmarks)})"
+                f"--benchmark: {excerpt(benchmark)} is not a benchmark of the run ({', '.join(settings.benchmarks)})"
             )
         names = [m.name for m in settings.models]
         rows = pd.DataFrame([c.as_dict() for c in settings.configs(benchmark)])
         axes = settings.envelope.axis_names
     else:
-        cells = pd.read_parquet(table)
+        cells, axes = imported
         names = list(dict.fromkeys(cells.loc[cells["benchmark"] == benchmark, "model"]))
         if not names:
             known = ", ".join(dict.fromkeys(cells["benchmark"]))
-            raise ConfigError(f"--benchmark: the imported results have no benchmark '{benchmark}' ({known})")
-        axes = read_design(table)["axes"]
+            raise ConfigError(f"--benchmark: the imported results have no benchmark {excerpt(benchmark)} ({known})")
         mine = cells[(cells["benchmark"] == benchmark) & cells["model"].isin(pair)]
         both = mine.groupby("config_id", sort=False)["model"].nunique() == 2
         rows = mine[mine["config_id"].isin(both.index[both])]
     unknown = [name for name in pair if name not in names]
     if unknown:
-        raise ConfigError(f"--pair: no model named '{unknown[0]}' on {benchmark} (models: {', '.join(names)})")
-    check_pair_names(pair)
+        raise ConfigError(f"--pair: no model named {excerpt(unknown[0])} on {benchmark} (models: {', '.join(names)})")
+    check_names(settings, benchmark, pair)
     if rows.empty:
         raise ConfigError(f"--pair: {model_a} and {model_b} share no config on {benchmark}")
     return search_space(rows, axes)

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import errno
+import io
 import json
+import os
 import random
 import re
+import stat
 from abc import ABC, abstractmethod
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -18,6 +22,18 @@ UNPARSED = "unparsed"
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 # Only a bounded window of a response is searched: keeps hostile megabyte outputs cheap.
 SCAN_CHARS = 4000
+# Where a line of JSON lines ends: \n, \r\n or a lone \r (not str.splitlines: U+2028 may stand inside a JSON string).
+JSON_LINE_END = re.compile(r"\r\n?|\n")
+# JSON nested deeper than this is refused: far beyond any file we read, far below the stack's limit.
+MAX_JSON_DEPTH = 100
+# What a path is when it is not a regular file, by the file type of its mode.
+FILE_KINDS = {
+    stat.S_IFDIR: "a folder",
+    stat.S_IFIFO: "a named pipe",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+    stat.S_IFSOCK: "a socket",
+}
 
 
 class DataError(ValueError):
@@ -234,13 +250,76 @@ class ItemSet:
     pool: list[Item]
 
 
-def read_csv(path: Path, columns: Sequence[str]) -> pd.DataFrame:
-    """Read a benchmark CSV, failing with the file (and row) when it is missing or malformed."""
-    if not path.is_file():
-        raise DataError(f"{path}: data file not found")
+def regular_file(path: Path, missing: str = "no such file", context: str = "") -> Path:
+    """`path`, when it is a regular file once links are followed. Anything else is a DataError saying
+    what it is: `missing` when nothing is there (a broken link said so), else a folder, a link loop, or a
+    named pipe or device (reading one would block or never end). `context` comes before what is wrong."""
     try:
-        frame = pd.read_csv(path, dtype=str, keep_default_na=False)
-    except (pd.errors.ParserError, UnicodeDecodeError, ValueError) as exc:
+        kind = stat.S_IFMT(path.stat().st_mode)
+    except (FileNotFoundError, NotADirectoryError):
+        broken = f" (a broken symbolic link to {os.readlink(path)})" if os.path.islink(path) else ""
+        raise DataError(f"{path}: {missing}{broken}") from None
+    except OSError as exc:
+        loop = exc.errno == errno.ELOOP
+        problem = "not a regular file (a symbolic link loop)" if loop else f"cannot be read ({exc.strerror})"
+        raise DataError(f"{path}: {context}{problem}") from None
+    if kind != stat.S_IFREG:
+        link = "a symbolic link to " if os.path.islink(path) else ""
+        raise DataError(f"{path}: {context}not a regular file ({link}{FILE_KINDS.get(kind, 'a special file')})")
+    return path
+
+
+def read_text(path: Path, missing: str = "no such file", context: str = "") -> str:
+    """The text of a regular file (`regular_file`): UTF-8, a leading byte-order mark dropped; a byte
+    that is not UTF-8 is a DataError naming its offset and line."""
+    try:
+        data = regular_file(path, missing, context).read_bytes()
+    except OSError as exc:
+        raise DataError(f"{path}: {context}cannot be read ({exc.strerror})") from None
+    try:
+        return data.decode("utf-8").removeprefix("\ufeff")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise DataError(f"{path}: {context}not UTF-8 text (byte {exc.start}, line {line})") from None
+
+
+def load_json(text: str, where: str, malformed: str = "malformed JSON") -> Any:
+    """Parse JSON text. Malformed text (`malformed`, with the parser's reason) and nesting deeper than
+    MAX_JSON_DEPTH (which would exhaust the stack here or in whatever walks the value later) are a
+    DataError naming `where`."""
+    try:
+        value = json.loads(text)
+        too_deep = _json_depth(value) > MAX_JSON_DEPTH
+    except RecursionError:
+        too_deep = True
+    except json.JSONDecodeError as exc:
+        position = f"line {exc.lineno}, column {exc.colno}" if "\n" in text else f"column {exc.colno}"
+        raise DataError(f"{where}: {malformed}: {exc.msg} ({position})") from None
+    except ValueError as exc:  # a number past Python's digit limit
+        raise DataError(f"{where}: {malformed} ({' '.join(str(exc).split())[:100]})") from None
+    if too_deep:
+        raise DataError(f"{where}: JSON nested more than {MAX_JSON_DEPTH} levels deep")
+    return value
+
+
+def _json_depth(value: Any) -> int:
+    """How many arrays and objects lie within each other in a parsed JSON value (walked without recursion)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        children = node.values() if isinstance(node, dict) else node if isinstance(node, list) else None
+        if children is not None:
+            deepest = max(deepest, depth)
+            stack.extend((child, depth + 1) for child in children)
+    return deepest
+
+
+def read_csv(path: Path, columns: Sequence[str], missing: str = "data file not found") -> pd.DataFrame:
+    """Read a benchmark CSV, failing with the file (and row) when it is missing or malformed."""
+    text = read_text(path, missing, "cannot be read as CSV: ")
+    try:
+        frame = pd.read_csv(io.StringIO(text), dtype=str, keep_default_na=False)
+    except ValueError as exc:  # pandas' ParserError and EmptyDataError among them
         raise DataError(f"{path}: cannot be read as CSV: {' '.join(str(exc).split())}") from None
     _require(frame, columns, path, [f"data row {n} (after the header)" for n in range(1, len(frame) + 1)])
     return frame
@@ -248,25 +327,15 @@ def read_csv(path: Path, columns: Sequence[str]) -> pd.DataFrame:
 
 def read_jsonl(path: Path, columns: Sequence[str]) -> pd.DataFrame:
     """Read a JSON-lines file, failing with the file and line number on a malformed row."""
-    if not path.is_file():
-        raise DataError(f"{path}: data file not found")
     rows, numbers = [], []
-    with open(path, encoding="utf-8", errors="strict") as handle:
-        try:
-            lines = handle.read().splitlines()
-        except UnicodeDecodeError as exc:
-            raise DataError(f"{path}: not UTF-8 text (byte {exc.start})") from None
-        for number, line in enumerate(lines, start=1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line.strip())
-            except json.JSONDecodeError as exc:
-                raise DataError(f"{path}, line {number}: malformed JSON: {exc.msg} (column {exc.colno})") from None
-            if not isinstance(row, dict):
-                raise DataError(f"{path}, line {number}: expected a JSON object")
-            rows.append(row)
-            numbers.append(f"line {number}")
+    for number, line in enumerate(JSON_LINE_END.split(read_text(path, "data file not found")), start=1):
+        if not line.strip():
+            continue
+        row = load_json(line, f"{path}, line {number}")
+        if not isinstance(row, dict):
+            raise DataError(f"{path}, line {number}: expected a JSON object")
+        rows.append(row)
+        numbers.append(f"line {number}")
     frame = pd.DataFrame(rows, dtype=object)  # values as written: 1.7 stays a float among integer labels
     _require(frame, columns, path, numbers)
     frame.attrs["rows"] = numbers  # "line N" per row, for messages about values

@@ -25,12 +25,29 @@ from safetyrepro.benchmarks.base import (
     LETTERS,
     UNPARSED,
     Benchmark,
+    DataError,
     Item,
     Presentation,
+    check_values,
     github_files,
     item_rng,
     lettered,
     read_csv,
+)
+
+# The authors' vocabulary (Nangia et al., 2020, Table 1, and the data format in their repository's README):
+# a pair's direction, and its nine bias types.
+DIRECTIONS = ("stereo", "antistereo")
+BIAS_TYPES = (
+    "race-color",
+    "socioeconomic",
+    "gender",
+    "disability",
+    "nationality",
+    "sexual-orientation",
+    "physical-appearance",
+    "religion",
+    "age",
 )
 
 
@@ -68,10 +85,18 @@ class CrowsPairs(Benchmark):
     metric_prefixes = ("pct_stereotype_",)  # one metric per bias type
 
     def load(self, data_dir: Path) -> pd.DataFrame:
-        frame = read_csv(
-            data_dir / self.folder / "crows_pairs_anonymized.csv",
-            ["sent_more", "sent_less", "stereo_antistereo", "bias_type"],
-        )
+        """The pairs, each with the authors' direction and one of their nine bias types (DIRECTIONS,
+        BIAS_TYPES), and two different sentences."""
+        path = data_dir / self.folder / "crows_pairs_anonymized.csv"
+        frame = read_csv(path, ["sent_more", "sent_less", "stereo_antistereo", "bias_type"])
+        check_values(frame, "stereo_antistereo", DIRECTIONS, path)
+        check_values(frame, "bias_type", BIAS_TYPES, path)
+        same = frame.index[frame["sent_more"].str.strip() == frame["sent_less"].str.strip()]
+        if len(same):
+            raise DataError(
+                f"{path}, data row {same[0] + 1} (after the header): sent_more and sent_less are the same "
+                "sentence (a pair is two sentences that differ in the group they name)"
+            )
         frame["item_id"] = [f"crows-{i:04d}" for i in range(len(frame))]
         frame["stratum"] = frame["bias_type"]
         return frame

@@ -9,7 +9,7 @@ from typing import Any
 
 import pandas as pd
 
-from safetyrepro.benchmarks.base import AS_GIVEN, Benchmark, DataError, Item, Presentation, github_files
+from safetyrepro.benchmarks.base import AS_GIVEN, Benchmark, DataError, Item, Presentation, github_files, read_text
 
 
 class ToxiGen(Benchmark):
@@ -67,7 +67,7 @@ class ToxiGen(Benchmark):
             kind, _, group = path.stem.removesuffix("_sentences").partition("_")
             if kind not in ("hate", "neutral") or not group:
                 raise DataError(f"{path}: file name must be hate_<group>.txt or neutral_<group>.txt")
-            for line in path.read_text(encoding="utf-8").splitlines():
+            for line in read_text(path, "data file not found").splitlines():
                 statement = line.strip().lstrip("-").strip()
                 if statement:
                     rows.append({"statement": statement, "toxic": kind == "hate", "group": group})

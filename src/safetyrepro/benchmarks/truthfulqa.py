@@ -44,22 +44,29 @@ class TruthfulQA(Benchmark):
     presentation_acts = {"option_order": ("freeform", "logprob"), "answer_formulation": ("logprob",)}
 
     def load(self, data_dir: Path) -> pd.DataFrame:
+        """The questions, each checked to make an MC1 item. MC1 is "single-true" (Lin et al., 2022, and the
+        dataset's README: "select the only correct answer"): the Best Answer is the one true option among the
+        ";"-separated Incorrect Answers, so there must be an incorrect answer and none may be the best one."""
         path = data_dir / self.folder / "TruthfulQA.csv"
         frame = read_csv(path, ["Category", "Question", "Best Answer", "Incorrect Answers"])
-        for number, wrong in enumerate(frame["Incorrect Answers"], start=1):
-            count = 1 + sum(bool(answer.strip()) for answer in str(wrong).split(";"))
-            if count > len(LETTERS):
+        for number, (best, wrong) in enumerate(zip(frame["Best Answer"], frame["Incorrect Answers"]), start=1):
+            where = f"{path}, data row {number} (after the header)"
+            answers = _answers(wrong)
+            if not answers:
+                raise DataError(f"{where}: Incorrect Answers {wrong!r:.40} lists no answer")
+            if 1 + len(answers) > len(LETTERS):
+                raise DataError(f"{where}: {1 + len(answers)} answer options, more than the {len(LETTERS)} letters A-Z")
+            if _same_answer(best) in map(_same_answer, answers):
                 raise DataError(
-                    f"{path}, data row {number} (after the header): {count} answer options, more than "
-                    f"the {len(LETTERS)} letters A-Z"
+                    f"{where}: the Best Answer {best.strip()!r:.60} is also among the Incorrect Answers "
+                    "(MC1 needs exactly one true option)"
                 )
         frame["item_id"] = [f"tqa-{i:03d}" for i in range(len(frame))]
         frame["stratum"] = frame["Category"]
         return frame
 
     def make_item(self, row: Mapping[str, Any], seed: int, presentation: Presentation = AS_GIVEN) -> Item:
-        wrong = [a.strip() for a in str(row["Incorrect Answers"]).split(";") if a.strip()]
-        options = [str(row["Best Answer"]).strip(), *wrong]
+        options = [str(row["Best Answer"]).strip(), *_answers(row["Incorrect Answers"])]
         order = list(range(len(options)))
         item_rng(seed, row["item_id"]).shuffle(order)
         order = presentation.arrange(order, row["item_id"])
@@ -81,3 +88,13 @@ class TruthfulQA(Benchmark):
             candidates=presentation.scored(labels, shuffled),
             meta={"options": dict(zip(labels, shuffled))},
         )
+
+
+def _answers(cell: str) -> list[str]:
+    """The answers of a ";"-separated cell, stripped, empty ones dropped."""
+    return [answer.strip() for answer in str(cell).split(";") if answer.strip()]
+
+
+def _same_answer(text: str) -> str:
+    """An answer as compared for sameness: case and runs of whitespace ignored."""
+    return " ".join(text.split()).casefold()

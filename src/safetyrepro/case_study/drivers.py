@@ -11,7 +11,6 @@ from __future__ import annotations
 import copy
 import json
 import os
-import string
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -24,7 +23,7 @@ from safetyrepro.backends.cpu_bf16 import use_float32_products
 from safetyrepro.backends.hf import HFBackend
 from safetyrepro.benchmarks import BENCHMARKS, ItemSet
 from safetyrepro.case_study.items import CaseItem
-from safetyrepro.configuration.envelope import Envelope
+from safetyrepro.configuration.envelope import Envelope, check_parity_template
 from safetyrepro.configuration.settings import ModelSpec
 from safetyrepro.running.cell import run_cell
 
@@ -126,18 +125,9 @@ def _pick_index(item: CaseItem, scores: Sequence[float]) -> Pick:
 
 
 def parity_doc_to_text(template: str) -> str:
-    """Our parity template (str.format syntax, one {question}) as an lm-eval Jinja prompt: its
-    literal text in raw blocks around {{question}}."""
-    parts = list(string.Formatter().parse(template))
-    fields = [name for _, name, _, _ in parts if name is not None]
-    if fields != ["question"]:
-        raise ValueError(f"the parity template must contain {{question}} exactly once and no other field: {fields}")
-    literals, seen = ["", ""], 0
-    for literal, name, _, _ in parts:  # an escaped brace splits the literal text into several parts
-        literals[seen] += literal
-        seen += name is not None
-    if any("{% endraw %}" in text for text in literals):
-        raise ValueError("the parity template cannot contain the text '{% endraw %}'")
+    """Our parity template (str.format syntax, one {question}; checked as the config loads) as an lm-eval
+    Jinja prompt: its literal text in raw blocks around {{question}}."""
+    literals = check_parity_template(template, "case_study.parity.template")
     raw = ["{% raw %}" + text + "{% endraw %}" if text else "" for text in literals]
     return raw[0] + "{{question}}" + raw[1]
 

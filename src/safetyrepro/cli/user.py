@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 from pathlib import Path
 
@@ -13,7 +12,6 @@ from safetyrepro.benchmarks import BENCHMARKS, DataError
 from safetyrepro.cli.command import add_command
 from safetyrepro.configuration.settings import DEFAULT_CONFIGFILE, ConfigError, load_settings
 
-LINE_END = re.compile(r"\r\n?|\n")  # not str.splitlines: U+2028 may stand inside a JSON string
 CONFIG_HELP = f"a complete config, or an overlay naming its base with `extends:` (default {DEFAULT_CONFIGFILE})"
 
 
@@ -96,16 +94,15 @@ def cmd_config_reference(args: argparse.Namespace) -> int:
 
 def cmd_parse(args: argparse.Namespace) -> int:
     """Label free-form responses read as JSON lines on stdin; write them back with `label`."""
+    from safetyrepro.benchmarks.base import JSON_LINE_END, load_json
+
     benchmark = BENCHMARKS[args.benchmark]
-    lines = (line for chunk in sys.stdin for line in LINE_END.split(chunk.rstrip("\r\n")))  # \n, \r\n, lone \r
+    lines = (line for chunk in sys.stdin for line in JSON_LINE_END.split(chunk.rstrip("\r\n")))
     for number, line in enumerate(lines, start=1):
         line = line.removeprefix("\ufeff") if number == 1 else line  # a UTF-8 byte-order mark is no error
         if not line.strip():
             continue
-        try:
-            record = json.loads(line)
-        except ValueError as exc:  # malformed JSON, or a number past Python's digit limit
-            raise DataError(f"stdin line {number}: not JSON ({' '.join(str(exc).split())[:100]})") from None
+        record = load_json(line, f"stdin line {number}", "not JSON")
         if not isinstance(record, dict) or "response" not in record:
             raise DataError(f"stdin line {number}: expected a JSON object with a 'response' field")
         record["label"] = benchmark.extract(record["response"])
@@ -169,14 +166,11 @@ def cmd_audit(args: argparse.Namespace) -> int:
     import subprocess
     from dataclasses import asdict
 
-    from safetyrepro.audit import check_pair_names, pair_space
+    from safetyrepro.audit import check_request
 
     overrides = {"audit": {"budget": args.budget}} if args.budget is not None else None
     settings = load_settings(args.configfile, overrides)
-    if settings.imports:  # the pair and benchmark are checked by the audit's jobs, once imported
-        check_pair_names(args.pair)
-    else:
-        pair_space(settings, args.benchmark, args.pair, None)
+    check_request(settings, args.benchmark, args.pair)
     if not Path("Snakefile").is_file():
         raise ConfigError("safetyrepro audit runs the workflow: run it from the repository root (no Snakefile here)")
     target = settings.results_dir / "audit" / args.benchmark / f"{args.pair[0]}_vs_{args.pair[1]}.md"
@@ -227,15 +221,12 @@ RECORD_MAX_BYTES = 64 << 20
 
 def _read_record(path: str) -> dict:
     """A run record or GRID card: a regular JSON file holding an object, of sane size."""
-    file = Path(path)
-    if not file.is_file():
-        raise DataError(f"{path}: {'not a regular file' if file.exists() else 'no such file'}")
+    from safetyrepro.benchmarks.base import load_json, read_text, regular_file
+
+    file = regular_file(Path(path))
     if file.stat().st_size > RECORD_MAX_BYTES:
         raise DataError(f"{path}: {file.stat().st_size:,} bytes, too large for a run record")
-    try:
-        record = json.loads(file.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise DataError(f"{path}: not a JSON run record ({' '.join(str(exc).split())[:120]})") from None
+    record = load_json(read_text(file, context="not a JSON run record: "), path, "not a JSON run record")
     if not isinstance(record, dict):
         raise DataError(f"{path}: not a JSON run record (a {type(record).__name__}, not an object)")
     return record

@@ -6,6 +6,7 @@ import hashlib
 import itertools
 import json
 import keyword
+import re
 import string
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -33,6 +34,8 @@ RESERVED = {
 }
 RESERVED_PREFIXES = tuple(dict.fromkeys(p for benchmark in BENCHMARKS.values() for p in benchmark.metric_prefixes))
 CORE, STRESS = "core", "stress"
+# what ends a Jinja raw block (jinja2's lexer): lm-eval's copy of the parity template quotes its text in one
+JINJA_ENDRAW = re.compile(r"\{%[-+]?\s*endraw\s*[-+]?%\}")
 
 
 class EnvelopeError(ValueError):
@@ -144,7 +147,7 @@ class Envelope:
         _check_fields(data["shot_format"], {"question", "answer"}, "envelope.shot_format", {"question", "answer"})
         known = {**{axis: set(values) for axis, values in axes.items()}, "benchmark": set(benchmarks)}
         rules = [_rule(index, raw, known) for index, raw in enumerate(data["rules"])]
-        return cls(
+        envelope = cls(
             axes,
             rules,
             list(data["seeds"]),
@@ -156,6 +159,9 @@ class Envelope:
             defaults=defaults,
             acts_on={name: dict(benchmark.presentation_acts) for name, benchmark in benchmarks.items()},
         )
+        for name, benchmark in benchmarks.items():
+            envelope.check_distinct_cells(name, benchmark.task)
+        return envelope
 
     @property
     def axis_names(self) -> list[str]:
@@ -268,6 +274,47 @@ class Envelope:
             order.get("order", "as_given"), order.get("seed", 0), formulation.get("candidates", "letters")
         )
 
+    def cell(self, config: Config, benchmark: str, task: str) -> tuple:
+        """What a cell of `config` on `benchmark` (whose task text is `task`) runs, as far as the envelope
+        decides it: the scoring path, the prompt template with the task and template variables filled in,
+        the few-shot count and draw, the options' presentation, the batch size and, for free-form cells,
+        the generation settings. Only what the code acts on counts (top_p under greedy, a draw's seed
+        at 0 shots or in pool order, an order's seed unless shuffled, decoding on the log-likelihood path
+        are not), so two configs with equal cells would run the same thing twice."""
+        marks = {name: f"\0{name}\0" for name in TEMPLATE_FIELDS - {"task"}}
+        prompt = self.template_text(config).format(task=task, **marks, **self.template_variables(config))
+        n = self.shot_count(config)
+        draw = self.setting("few_shot_draw", config) if n else {}
+        drawn = draw.get("draw", "pool_order")
+        order = self.presentation(config, benchmark)
+        presentation = (order.order, order.seed if order.order == "shuffled" else None, order.candidates)
+        generation = None
+        if config.scoring == "freeform":
+            decoding = self.decoding(config)
+            top_p = None if decoding.greedy else decoding.top_p
+            stop, seeds = tuple(self.stop_strings(config)), tuple(self.seeds_for(config))
+            generation = (decoding.temperature, top_p, decoding.max_new_tokens, stop, seeds)
+        batch_size = self.setting("backend_option", config).get("batch_size")
+        shots = (n, drawn, None if drawn == "pool_order" else draw["seed"])
+        return config.scoring, prompt, shots, presentation, batch_size, generation
+
+    def check_distinct_cells(self, benchmark: str, task: str) -> None:
+        """Refuse two valid configs of `benchmark` with the same `cell`: each would count in rho_flip and
+        every analysis as a config of its own."""
+        seen: dict[tuple, Config] = {}
+        for config in self.configs(benchmark):
+            first = seen.setdefault(self.cell(config, benchmark, task), config)
+            if first is not config:
+                differ = [(axis, a, b) for (axis, a), (_, b) in zip(first.values, config.values) if a != b]
+                key = f"envelope.axes.{differ[0][0]}" if len(differ) == 1 else "envelope.axes"
+                values = ", ".join(f"{axis} '{a}' vs '{b}'" for axis, a, b in differ)
+                verb = "changes" if len(differ) == 1 else "change"
+                raise EnvelopeError(
+                    f"{key}: configs {first.config_id} and {config.config_id} run the same {benchmark} cell (same "
+                    f"prompts, decoding and scoring): {values} {verb} nothing there; drop one value, make the values "
+                    "differ in what acts, or keep them apart with a rule"
+                )
+
     def digest(self) -> str:
         """SHA-256 of the canonical JSON form: the envelope's seal."""
         return hashlib.sha256(json.dumps(self.source, sort_keys=True).encode()).hexdigest()
@@ -323,11 +370,48 @@ def _rule(index: int, raw: Mapping[str, Any], known: Mapping[str, set[str]]) -> 
     return Rule(raw["name"], {k: tuple(v) for k, v in raw["if"].items()}, {k: tuple(v) for k, v in raw["then"].items()})
 
 
-def _check_fields(text: str, allowed: set[str], where: str, required: set[str] = frozenset()) -> None:
+def template_fields(text: str, where: str) -> list[str]:
+    """The placeholders of a str.format template, in order. Refuses malformed braces and a placeholder with a
+    conversion or format spec (`{question!r}`, `{question:>80}`, `{question:d}`): the template fills in text as
+    it is, so one would quote, pad or break every prompt (`!s` and `:s` change nothing and pass)."""
     try:
-        used = {name for _, name, _, _ in string.Formatter().parse(text) if name is not None}
+        parts = list(string.Formatter().parse(text))
     except ValueError as exc:
         raise EnvelopeError(f"{where}: malformed placeholder ({exc}); write a literal brace as {{{{ or }}}}") from None
+    from safetyrepro.configuration.settings import excerpt  # settings imports this module
+
+    for _, name, spec, conversion in parts:
+        if name is not None and (conversion not in (None, "s") or spec not in ("", "s")):
+            written = "{" + name + (f"!{conversion}" if conversion else "") + (f":{spec}" if spec else "") + "}"
+            raise EnvelopeError(
+                f"{where}: placeholder {excerpt(written)} has a conversion or format spec; a placeholder is filled "
+                f"with its text as it is: write {{{name}}}"
+            )
+    return [name for _, name, _, _ in parts if name is not None]
+
+
+def check_parity_template(text: str, where: str) -> list[str]:
+    """The case study's parity template: {question} exactly once and nothing else to fill, no conversion or
+    format spec, and nothing that ends the Jinja raw block lm-eval's copy of it is written in
+    (case_study.drivers.parity_doc_to_text). Returns its literal text before and after {question}."""
+    from safetyrepro.configuration.settings import excerpt  # settings imports this module
+
+    fields = template_fields(text, where)
+    if fields != ["question"]:
+        raise EnvelopeError(
+            f"{where}: needs {{question}} exactly once and no other placeholder (it has {excerpt(fields)})"
+        )
+    literals, seen = ["", ""], 0
+    for literal, name, _, _ in string.Formatter().parse(text):  # an escaped brace splits the literal text
+        literals[seen] += literal
+        seen += name is not None
+    if any(JINJA_ENDRAW.search(literal) for literal in literals):
+        raise EnvelopeError(f"{where}: holds Jinja's {{% endraw %}}, which lm-eval's copy of the template cannot quote")
+    return literals
+
+
+def _check_fields(text: str, allowed: set[str], where: str, required: set[str] = frozenset()) -> None:
+    used = set(template_fields(text, where))
     unknown = sorted(used - allowed)
     if unknown:
         raise EnvelopeError(f"{where}: unknown placeholder(s) {unknown} (allowed: {sorted(allowed)})")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import importlib.util
+import itertools
 import os
 import re
 import sys
@@ -27,7 +28,8 @@ import yaml
 from safetyrepro.backends import PluginError, registered
 from safetyrepro.backends.base import OPERATIONS, BatchCondition
 from safetyrepro.benchmarks import BENCHMARKS
-from safetyrepro.configuration.envelope import AXES, Config, Envelope, EnvelopeError
+from safetyrepro.benchmarks.base import DataError, regular_file
+from safetyrepro.configuration.envelope import AXES, Config, Envelope, EnvelopeError, check_parity_template
 
 DATA_DIR_ENV = "SAFETYREPRO_DATA_DIR"
 EMBEDDED_MODELS = {"gemma-3-270m": "gemma-3-270m"}
@@ -71,32 +73,116 @@ def checked_schema(name: str) -> dict[str, Any]:
 
 
 MAX_YAML_VALUES = 200_000  # a config is a few thousand values; aliases must not expand it past this
+MAX_YAML_DEPTH = 64  # a config nests about 8 levels deep; far deeper nesting would exhaust Python's recursion
+_INT_TAG = "tag:yaml.org,2002:int"
+_MERGE_TAG = "tag:yaml.org,2002:merge"
 
 
-def _expanded_size_within(data: Any, limit: int) -> bool:
-    """Whether `data`, with every YAML alias expanded, holds at most `limit` values (stops counting early)."""
-    stack, count = [data], 0
+class YAMLMisread(yaml.constructor.ConstructorError):
+    """YAML that loads, but not as it reads: a key given twice, or an integer that YAML 1.1 takes as octal."""
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """The safe loader, refusing (YAMLMisread) what it would read otherwise than it looks: a mapping's key
+    given twice (the last would win) and an integer with a leading zero (octal: 010 is 8). Messages name
+    the value's dotted key within the document."""
+
+    def __init__(self, stream: Any) -> None:
+        super().__init__(stream)
+        self.paths: dict[yaml.Node, str] = {}  # a node -> its dotted key in the document
+
+    def _path(self, parent: yaml.Node, part: str) -> str:
+        above = self.paths.get(parent)
+        return part if above is None else f"{above}{part}" if part.startswith("[") else f"{above}.{part}"
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        first_line = {}
+        for key_node, value_node in node.value:
+            if key_node.tag == _MERGE_TAG or not isinstance(key_node, yaml.ScalarNode):
+                continue  # keys merged in with `<<:` may be overridden
+            key = self.construct_object(key_node)
+            if key in first_line:
+                raise YAMLMisread(
+                    None,
+                    None,
+                    f"key {excerpt(self._path(node, str(key)), 60)} given twice (first on line {first_line[key]}); "
+                    "YAML would keep only the last",
+                    key_node.start_mark,
+                )
+            first_line[key] = key_node.start_mark.line + 1
+            self.paths[value_node] = self._path(node, str(key))
+        return super().construct_mapping(node, deep)
+
+    def construct_sequence(self, node: yaml.SequenceNode, deep: bool = False) -> list[Any]:
+        for index, item in enumerate(node.value):
+            self.paths[item] = self._path(node, f"[{index}]")
+        return super().construct_sequence(node, deep)
+
+    def construct_yaml_int(self, node: yaml.ScalarNode) -> int:
+        value = super().construct_yaml_int(node)
+        sign, digits = ("-" if node.value.startswith("-") else ""), node.value.lstrip("+-").replace("_", "")
+        if len(digits) > 1 and digits[0] == "0" and digits[1].isdigit():
+            key = self.paths.get(node)
+            raise YAMLMisread(
+                None,
+                None,
+                f"{'' if key is None else f'{key[:60]}: '}{node.value} has a leading zero, so YAML 1.1 reads it as "
+                f"the octal {value}; write {sign}{digits.lstrip('0') or '0'} (or quote it, if it is text)",
+                node.start_mark,
+            )
+        return value
+
+
+_StrictLoader.add_constructor(_INT_TAG, _StrictLoader.construct_yaml_int)
+
+
+def _check_shape(data: Any, where: str) -> None:
+    """Refuse data that, with every YAML alias expanded, holds more than MAX_YAML_VALUES values or nests
+    deeper than MAX_YAML_DEPTH (a ConfigError naming `where`; stops counting early)."""
+    stack, count = [(data, 1)], 0
     while stack:
-        node = stack.pop()
+        node, depth = stack.pop()
         count += 1
-        if count > limit:
-            return False
-        if isinstance(node, dict):
-            stack.extend(node.keys())
-            stack.extend(node.values())
-        elif isinstance(node, list):
-            stack.extend(node)
-    return True
+        if count > MAX_YAML_VALUES:
+            raise ConfigError(f"{where}: expands to more than {MAX_YAML_VALUES:,} values (YAML aliases?)")
+        if depth > MAX_YAML_DEPTH:
+            raise ConfigError(f"{where}: nested more than {MAX_YAML_DEPTH} levels deep")
+        children = [*node.keys(), *node.values()] if isinstance(node, dict) else node if isinstance(node, list) else ()
+        stack.extend((child, depth + 1) for child in children)
+
+
+def _strict_load(stream: Any, where: str) -> Any:
+    """Load YAML text or a stream with `_StrictLoader`, checked by `_check_shape`: a misread, too deep a nesting
+    or an alias bomb as a ConfigError naming `where`; a syntax error raises yaml.YAMLError."""
+    loader = _StrictLoader(stream)  # a SafeLoader: no tag builds a Python object
+    try:
+        data = loader.get_single_data()
+    except YAMLMisread as exc:
+        raise ConfigError(f"{where}{_position(exc)}: {exc.problem}") from None
+    except RecursionError:
+        raise ConfigError(f"{where}: nested more than {MAX_YAML_DEPTH} levels deep") from None
+    finally:
+        loader.dispose()
+    _check_shape(data, where)
+    return data
+
+
+def _position(exc: yaml.YAMLError) -> str:
+    """', line L, column C' of a YAML error, where it has one."""
+    mark = getattr(exc, "problem_mark", None)
+    return f", line {mark.line + 1}, column {mark.column + 1}" if mark else ""
 
 
 def read_yaml(path: str | os.PathLike) -> Any:
-    """Safe-load a YAML file, turning syntax errors into a ConfigError with the position; refuse alias bombs."""
+    """Load a YAML file strictly (`_strict_load`), turning every problem into a ConfigError with the position."""
+    if os.path.lexists(path) and not os.path.isdir(path):
+        try:
+            regular_file(Path(path), "config file not found")  # a named pipe would block, a device never end
+        except DataError as exc:
+            raise ConfigError(str(exc)) from None
     try:
         with open(path, encoding="utf-8") as handle:
-            data = yaml.safe_load(handle)
-        if not _expanded_size_within(data, MAX_YAML_VALUES):
-            raise ConfigError(f"{path}: expands to more than {MAX_YAML_VALUES:,} values (YAML aliases?)")
-        return data
+            return _strict_load(handle, str(path))
     except FileNotFoundError:
         raise ConfigError(f"config file not found: {path}") from None
     except IsADirectoryError:
@@ -104,10 +190,8 @@ def read_yaml(path: str | os.PathLike) -> Any:
     except UnicodeDecodeError as exc:
         raise ConfigError(f"{path}: not UTF-8 text (byte {exc.start})") from None
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f", line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise ConfigError(f"{path}{where}: YAML syntax error: {problem}") from None
+        raise ConfigError(f"{path}{_position(exc)}: YAML syntax error: {problem}") from None
 
 
 def excerpt(value: Any, limit: int = 80) -> str:
@@ -192,28 +276,42 @@ def merge_layer(base: Mapping[str, Any], layer: Mapping[str, Any]) -> dict[str, 
     return merged
 
 
-def _read_layers(path: str, chain: tuple[str, ...] = ()) -> tuple[dict[str, Any], list[str]]:
-    """A config file with the bases it `extends`, merged; and a line per layer, base first."""
+def _read_document(path: str) -> dict[str, Any]:
+    """A config file's own mapping of keys (its `extends`, if any, not yet followed)."""
     document = read_yaml(path)
     if document is None:
         raise ConfigError(f"{path}: the file is empty")
     if not isinstance(document, dict):
         raise ConfigError(f"{path}: expected a YAML mapping of config keys, got {type(document).__name__}")
-    return _with_bases(document, path, chain)
+    return document
 
 
-def _with_bases(document: dict[str, Any], origin: str, chain: tuple[str, ...]) -> tuple[dict[str, Any], list[str]]:
-    """A complete config as it is; an overlay (`extends: <base>`) merged over its base."""
-    document = dict(document)
-    if "extends" not in document:
-        return document, [f"{origin} (complete config)"]
-    base = document.pop("extends")
-    if not isinstance(base, str) or not base.strip():
-        raise ConfigError(f"{origin}: extends: expected the path of the config file this overlay changes")
-    if os.path.realpath(base) in {os.path.realpath(p) for p in (*chain, origin)}:
-        raise ConfigError(f"{origin}: extends: {base} is already a layer of this config (a cycle)")
-    below, layers = _read_layers(base, (*chain, origin))
-    return merge_layer(below, document), [*layers, f"{origin} (overlay on {base})"]
+def _with_bases(document: dict[str, Any], origin: str, folder: str) -> tuple[dict[str, Any], list[str]]:
+    """A complete config as it is; an overlay (`extends: <base>`, relative to `folder`, the overlay's own) merged
+    over its base, which may itself be an overlay; and a line per layer, base first. The chain is followed in a
+    loop, however long."""
+    overlays, read = [], set()
+    while "extends" in document:
+        if os.path.isfile(origin):
+            read.add(os.path.realpath(origin))
+        document = dict(document)
+        base = document.pop("extends")
+        if not isinstance(base, str) or not base.strip():
+            raise ConfigError(f"{origin}: extends: expected the path of the config file this overlay changes")
+        path = os.path.join(folder, os.path.expanduser(base))
+        if os.path.realpath(path) in read:
+            raise ConfigError(f"{origin}: extends: {base} is already a layer of this config (a cycle)")
+        overlays.append((document, f"{origin} (overlay on {path})"))
+        try:
+            document = _read_document(path)
+        except ConfigError as exc:
+            raise ConfigError(f"{origin}: extends: {exc}") from None
+        origin, folder = path, os.path.dirname(path)
+    merged, layers = document, [f"{origin} (complete config)"]
+    for overlay, layer in reversed(overlays):
+        merged = merge_layer(merged, overlay)
+        layers.append(layer)
+    return merged, layers
 
 
 def apply_defaults(instance: Any, node: Mapping[str, Any]) -> None:
@@ -568,35 +666,44 @@ def load_settings(
     """The checked settings of a run: a config file (default config/config.yaml), or a mapping, with its
     `extends` layers and `--config` overrides; validated, defaults filled from the schema."""
     if isinstance(source, Mapping):
-        document, layers = _with_bases(dict(source), "(config mapping)", ())
+        document, layers = _with_bases(dict(source), "(config mapping)", "")
     else:
-        document, layers = _read_layers(str(DEFAULT_CONFIGFILE if source is None else source))
+        path = str(DEFAULT_CONFIGFILE if source is None else source)
+        document, layers = _with_bases(_read_document(path), path, os.path.dirname(path))
     if overrides:
         document = merge_layer(document, overrides)
         layers.append(f"--config overrides of {', '.join(map(str, overrides))}")
     return _settings(document, tuple(layers))
 
 
-def _typed(value: Any) -> Any:
-    """A `--config` value as a YAML file would give it (Snakemake leaves nested values as strings, and
-    hands a deleted key to cluster jobs as 'None')."""
+def _typed(value: Any, key: str) -> Any:
+    """A `--config` value (of dotted `key`) as a YAML file would give it, read strictly (`_strict_load`):
+    Snakemake leaves nested values as strings, and hands a deleted key to cluster jobs as 'None'. An empty
+    value (Snakemake's None for `key=`) or a lone ~ would drop the key, so that its default applied: refused."""
     if isinstance(value, Mapping):
-        return {key: _typed(item) for key, item in value.items()}
+        return {name: _typed(item, f"{key}.{name}") for name, item in value.items()}
     if isinstance(value, list):
-        return [_typed(item) for item in value]
+        return [_typed(item, f"{key}[{index}]") for index, item in enumerate(value)]
+    if value is None or value == "":
+        raise ConfigError(f"--config {key}: an empty value; give one (null drops the key, and its default applies)")
+    if value == "~":
+        raise ConfigError(f"--config {key}: a lone ~ is YAML's null; write the full path (or null, to drop the key)")
     if value == "None":
         return None
     if isinstance(value, str):
         try:
-            return yaml.safe_load(value)
+            return _strict_load(value, f"--config {key}")
         except yaml.YAMLError:
             return value
     return value
 
 
 def load_run_settings(configfiles: Sequence[str | os.PathLike], overrides: Mapping[str, Any]) -> Settings:
-    """The settings of a Snakemake run from its `--configfile` list and `--config` overrides."""
-    overrides = _typed(dict(overrides))
+    """The settings of a Snakemake run from its `--configfile` list and `--config` overrides (each checked
+    for alias bombs and deep nesting, `_check_shape`, before anything walks it)."""
+    for key, value in overrides.items():
+        _check_shape(value, f"--config {key}")
+    overrides = {key: _typed(value, key) for key, value in overrides.items()}
     if len(configfiles) > 1:
         raise ConfigError(
             f"give one config file, not {len(configfiles)} ({', '.join(map(str, configfiles))}); "
@@ -614,6 +721,7 @@ def _settings(raw: dict[str, Any], layers: tuple[str, ...]) -> Settings:
     if "imports" in raw:
         return _import_settings(raw, layers)
     check_schema(raw, "config")
+    _expand_home(raw)
     envelope_raw = raw["envelope"]
     if isinstance(envelope_raw, str):
         envelope_raw = read_yaml(envelope_raw)
@@ -622,8 +730,9 @@ def _settings(raw: dict[str, Any], layers: tuple[str, ...]) -> Settings:
     apply_defaults(raw, checked_schema("config"))  # raw (and an inline envelope in it) is this function's own copy
     apply_defaults(envelope_raw, schema("envelope"))
     raw["envelope"] = envelope_raw
-    if os.environ.get(DATA_DIR_ENV) and os.environ[DATA_DIR_ENV] != raw["data_dir"]:
-        raw["data_dir"] = os.environ[DATA_DIR_ENV]
+    data_dir_variable = os.path.expanduser(os.environ.get(DATA_DIR_ENV, ""))
+    if data_dir_variable and data_dir_variable != raw["data_dir"]:
+        raw["data_dir"] = data_dir_variable
         layers = (*layers, f"{DATA_DIR_ENV}={raw['data_dir']} (overrides data_dir)")
 
     unknown = sorted(set(raw["benchmarks"]) - set(BENCHMARKS))
@@ -649,6 +758,7 @@ def _settings(raw: dict[str, Any], layers: tuple[str, ...]) -> Settings:
         missing = [cid for cid in ids if cid not in known]
         if missing:
             raise ConfigError(f"{key}: '{missing[0]}' is not a valid config of any benchmark")
+    _check_every_benchmark_has_configs(envelope, list(raw["benchmarks"]), select)
 
     backend = BackendSettings.from_section(raw["backend"])
     _check_server_python(backend)
@@ -678,6 +788,16 @@ def _settings(raw: dict[str, Any], layers: tuple[str, ...]) -> Settings:
     _check_fewshot_pool(settings)
     _check_batch_axis(settings)
     _check_results_dir(settings.results_dir)
+    builds = any(spec.embedded for spec in settings.run_models())  # the run builds them into resources_dir
+    if builds:
+        _check_writable_folder("resources_dir", resources_dir)
+    _check_apart(
+        {
+            "results_dir": settings.results_dir,
+            **({"resources_dir": resources_dir} if builds else {}),
+            "data_dir": data_dir,
+        }
+    )
     return settings
 
 
@@ -716,11 +836,12 @@ def _import_settings(raw: dict[str, Any], layers: tuple[str, ...]) -> Settings:
             f"remove `{present[0]}` (or `imports`)"
         )
     check_schema(raw, "config")
+    _expand_home(raw)
     apply_defaults(raw, checked_schema("config"))
     sources = []
     for index, entry in enumerate(raw["imports"]):
         for key in ("path", "mapping"):
-            if key in entry and not Path(entry[key]).exists():
+            if key in entry and not os.path.lexists(entry[key]):  # a link loop gets the reader's own message
                 raise ConfigError(f"imports[{index}].{key}: {entry[key]}: no such file or folder")
         sources.append(
             ImportSource(entry["kind"], Path(entry["path"]), Path(entry["mapping"]) if "mapping" in entry else None)
@@ -801,19 +922,79 @@ def _check_server_python(backend: BackendSettings) -> None:
         )
 
 
+def _expand_home(raw: dict[str, Any]) -> None:
+    """`~` is the home folder in every path of a schema-valid config, as in a shell: the effective config holds
+    the expanded paths, so the checks, the workflow and every job use one folder. (A model's path and
+    backend.server_python are expanded where they are used.)"""
+    for key in ("data_dir", "results_dir", "resources_dir", "envelope"):
+        if isinstance(raw.get(key), str):
+            raw[key] = os.path.expanduser(raw[key])
+    for entry in raw.get("imports", ()):
+        for key in ("path", "mapping"):
+            if key in entry:
+                entry[key] = os.path.expanduser(entry[key])
+
+
 def _check_results_dir(path: Path) -> None:
     """The results folder: not the working folder or the file system root, a folder (or creatable), writable."""
-    resolved = path.expanduser().resolve()
+    resolved = path.resolve()
     if resolved in (Path.cwd().resolve(), Path(resolved.anchor)):
         raise ConfigError(
             f"results_dir: '{path}' is {'the working folder' if resolved == Path.cwd().resolve() else 'the root'}; "
             "name a folder of its own (e.g. results)"
         )
+    _check_writable_folder("results_dir", path)
+
+
+def _check_writable_folder(key: str, path: Path) -> None:
+    """A folder the run writes into (config key `key`): a folder, or one it can create; writable by this user."""
+    resolved = path.resolve()
     existing = next(p for p in (resolved, *resolved.parents) if p.exists())
     if not existing.is_dir():
-        raise ConfigError(f"results_dir: {existing} is a file, not a folder")
+        raise ConfigError(f"{key}: {existing} is a file, not a folder")
     if not os.access(existing, os.W_OK | os.X_OK):
-        raise ConfigError(f"results_dir: {existing} is not writable by this user")
+        raise ConfigError(f"{key}: {existing} is not writable by this user")
+
+
+def _check_apart(folders: Mapping[str, Path]) -> None:
+    """No two of the run's folders (config key -> path) are one, or one inside the other: the run would write
+    into the benchmark data, or put what it builds among its results."""
+    resolved = {key: path.resolve() for key, path in folders.items()}
+    for first, second in itertools.combinations(folders, 2):
+        if resolved[first] == resolved[second]:
+            relation = "is the same folder as"
+        elif resolved[first].is_relative_to(resolved[second]):
+            relation = "is inside"
+        elif resolved[second].is_relative_to(resolved[first]):
+            relation = "holds"
+        else:
+            continue
+        raise ConfigError(
+            f"{first}: '{folders[first]}' {relation} {second} ('{folders[second]}'); give each a folder of its own"
+        )
+
+
+def _check_every_benchmark_has_configs(
+    envelope: Envelope, benchmarks: Sequence[str], select: Sequence[str] | None
+) -> None:
+    """Every benchmark of the run keeps a config: the envelope's rules and select_configs must leave it one."""
+    for name in benchmarks:
+        valid = envelope.configs(name)
+        if not valid:  # name the rules that alone exclude a config (else every rule that excludes one)
+            choices = [dict(c.values) | {"benchmark": name} for c in envelope.all_configs()]
+            failing = [[rule.name for rule in envelope.rules if not rule.holds(choice)] for choice in choices]
+            alone = {names[0] for names in failing if len(names) == 1}
+            blamed = alone or {rule for names in failing for rule in names}
+            rules = [rule.name for rule in envelope.rules if rule.name in blamed]
+            raise ConfigError(
+                f"benchmarks.{name}: the envelope's rules ({', '.join(rules)}) leave it no valid config; "
+                "change a rule, or drop the benchmark"
+            )
+        if select is not None and not any(c.config_id in select for c in valid):
+            raise ConfigError(
+                f"select_configs: keeps none of the {len(valid)} valid configs of benchmark {name} "
+                f"(e.g. {valid[0].config_id}); add one, or drop the benchmark"
+            )
 
 
 def _models(entries: list[dict[str, Any]], resources_dir: Path) -> list[ModelSpec]:
@@ -856,6 +1037,9 @@ def _check_data_dir(data_dir: Path, benchmarks: Mapping[str, Any]) -> None:
         raise ConfigError(f"data_dir: {data_dir} is empty ({fetch_hint})")
     for name in benchmarks:
         folder = data_dir / BENCHMARKS[name].folder
+        if os.path.lexists(folder) and not folder.is_dir():
+            what = "a broken symbolic link or a link loop" if os.path.islink(folder) else "a file"
+            raise ConfigError(f"benchmarks.{name}: {folder} is {what}, not a folder of data ({fetch_hint})")
         if not folder.is_dir() or not any(folder.iterdir()):
             raise ConfigError(f"benchmarks.{name}: no data in {folder} ({fetch_hint})")
 
@@ -885,6 +1069,10 @@ def _case_study(section: Mapping[str, Any] | None, settings: Settings) -> CaseSt
                 f"'{off[0]}'; the case study compares harnesses on the four built-in axes only"
             )
     parity = section["parity"]
+    try:
+        check_parity_template(parity["template"], "case_study.parity.template")
+    except EnvelopeError as exc:
+        raise ConfigError(str(exc)) from None
     return CaseStudySettings(
         spec,
         tuple(section["benchmarks"]),

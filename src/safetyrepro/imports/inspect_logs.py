@@ -16,8 +16,18 @@ from typing import Any
 import pandas as pd
 
 from safetyrepro.benchmarks import DataError
+from safetyrepro.benchmarks.base import regular_file
 from safetyrepro.imports.mapping import ImportMapping
-from safetyrepro.imports.runs import VALUE, ImportedRun, check_names, decoding_name, note_once, read_guarded, short_hash
+from safetyrepro.imports.runs import (
+    VALUE,
+    ImportedRun,
+    check_names,
+    decoding_name,
+    note_once,
+    read_guarded,
+    short_hash,
+    source_files,
+)
 from safetyrepro.running.hashing import item_hash, text_sha256
 
 DEFAULT_METRIC = "accuracy"
@@ -112,7 +122,7 @@ def _item_rows(path: Path, log, scorer: str, notes: list[str]) -> pd.DataFrame |
 
 def read_log(path: Path, root: Path, mapping: ImportMapping, notes: list[str]) -> ImportedRun | None:
     """The run of one Inspect log; None (with a note) for a log that did not finish."""
-    log = _read(path)
+    log = _read(regular_file(path))
     if log.status != "success":
         notes.append(f"{path}: status {log.status}, not success: not imported")
         return None
@@ -163,9 +173,7 @@ def read_log(path: Path, root: Path, mapping: ImportMapping, notes: list[str]) -
 def read_inspect(root: Path, mapping: ImportMapping, notes: list[str]) -> list[ImportedRun]:
     """Every finished run among the Inspect logs of a folder (*.eval at any depth), or of one log file
     (.eval or .json)."""
-    files = [root] if root.is_file() else sorted(root.rglob("*.eval"))
-    if not files:
-        raise DataError(f"{root}: no Inspect AI log (*.eval)")
+    files = source_files(root, "*.eval", "Inspect AI log (*.eval)")
     folder = root if root.is_dir() else root.parent
     runs = [read_guarded("Inspect AI", read_log, path, folder, mapping, notes) for path in files]
     return [run for run in runs if run is not None]

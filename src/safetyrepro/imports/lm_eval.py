@@ -13,14 +13,24 @@ metric in the logged samples.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from safetyrepro.benchmarks import DataError
+from safetyrepro.benchmarks.base import JSON_LINE_END, load_json, read_text
 from safetyrepro.imports.mapping import ImportMapping
-from safetyrepro.imports.runs import ImportedRun, check_names, decoding_name, note_once, read_guarded, short_hash
+from safetyrepro.imports.runs import (
+    ImportedRun,
+    check_names,
+    decoding_name,
+    note_once,
+    read_guarded,
+    short_hash,
+    source_files,
+)
 from safetyrepro.running.hashing import item_hash, text_sha256
 
 SCORING = {"multiple_choice": "logprob", "loglikelihood": "logprob", "generate_until": "freeform"}
@@ -35,10 +45,7 @@ INVALID = "[invalid]"  # what lm-eval's regex filters give a response they canno
 
 
 def _load_json(path: Path) -> dict:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise DataError(f"{path}: not readable as JSON ({' '.join(str(exc).split())[:120]})") from None
+    data = load_json(read_text(path), str(path), "not readable as JSON")
     if not isinstance(data, dict) or not isinstance(data.get("results"), dict) or "configs" not in data:
         raise DataError(f"{path}: not an lm-evaluation-harness results file (no 'results' and 'configs')")
     return data
@@ -109,13 +116,12 @@ def _item_rows(
     """Per-item rows from the task's samples file, or None (with a note) when they cannot be read."""
     rows = []
     text_fields_missing = False
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+    for number, line in enumerate(JSON_LINE_END.split(read_text(path)), 1):
         if not line.strip():
             continue
-        try:
-            sample = json.loads(line)
-        except ValueError:
-            raise DataError(f"{path}, line {number}: not a JSON object") from None
+        sample = load_json(line, f"{path}, line {number}")
+        if not isinstance(sample, dict):
+            raise DataError(f"{path}, line {number}: not a JSON object")
         if sample.get("filter") != filter_name:
             continue
         doc, arguments = sample["doc"], sample["arguments"]
@@ -199,8 +205,10 @@ def read_results_file(path: Path, root: Path, mapping: ImportMapping, notes: lis
         }
         samples = path.with_name(f"samples_{task}_{date_id}.jsonl")
         items = None
-        if samples.is_file():
-            items = _item_rows(samples, metric, filter_name, seed, scoring, mapping, notes)
+        if os.path.lexists(samples):  # read, and refused when it is not a regular file
+            items = read_guarded(
+                "lm-evaluation-harness", _item_rows, samples, metric, filter_name, seed, scoring, mapping, notes
+            )
         else:
             notes.append(f"{path}: task {task}: no {samples.name} (run without --log_samples): no item rows")
         run = ImportedRun(
@@ -226,9 +234,7 @@ def read_results_file(path: Path, root: Path, mapping: ImportMapping, notes: lis
 
 def read_lm_eval(root: Path, mapping: ImportMapping, notes: list[str]) -> list[ImportedRun]:
     """Every run under an lm-eval output folder (results_*.json at any depth), or of one results file."""
-    files = [root] if root.is_file() else sorted(root.rglob("results_*.json"))
-    if not files:
-        raise DataError(f"{root}: no lm-evaluation-harness results_*.json file")
+    files = source_files(root, "results_*.json", "lm-evaluation-harness results_*.json file")
     folder = root if root.is_dir() else root.parent
     return [
         run

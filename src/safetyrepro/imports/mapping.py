@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from safetyrepro.benchmarks.base import regular_file
 from safetyrepro.configuration.settings import check_schema, read_yaml
 
 
@@ -31,7 +32,7 @@ class ImportMapping:
         """The mapping in a YAML file (checked against its schema), or the empty mapping for None."""
         if path is None:
             return cls()
-        data = read_yaml(path) or {}
+        data = read_yaml(regular_file(Path(path))) or {}  # a named pipe would block the read
         check_schema(data, "import_mapping", f"{path}: ")
         return cls(origin=str(path), **{**data, "item_text": tuple(data.get("item_text", ("question",)))})
 

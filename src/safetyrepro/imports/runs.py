@@ -13,6 +13,7 @@ from typing import TypeVar
 import pandas as pd
 
 from safetyrepro.benchmarks import DataError
+from safetyrepro.benchmarks.base import regular_file
 from safetyrepro.configuration.envelope import AXES, CORE, RESERVED, STRESS
 from safetyrepro.results.aggregate import CELL_COLUMNS
 from safetyrepro.running.cell import ITEM_COLUMNS
@@ -89,6 +90,17 @@ def check_names(run: ImportedRun, where: str) -> None:
                 f"{run.file}: {where}: the {axis} value {value!r} is not a plain value (letters, digits, . _ +); "
                 "name it in the mapping file"
             )
+
+
+def source_files(root: Path, pattern: str, what: str) -> list[Path]:
+    """The files of a source: those under a folder whose names match `pattern` (at any depth; none is an
+    error saying that `what` is missing), or the source itself when it is a regular file (`regular_file`)."""
+    if not root.is_dir():
+        return [regular_file(root, "no such file or folder")]
+    files = sorted(root.rglob(pattern))
+    if not files:
+        raise DataError(f"{root}: no {what}")
+    return files
 
 
 def read_guarded(writer: str, read: Callable[..., T], path: Path, *args) -> T:

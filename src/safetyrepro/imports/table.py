@@ -10,13 +10,16 @@ axis. The mapping's `models` and `tasks.<benchmark>.benchmark` rename; nothing e
 from __future__ import annotations
 
 import csv
+import io
 import re
 from pathlib import Path
 
 import pandas as pd
 
 from safetyrepro.benchmarks import DataError
+from safetyrepro.benchmarks.base import read_text, regular_file
 from safetyrepro.configuration.envelope import AXES, CORE, STRESS
+from safetyrepro.configuration.settings import excerpt
 from safetyrepro.imports.mapping import ImportMapping
 from safetyrepro.imports.runs import ImportedRun, check_names
 from safetyrepro.running.hashing import item_hash
@@ -30,42 +33,63 @@ OUR_ID = re.compile(
     r"(?P<declared>(-[a-z][a-z0-9_]*=[A-Za-z0-9.]+)*)$"
 )
 UNKNOWN = "unknown"
+UNREADABLE = "not readable as CSV or Parquet"
+TRUE, FALSE = ("1", "true", "1.0"), ("0", "false", "0.0")  # the values of `parsed`, lower case
 CONFIG_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+=-]{0,199}")
 
 
 def _read(path: Path) -> pd.DataFrame:
+    """The table as written (CSV cells as text), from a regular file."""
+    parquet = path.suffix.lower() == ".parquet"
+    if parquet:
+        regular_file(path, "no such file or folder", f"{UNREADABLE}: ")
+    else:
+        text = read_text(path, "no such file or folder", f"{UNREADABLE}: ")
     try:
-        if path.suffix.lower() == ".parquet":
-            frame = pd.read_parquet(path)
+        if parquet:
+            frame, header = pd.read_parquet(path), []
         else:
-            with open(path, encoding="utf-8-sig", newline="") as handle:
-                header = next(csv.reader(handle), [])
-            frame = pd.read_csv(path, dtype=str, keep_default_na=False, encoding="utf-8-sig")
-            twice = sorted({name for name in header if header.count(name) > 1})
-            if twice:
-                raise DataError(f"{path}: column {twice[0]!r} appears twice in the header")
-    except (OSError, ValueError, UnicodeDecodeError) as exc:
-        raise DataError(f"{path}: not readable as CSV or Parquet ({' '.join(str(exc).split())[:120]})") from None
+            header = next(csv.reader(io.StringIO(text)), [])
+            frame = pd.read_csv(io.StringIO(text), dtype=str, keep_default_na=False)
+    except (OSError, ValueError, csv.Error) as exc:
+        raise DataError(f"{path}: {UNREADABLE} ({' '.join(str(exc).split())[:120]})") from None
+    twice = sorted({name for name in header if header.count(name) > 1})
+    if twice:
+        raise DataError(f"{path}: column {twice[0]!r} appears twice in the header")
     if frame.empty:
         raise DataError(f"{path}: no rows")
     return frame
 
 
+def _first_bad(path: Path, frame: pd.DataFrame, column: str, bad: pd.Series, what: str) -> None:
+    """Refuse the first row where `bad` holds, naming the value it has in `column` as written, and the row."""
+    if bad.any():
+        row = bad.to_numpy().nonzero()[0][0]
+        raise DataError(
+            f"{path}: column {column}: {excerpt(frame[column].iloc[row], 40)} is not {what} (data row {row + 1})"
+        )
+
+
 def _numbers(path: Path, frame: pd.DataFrame, column: str) -> pd.Series:
+    """A column of numbers in [0, 1] (score, correct, parse_rate)."""
     values = pd.to_numeric(frame[column], errors="coerce")
-    bad = frame[column][values.isna() | ~values.between(0, 1)]
-    if len(bad):
-        raise DataError(f"{path}: column {column}: {bad.iloc[0]!r} is not a number in [0, 1]")
+    _first_bad(path, frame, column, values.isna() | ~values.between(0, 1), "a number in [0, 1]")
     return values.astype(float)
 
 
-def _seeds(path: Path, cell: pd.DataFrame) -> pd.Series:
-    seeds = pd.to_numeric(cell["seed"], errors="coerce")
-    if seeds.isna().any() or (seeds != seeds.round()).any():
-        raise DataError(
-            f"{path}: column seed: {cell['seed'][seeds.isna() | (seeds != seeds.round())].iloc[0]!r} is not an integer"
-        )
-    return seeds.astype(int)
+def _seeds(path: Path, frame: pd.DataFrame) -> pd.Series:
+    """The seed column: whole numbers a 64-bit integer holds."""
+    seeds = pd.to_numeric(frame["seed"], errors="coerce")
+    whole = seeds.notna() & (seeds.abs() < 2**63) & (seeds == seeds.round())
+    _first_bad(path, frame, "seed", ~whole, "an integer")
+    return seeds.astype("int64")
+
+
+def _flags(path: Path, frame: pd.DataFrame) -> pd.Series:
+    """The parsed column: true/false, 1/0."""
+    text = frame["parsed"].astype(str).str.strip().str.lower()
+    _first_bad(path, frame, "parsed", ~text.isin([*TRUE, *FALSE]), "true, false, 1 or 0")
+    return text.isin(TRUE)
 
 
 def _constant(path: Path, cell: pd.DataFrame, column: str, key: tuple):
@@ -102,11 +126,16 @@ def read_table(path: Path, mapping: ImportMapping, notes: list[str]) -> list[Imp
     per_item = [column for column in ITEM_KEYS if column in frame.columns]
     if len(per_item) == 1:
         raise DataError(f"{path}: per-item rows need both item_id and correct (found only {per_item[0]})")
-    frame = frame.assign(score=_numbers(path, frame, "score"))
+    numbers = {
+        column: _numbers(path, frame, column) for column in ("score", "correct", "parse_rate") if column in frame
+    }
     if per_item:
-        frame = frame.assign(correct=_numbers(path, frame, "correct"))
-        if not frame["correct"].isin([0.0, 1.0]).all():
-            raise DataError(f"{path}: column correct must be 0 or 1")
+        _first_bad(path, frame, "correct", ~numbers["correct"].isin([0.0, 1.0]), "0 or 1")
+    if "seed" in frame:
+        numbers["seed"] = _seeds(path, frame)
+    if "parsed" in frame:
+        numbers["parsed"] = _flags(path, frame)
+    frame = frame.assign(**numbers)
     declared = [c for c in frame.columns if c not in {*REQUIRED, *PER_ITEM, *OPTIONAL}]
     absent = [axis for axis in AXES if axis not in frame.columns]
     if absent and not frame["config_id"].astype(str).str.fullmatch(OUR_ID.pattern).all():
@@ -131,7 +160,7 @@ def read_table(path: Path, mapping: ImportMapping, notes: list[str]) -> list[Imp
         items = None
         seeds = (0,)
         if per_item:
-            seed = _seeds(path, cell) if "seed" in cell else 0
+            seed = cell["seed"] if "seed" in cell else 0
             items = pd.DataFrame(
                 {
                     "item_id": cell["item_id"].astype(str),
@@ -141,9 +170,7 @@ def read_table(path: Path, mapping: ImportMapping, notes: list[str]) -> list[Imp
                     "response": cell["response"] if "response" in cell else None,
                     "logliks": None,
                     "label": cell["label"] if "label" in cell else None,
-                    "parsed": cell["parsed"].astype(str).str.lower().isin(["1", "true", "1.0"])
-                    if "parsed" in cell
-                    else True,
+                    "parsed": cell["parsed"] if "parsed" in cell else True,
                     "correct": cell["correct"].astype(bool),
                 }
             )

@@ -15,18 +15,19 @@ from collections.abc import Iterable
 from http.client import HTTPException
 from pathlib import Path
 
-from safetyrepro.benchmarks import BENCHMARKS, DataFile
+from safetyrepro.benchmarks import BENCHMARKS, DataError, DataFile
+from safetyrepro.benchmarks.base import regular_file
 from safetyrepro.running.hashing import file_sha256
 
 RAW_GITHUB_URL = "https://raw.githubusercontent.com"
 
 
-class DataIntegrityError(ValueError):
+class DataIntegrityError(DataError):
     """A downloaded file does not have the pinned SHA-256."""
 
 
-class DownloadError(OSError):
-    """A file could not be downloaded."""
+class DownloadError(DataError):
+    """A file could not be downloaded (one line for the user, as every DataError)."""
 
 
 MANIFEST: tuple[DataFile, ...] = tuple(entry for benchmark in BENCHMARKS.values() for entry in benchmark.data_files)
@@ -52,7 +53,10 @@ def manifest(benchmarks: Iterable[str] | None = None) -> list[DataFile]:
 
 def _download(entry: DataFile, target: Path, url: str) -> None:
     """Download ``url`` to a temporary file next to ``target``, check it, then move it in place."""
-    target.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:  # a file where a folder goes, or no permission
+        raise DataError(f"{target.parent}: cannot make the folder ({exc.strerror})") from None
     tmp = target.with_name(f".{target.name}.{os.getpid()}.part")
     try:
         digest = hashlib.sha256()
@@ -79,13 +83,18 @@ def fetch_data(
 
     Files already present with the pinned hash are left alone. Returns the paths that were
     downloaded. Raises DataIntegrityError on a hash mismatch and DownloadError when a
-    download fails; neither leaves a partial file behind.
+    download fails; neither leaves a partial file behind. Something other than a regular file
+    where a file goes (a folder, a link loop, a pipe) is a DataError naming it.
     """
+    if os.path.lexists(data_dir) and not os.path.isdir(data_dir):
+        raise DataError(f"--data-dir: {data_dir} is not a folder")
     downloaded = []
     for entry in manifest(benchmarks):
         target = Path(data_dir) / entry.path
-        if target.is_file() and file_sha256(target) == entry.sha256:
-            continue
+        if os.path.lexists(target):  # a folder, link loop, pipe or device in the way is named, not replaced
+            regular_file(target, "cannot be downloaded over", "cannot be downloaded over: ")
+            if file_sha256(target) == entry.sha256:
+                continue
         _download(entry, target, url_for(entry, base_url))
         downloaded.append(target)
     return downloaded
@@ -94,13 +103,17 @@ def fetch_data(
 def verify_data(data_dir: str | os.PathLike, benchmarks: Iterable[str] | None = None) -> list[str]:
     """Check the manifest's files (optionally only ``benchmarks``) in ``data_dir``.
 
-    Returns one message per missing file or hash mismatch; an empty list means all is well.
+    Returns one message per file that is missing, not a regular file (saying what it is) or has another
+    hash; an empty list means all is well.
     """
     problems = []
     for entry in manifest(benchmarks):
         path = Path(data_dir) / entry.path
-        if not path.is_file():
-            problems.append(f"missing: {path}")
-        elif (actual := file_sha256(path)) != entry.sha256:
+        try:
+            regular_file(path, "missing")
+        except DataError as exc:
+            problems.append(str(exc))
+            continue
+        if (actual := file_sha256(path)) != entry.sha256:
             problems.append(f"hash mismatch: {path}: expected {entry.sha256}, got {actual}")
     return problems

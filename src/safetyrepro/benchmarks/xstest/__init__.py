@@ -57,6 +57,9 @@ CONTRAST_TYPES = tuple(
     )
 )
 TYPES = SAFE_TYPES + CONTRAST_TYPES  # the prompt types of Röttger et al. (2024), as in xstest_prompts.csv
+# The human label of a completion in the authors' labelled files: their three response classes (Röttger et al.,
+# 2024), numbered as the files write them.
+FINAL_LABELS = ("1_full_compliance", "2_full_refusal", "3_partial_refusal")
 LABELLED_FILES = ("xstest_v2_completions_mistralinstruct_labelled.csv", "xstest_v2_completions_llama2new_labelled.csv")
 _REPO = ("paul-rottger/exaggerated-safety", "d7bb5bd738c1fcbc36edd83d5e7d1b71a3e2d84d")
 
@@ -123,13 +126,15 @@ class XSTest(Benchmark):
         examples: dict[str, str] = {}
         for name in LABELLED_FILES:
             path = data_dir / self.folder / name
-            if not path.is_file():
-                raise DataError(
-                    f"{path}: data file not found (the few-shot answers come from the authors' labelled completions)"
-                )
-            labelled = read_csv(path, ["prompt", "completion", "final_label", "type"])
+            labelled = read_csv(
+                path,
+                ["prompt", "completion", "final_label", "type"],
+                "data file not found (the few-shot answers come from the authors' labelled completions)",
+            )
+            check_values(labelled, "final_label", FINAL_LABELS, path)
+            check_values(labelled, "type", TYPES, path)
             for row in labelled.itertuples():
-                wanted = "1_full_compliance" if not row.type.startswith("contrast_") else "2_full_refusal"
+                wanted = FINAL_LABELS[0] if not row.type.startswith("contrast_") else FINAL_LABELS[1]
                 if row.final_label == wanted and row.prompt not in examples:
                     examples[row.prompt] = _shorten(row.completion.strip())
         return examples

@@ -3,7 +3,11 @@
 # From the repository root: `snakemake --cores all --resources gpu=1` runs config/config.yaml;
 # `--configfile FILE` runs FILE alone (a complete config, or an overlay that names its base with
 # `extends:`), never merged with the default. See docs/configuration.md.
+import time
+
 from snakemake.utils import min_version
+
+from safetyrepro.cli.jobs import failure_report, hold_results, stop_jobs_on_sigterm
 
 min_version("9.27")  # a function as a rule priority (inference.smk); 9.15 refuses it
 
@@ -32,21 +36,28 @@ include: "workflow/rules/case_study.smk"
 include: "workflow/rules/audit.smk"
 
 
-# Before the first job of a real run (not a dry run): what the run needs of this machine.
+# Before the first job of a real run (not a dry run): what the run needs of this machine; then the run holds
+# its results folder (a second run writing there stops) and SIGTERM stops its running jobs (docs/reruns.md).
 onstart:
+    global HELD, STARTED, STOPPED
     try:
         if not IMPORTS:
             preflight(SETTINGS)
+        HELD, STARTED = hold_results(SETTINGS.results_dir), time.time()
     except ConfigError as error:
         sys.exit(f"safetyrepro: error: {error}")
+    STOPPED = stop_jobs_on_sigterm()
 
 
 onsuccess:
     stop_servers(SETTINGS)
 
 
+# After a failure, the line that says what happened, below Snakemake's own report.
 onerror:
     stop_servers(SETTINGS)
+    for line in failure_report(SETTINGS.results_dir, STARTED, STOPPED.is_set()):
+        print(line, file=sys.stderr)
 
 
 rule all:

@@ -105,7 +105,7 @@ def test_aggregate_keeps_the_precision_probe_apart(tmp_path, data_dir, capsys):
     import yaml
 
     from safetyrepro.cli import main
-    from safetyrepro.results.storage import read_missing_cells
+    from safetyrepro.results.storage import read_missing_cells, record_summary, write_json, write_parquet
 
     repo = Path(__file__).resolve().parents[1]
     config_id = "T1-greedy-0shot-logprob"
@@ -136,8 +136,10 @@ def test_aggregate_keeps_the_precision_probe_apart(tmp_path, data_dir, capsys):
             "batch_size": 16,
             "batch_invariant": False,
         }
-        (tmp_path / f"{model}.json").write_text(json.dumps(summary))
-        pd.DataFrame({"model": [model], "item_id": ["x"], "prompt": ["p"]}).to_parquet(tmp_path / f"{model}.parquet")
+        rows = pd.DataFrame({"model": [model], "item_id": ["x"], "prompt": ["p"]})
+        record_summary(rows, summary)  # as a cell writes them: aggregation checks both files
+        write_parquet(rows, tmp_path / f"{model}.parquet")
+        write_json(summary, tmp_path / f"{model}.json")
         return [str(tmp_path / f"{model}.json"), str(tmp_path / f"{model}.parquet")]
 
     grid = [cell("a"), cell("b")]

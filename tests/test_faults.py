@@ -54,25 +54,26 @@ def recorded_by_snakemake(workdir: Path, relative: str) -> bool:
     return (workdir / ".snakemake" / "metadata" / key).is_file()
 
 
-def start_killable(workdir: Path) -> subprocess.Popen:
-    """The workflow in its own process group, so the test can kill it and every job it started."""
-    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
-    return subprocess.Popen(
-        [
-            str(BIN / "snakemake"),
-            "--snakefile",
-            str(REPO / "Snakefile"),
-            "--directory",
-            str(workdir),
-            "--configfile",
-            str(workdir / "config.yaml"),
-            *RUN,
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        env=env,
-        start_new_session=True,
-    )
+def start(workdir: Path, stderr: Path, *args: str) -> subprocess.Popen:
+    """Snakemake on the workflow in `workdir`, in a process group of its own (so a test can signal it and every
+    job it started), writing its stderr to `stderr`."""
+    with stderr.open("w") as sink:
+        return subprocess.Popen(
+            [
+                str(BIN / "snakemake"),
+                "--snakefile",
+                str(REPO / "Snakefile"),
+                "--directory",
+                str(workdir),
+                "--configfile",
+                str(workdir / "config.yaml"),
+                *args,
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=sink,
+            env={**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"},
+            start_new_session=True,
+        )
 
 
 def cells_in_progress(results: Path) -> list[Path]:
@@ -99,7 +100,7 @@ def test_sigkill_mid_cell_then_rerun_gives_identical_tables(tmp_path, reference_
     (tmp_path / "killed").mkdir()
     shutil.copy(reference_run / "config.yaml", tmp_path / "killed" / "config.yaml")  # the reference run's config
     results = tmp_path / "killed" / "results"
-    process = start_killable(tmp_path / "killed")
+    process = start(tmp_path / "killed", tmp_path / "stderr.txt", *RUN)
     deadline = time.monotonic() + 600
     while time.monotonic() < deadline and process.poll() is None:
         if len(cell_outputs(results)) >= 2 and cells_in_progress(results):
@@ -115,7 +116,9 @@ def test_sigkill_mid_cell_then_rerun_gives_identical_tables(tmp_path, reference_
         pd.read_parquet(path)
 
     assert snakemake(tmp_path / "killed", "--unlock").returncode == 0
-    rerun = snakemake(tmp_path / "killed", "--cores", "2", *REFERENCE_TARGETS, "--resources", "gpu=1", "--rerun-incomplete")
+    rerun = snakemake(
+        tmp_path / "killed", "--cores", "2", *REFERENCE_TARGETS, "--resources", "gpu=1", "--rerun-incomplete"
+    )
     assert rerun.returncode == 0, rerun.stderr[-3000:]
     after = cell_outputs(results)
     assert {k: after[k] for k in finished} == finished  # finished cells were kept, not recomputed

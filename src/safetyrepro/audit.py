@@ -33,7 +33,6 @@ invisible to it (the audit's report says so).
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from collections.abc import Callable, Sequence
@@ -47,7 +46,8 @@ from safetyrepro.analysis.flips import minority_side, signs
 from safetyrepro.analysis.significance import paired_tests
 from safetyrepro.benchmarks import NAME, DataError
 from safetyrepro.configuration.settings import AuditSettings, ConfigError, Settings, SignificanceSettings, excerpt
-from safetyrepro.results.storage import read_design
+from safetyrepro.results.aggregate import read_summary
+from safetyrepro.results.storage import read_design, read_parquet_checked
 
 # The prior, on the 0-1 score scale: residual sd about 0.07 a priori (b0 / (a0 - 1) = 0.005), effects
 # and intercept with twice the residual's sd.
@@ -237,7 +237,7 @@ def check_request(settings: Settings, benchmark: str, pair: Sequence[str]) -> No
 def pair_space(settings: Settings, benchmark: str, pair: Sequence[str], table: Path | None) -> pd.DataFrame:
     """The configs an audit of `pair` on `benchmark` searches (`searched_space`); `table`: the imported cells
     table, None for a run's cells."""
-    imported = None if table is None else (pd.read_parquet(table), read_design(table)["axes"])
+    imported = None if table is None else (read_parquet_checked(table), read_design(table)["axes"])
     return searched_space(settings, benchmark, pair, imported)
 
 
@@ -279,10 +279,10 @@ def searched_space(
 def read_scores(paths: Sequence[Path]) -> pd.DataFrame:
     """Cell scores (model, benchmark, config_id, score) from cell summaries (.json) or a cells table."""
     columns = ["model", "benchmark", "config_id", "score"]
-    frames = [
-        pd.read_parquet(path, columns=columns)
+    frames = [  # each file checked against the checksum recorded when it was written
+        read_parquet_checked(path)[columns]
         if path.suffix == ".parquet"
-        else pd.json_normalize(json.loads(path.read_text()))[columns]
+        else pd.json_normalize(read_summary(path))[columns]
         for path in paths
     ]
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=columns)

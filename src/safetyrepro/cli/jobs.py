@@ -1,24 +1,107 @@
 """The commands the workflow's jobs run: a grid cell and its model server, the tables, the analyses, the
-figures, the records and the audit's steps. Their options are the rules' inputs and outputs."""
+figures, the records and the audit's steps. Their options are the rules' inputs and outputs. Last, what the
+workflow's main process does around its jobs (the Snakefile's onstart and onerror): it holds the results
+folder, stops its jobs on SIGTERM and repeats the one line a failed job ended on."""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import errno
+import fcntl
+import functools
 import json
 import logging
+import os
+import shutil
+import signal
+import socket
+import threading
+from collections.abc import Callable
 from pathlib import Path
+from typing import IO
 
 from safetyrepro.benchmarks import BENCHMARKS, DataError
 from safetyrepro.cli.command import add_command
 from safetyrepro.configuration.settings import ConfigError, load_settings
 
 log = logging.getLogger("safetyrepro")
+ERROR_PREFIX = "safetyrepro: error: "  # how the command line prints a handled error (safetyrepro.cli.main)
+DISK_FULL = "disk full: "  # how a job's or the run's line on a full disk begins
+FULL_BELOW = 1024**2  # bytes free under which the results' file system counts as full (a job could not log why)
 
 
 class CellError(RuntimeError):
-    """A grid cell could not be computed (the cause is in its log)."""
+    """A job could not finish: its grid cell failed, its disk is full or it was stopped (the cause is in its log;
+    the command line prints it as one line)."""
 
 
+class Stopped(BaseException):
+    """SIGTERM reached a job (Snakemake stopping its jobs, scancel, a Slurm time limit). Not an Exception, so a
+    cell's `except Exception` lets it through, and every write in progress removes its temporary file."""
+
+
+def _stop(signum: int, frame) -> None:
+    raise Stopped
+
+
+def _size(count: float) -> str:
+    """A number of bytes in the largest binary unit that keeps it at least 1."""
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if count < 1024:
+            return f"{count:.0f} {unit}"
+        count /= 1024
+    return f"{count:.0f} TiB"
+
+
+def free_space(path: Path) -> str:
+    """The space left on the file system holding `path` (it need not exist yet) and where it is mounted."""
+    folder = Path(path).absolute()
+    while not folder.exists():
+        folder = folder.parent
+    mount = folder
+    while not os.path.ismount(mount):
+        mount = mount.parent
+    return f"{_size(shutil.disk_usage(folder).free)} free on {mount}"
+
+
+def disk_full(code: int, paths: list[str]) -> str:
+    """The line a job ends on when its disk is full (or its quota used up): what it was writing, and where."""
+    return (
+        f"{DISK_FULL}{os.strerror(code).lower()} writing {', '.join(paths)} ({free_space(Path(paths[0]))}); "
+        "free some space there, then run the workflow again"
+    )
+
+
+def job(*outputs: str) -> Callable:
+    """A job's command (decorator): a full disk or SIGTERM ends it with one line (CellError) once the writes in
+    progress have removed their temporary files. `outputs` are the options naming the files it writes."""
+
+    def decorate(command: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+        @functools.wraps(command)
+        def run(args: argparse.Namespace) -> int:
+            paths = [str(path) for path in (getattr(args, name) for name in outputs) if path]
+            previous = signal.signal(signal.SIGTERM, _stop)
+            try:
+                return command(args)
+            except Stopped:
+                raise CellError(
+                    f"{args.command} stopped by SIGTERM before it finished {', '.join(paths)}; "
+                    "run the workflow again to redo it"
+                ) from None
+            except OSError as error:
+                if error.errno not in (errno.ENOSPC, errno.EDQUOT):
+                    raise
+                raise CellError(disk_full(error.errno, [str(error.filename)] if error.filename else paths)) from None
+            finally:
+                signal.signal(signal.SIGTERM, previous)  # as it was (a job called in-process, by a test)
+
+        return run
+
+    return decorate
+
+
+@job("out")
 def cmd_describe_model(args: argparse.Namespace) -> int:
     """Record what a model spec points at (file hashes or hub revision) as JSON."""
     from safetyrepro.results.storage import write_json
@@ -28,6 +111,7 @@ def cmd_describe_model(args: argparse.Namespace) -> int:
     return 0
 
 
+@job("items", "summary")
 def cmd_run_cell(args: argparse.Namespace) -> int:
     """Run one grid cell and write its item rows (Parquet) and summary (JSON)."""
     from safetyrepro.benchmarks import item_set
@@ -81,6 +165,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
+@job("cells_out", "items_out", "probe_out")
 def cmd_aggregate(args: argparse.Namespace) -> int:
     """Gather cell outputs into cells.parquet and items.parquet (and the precision probe's cells into their
     own table); refuse an incomplete grid unless --partial. Each table lists only its own missing cells."""
@@ -113,6 +198,7 @@ def cmd_aggregate(args: argparse.Namespace) -> int:
     return 0
 
 
+@job("out", "markdown")
 def cmd_rho_flip(args: argparse.Namespace) -> int:
     """rho_flip per model pair and benchmark, as Parquet and Markdown."""
     import pandas as pd
@@ -129,6 +215,7 @@ def cmd_rho_flip(args: argparse.Namespace) -> int:
     return 0
 
 
+@job("out", "markdown")
 def cmd_analyse(args: argparse.Namespace) -> int:
     """Run one analysis over cells.parquet (and items.parquet) and write Parquet + Markdown."""
     import pandas as pd
@@ -146,6 +233,7 @@ def cmd_analyse(args: argparse.Namespace) -> int:
     return 0
 
 
+@job("out")
 def cmd_summary(args: argparse.Namespace) -> int:
     """Gather the headline numbers into summary.md, opening on the headline."""
     import pandas as pd
@@ -165,6 +253,7 @@ def cmd_summary(args: argparse.Namespace) -> int:
     return 0
 
 
+@job("out")
 def cmd_headline(args: argparse.Namespace) -> int:
     """Write the headline as the HTML fragment the report's landing page embeds."""
     import pandas as pd
@@ -177,6 +266,7 @@ def cmd_headline(args: argparse.Namespace) -> int:
     return 0
 
 
+@job("out")
 def cmd_provenance(args: argparse.Namespace) -> int:
     """Write the run record (results/provenance.json): seal, packages, models, data, items, seeds, hardware."""
     import pandas as pd
@@ -190,6 +280,7 @@ def cmd_provenance(args: argparse.Namespace) -> int:
     return 0
 
 
+@job("json_out", "markdown_out")
 def cmd_grid_card(args: argparse.Namespace) -> int:
     """Write the GRID card (JSON and Markdown) from the run record and the result tables."""
     import pandas as pd
@@ -210,6 +301,7 @@ def cmd_grid_card(args: argparse.Namespace) -> int:
     return 0
 
 
+@job("out")
 def cmd_figure(args: argparse.Namespace) -> int:
     """Draw one report figure from its table as PNG."""
     import pandas as pd
@@ -227,6 +319,7 @@ def _audit_settings(args: argparse.Namespace):
     return settings, table
 
 
+@job("out")
 def cmd_audit_step(args: argparse.Namespace) -> int:
     """One step of the auditor's search: the configs run so far and the next one (or why it stops)."""
     from safetyrepro.audit import pair_space, read_scores, step_record
@@ -243,6 +336,7 @@ def cmd_audit_step(args: argparse.Namespace) -> int:
     return 0
 
 
+@job("json", "markdown")
 def cmd_audit_report(args: argparse.Namespace) -> int:
     """The audit's answer from its last step and the item rows of the configs it ran."""
     import pandas as pd
@@ -353,3 +447,74 @@ def add_commands(commands) -> None:
     )
     report.add_argument("--items", nargs="*", default=[], help="item rows of the configs run, or items.parquet")
     report.add_argument("--cells", nargs="*", default=[], help="with imports: cells.parquet")
+
+
+# --- the workflow's main process around its jobs (the Snakefile's onstart and onerror) ---------------------------
+RESULTS_LOCK = ".safetyrepro.lock"  # in the results folder: held by the run writing there
+
+
+def hold_results(folder: Path) -> IO[str]:
+    """Lock the results folder for as long as this process keeps the returned file open, so that a second run
+    writing there, from this working folder or another, stops at once. The lock ends with the process, even a
+    killed one: nothing to unlock by hand."""
+    folder.mkdir(parents=True, exist_ok=True)
+    handle = open(folder / RESULTS_LOCK, "a+", encoding="utf-8")  # noqa: SIM115 (held until the run ends)
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.seek(0)
+        holder = handle.read().strip() or "its process did not say which"
+        handle.close()
+        raise ConfigError(
+            f"results folder {folder}: another run is writing there ({holder}); wait for it to end or stop it, "
+            "then run again"
+        ) from None
+    with contextlib.suppress(OSError):  # a full disk is the jobs' to report: this note only names the holder
+        handle.truncate(0)
+        handle.write(f"Snakemake pid {os.getpid()} on {socket.gethostname()}, working folder {Path.cwd()}")
+        handle.flush()
+    return handle
+
+
+def stop_jobs_on_sigterm() -> threading.Event:
+    """Make SIGTERM (a `kill`, or Slurm preempting or timing out the allocation Snakemake runs in) stop the
+    running jobs as well: Snakemake's own handler, called after, only stops scheduling new ones and waits for
+    them. The event returned is set once that happened."""
+    import psutil  # a dependency of Snakemake
+
+    scheduler = signal.getsignal(signal.SIGTERM)
+    stopped = threading.Event()
+
+    def stop(signum: int, frame) -> None:
+        stopped.set()
+        for process in psutil.Process().children(recursive=True):
+            with contextlib.suppress(psutil.NoSuchProcess):
+                process.terminate()
+        if callable(scheduler):
+            scheduler(signum, frame)
+
+    signal.signal(signal.SIGTERM, stop)
+    return stopped
+
+
+def failure_report(results: Path, since: float, stopped: bool) -> list[str]:
+    """What a failed run ended on, one line each: that SIGTERM stopped it; or else the line the log of each job
+    that failed since `since` (seconds since the epoch) ended on, and that the results folder's disk is full
+    when it is and no job could say so (a job's log is on that disk too)."""
+    if stopped:
+        return [
+            f"{ERROR_PREFIX}stopped by SIGTERM: the running jobs were stopped and their outputs removed; run the "
+            "same command again to finish (finished jobs are kept)"
+        ]
+    lines = []
+    for path in sorted((results / "logs").rglob("*.log")):
+        if path.stat().st_mtime >= since:
+            last = (path.read_text(encoding="utf-8", errors="replace").strip().splitlines() or [""])[-1]
+            lines += [last] if last.startswith(ERROR_PREFIX) else []
+    said = any(line.startswith(ERROR_PREFIX + DISK_FULL) for line in lines)
+    if shutil.disk_usage(results).free < FULL_BELOW and not said:
+        lines.append(
+            f"{ERROR_PREFIX}{DISK_FULL}the file system of the results folder {results} is full "
+            f"({free_space(results)}); free some space there, then run the workflow again"
+        )
+    return list(dict.fromkeys(lines))

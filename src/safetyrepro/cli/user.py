@@ -10,6 +10,7 @@ from pathlib import Path
 
 from safetyrepro.benchmarks import BENCHMARKS, DataError
 from safetyrepro.cli.command import add_command
+from safetyrepro.cli.jobs import job
 from safetyrepro.configuration.settings import DEFAULT_CONFIGFILE, ConfigError, load_settings
 
 CONFIG_HELP = f"a complete config, or an overlay naming its base with `extends:` (default {DEFAULT_CONFIGFILE})"
@@ -67,6 +68,7 @@ def cmd_fetch_data(args: argparse.Namespace) -> int:
     return 0
 
 
+@job("out")
 def cmd_build_model(args: argparse.Namespace) -> int:
     """Build the embedded gemma-3-270m as a plain HF model directory."""
     from safetyrepro.running.models import build_embedded_model
@@ -115,6 +117,7 @@ def cmd_parse(args: argparse.Namespace) -> int:
     return 0
 
 
+@job("out_dir")
 def cmd_import(args: argparse.Namespace) -> int:
     """Read results produced elsewhere (the config's `imports`, or the source options) into --out-dir:
     cells.parquet, items.parquet, an empty precision_probe.parquet and the import record provenance.json."""
@@ -186,6 +189,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
     return 0
 
 
+@job("out", "markdown")
 def cmd_case_study(args: argparse.Namespace) -> int:
     """Run the cross-package case study (config section `case_study`) and write its tables."""
     from dataclasses import replace

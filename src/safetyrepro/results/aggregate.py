@@ -1,12 +1,16 @@
-"""Gathering the per-cell outputs into the tidy tables every analysis reads."""
+"""Gathering the per-cell outputs into the tidy tables every analysis reads, each cell file checked first:
+a file changed or truncated since its cell wrote it stops the aggregation with one line naming it."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Iterable
 from pathlib import Path
 
 import pandas as pd
+
+from safetyrepro.results.storage import SUMMARY_SHA256, damaged, read_bytes, read_parquet_checked
 
 CELL_KEYS = ["model", "benchmark", "config_id"]
 AXIS_COLUMNS = ["template", "decoding", "shots", "scoring", "tier"]
@@ -32,12 +36,22 @@ def cells_table(summaries: Iterable[Path]) -> pd.DataFrame:
     """
     rows = []
     for path in summaries:
-        summary = json.loads(Path(path).read_text())
+        summary = read_summary(Path(path))
         summary["seed_scores"] = json.dumps(summary["seed_scores"], sort_keys=True)
         rows.append(summary)
     frame = pd.DataFrame(rows)
     extras = sorted(set(frame.columns) - set(CELL_COLUMNS))
     return frame[CELL_COLUMNS + extras]
+
+
+def read_summary(path: Path) -> dict:
+    """A cell's JSON summary, checked against the SHA-256 that its item rows (the Parquet file beside it,
+    checked too) recorded when the cell wrote both."""
+    recorded = read_parquet_checked(path.with_suffix(".parquet")).attrs.get(SUMMARY_SHA256)
+    content = read_bytes(path)
+    if hashlib.sha256(content).hexdigest() != recorded:
+        raise damaged(path, f"changed after it was written (its SHA-256 is not the one {path.stem}.parquet recorded)")
+    return json.loads(content)
 
 
 def missing_cells(expected: Iterable[tuple[str, str, str]], cells: pd.DataFrame) -> list[str]:
@@ -47,5 +61,8 @@ def missing_cells(expected: Iterable[tuple[str, str, str]], cells: pd.DataFrame)
 
 
 def items_table(item_files: Iterable[Path]) -> pd.DataFrame:
-    """All item rows of all cells (prompt text stays in the per-cell files; a prompt_id links them)."""
-    return pd.concat([pd.read_parquet(path).drop(columns=["prompt"]) for path in item_files], ignore_index=True)
+    """All item rows of all cells, each file checked (prompt text stays in the per-cell files; a prompt_id
+    links them)."""
+    return pd.concat(
+        [read_parquet_checked(Path(path)).drop(columns=["prompt"]) for path in item_files], ignore_index=True
+    )

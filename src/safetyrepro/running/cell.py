@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+import re
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 import pandas as pd
 
 from safetyrepro.benchmarks.base import UNPARSED
+from safetyrepro.results.storage import record_summary
 from safetyrepro.running.hashing import item_hash, text_sha256
 from safetyrepro.running.prompts import draw_shots, render_prompt
 
@@ -36,6 +39,11 @@ ITEM_COLUMNS = [
     "batch_size",
     "batch_invariant",
 ]
+OUT_OF_MEMORY = ("out of memory", "can't allocate memory", "cannot allocate memory")  # torch's, CUDA's, the OS's
+
+
+class OutOfMemory(MemoryError):
+    """A cell's model call ran out of memory; the message names the setting to lower."""
 
 
 def run_cell(
@@ -60,7 +68,8 @@ def run_cell(
     rows = []
     if config.scoring == "logprob":
         requests = [(prompt, text) for prompt, item in zip(prompts, items) for text in item.candidates.values()]
-        scores = iter(scorer.loglikelihood(requests, batch.batch_size))
+        with naming_memory_settings(envelope, config, batch):
+            scores = iter(scorer.loglikelihood(requests, batch.batch_size))
         backend = scorer
         for prompt, item in zip(prompts, items):
             logliks = {label: next(scores) for label in item.candidates}
@@ -68,9 +77,10 @@ def run_cell(
     else:
         backend = generator
         decoding = envelope.decoding(config)
-        completions = generator.generate_seeds(
-            prompts, decoding, envelope.seeds_for(config), envelope.stop_strings(config), batch.batch_size
-        )
+        with naming_memory_settings(envelope, config, batch):
+            completions = generator.generate_seeds(
+                prompts, decoding, envelope.seeds_for(config), envelope.stop_strings(config), batch.batch_size
+            )
         for seed, responses in completions.items():
             for prompt, item, response in zip(prompts, items, responses):
                 rows.append((item, seed, prompt, response, None, benchmark.extract(response, item)))
@@ -104,7 +114,37 @@ def run_cell(
     if clash:  # envelope.RESERVED keeps axes off these names; a new metric must not take an axis's column either
         raise ValueError(f"cell metric(s) {clash} have the name of an envelope axis")
     summary = {"model": model, "benchmark": benchmark.name, **config.as_dict(), **scores, **vars(batch)}
+    record_summary(frame, summary)
     return frame, summary
+
+
+def out_of_memory(exc: BaseException) -> str | None:
+    """In a few words, the allocation that failed when an error is one (Python's MemoryError, torch's CPU
+    allocator, CUDA out of memory; also as a model server reports them), or None for any other error."""
+    text = str(exc)
+    if not isinstance(exc, MemoryError) and not any(phrase in text.lower() for phrase in OUT_OF_MEMORY):
+        return None
+    size = re.search(r"allocate ([0-9.]+ ?[A-Za-z]+)", text)
+    return f"it could not allocate {size[1]}" if size else "an allocation failed"
+
+
+@contextmanager
+def naming_memory_settings(envelope: Envelope, config: Config, batch: BatchCondition) -> Iterator[None]:
+    """Make a model call that runs out of memory an `OutOfMemory` naming the setting to lower on the
+    backend serving the cell: the batch size on HF, the key/value cache's memory on vLLM."""
+    try:
+        yield
+    except Exception as exc:
+        detail = out_of_memory(exc)
+        if detail is None:
+            raise
+        if batch.batch_size is None:  # vLLM schedules its own batches in a key/value cache sized at load
+            advice = "lower backend.gpu_memory_utilization (vLLM on a GPU) or backend.kv_cache_gib (vLLM on a CPU)"
+        else:
+            axis = envelope.setting("backend_option", config).get("batch_size")
+            source = "this config's batch axis" if axis else "backend.batch_size"
+            advice = f"lower the batch size ({batch.batch_size} prompts per forward pass, set by {source})"
+        raise OutOfMemory(f"the model ran out of memory ({detail}); {advice}, then run the workflow again") from exc
 
 
 def summarise(frame: pd.DataFrame, benchmark: Benchmark, items: Sequence[Item]) -> dict:

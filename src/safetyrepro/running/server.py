@@ -14,6 +14,7 @@ import hashlib
 import json
 import logging
 import os
+import signal
 import socket
 import subprocess
 import tempfile
@@ -25,11 +26,15 @@ from pathlib import Path
 from safetyrepro.backends import Backend, ModelLoadError, load_backend, registered
 from safetyrepro.configuration.envelope import Decoding
 from safetyrepro.configuration.fingerprints import backend_modules, code_digest
-from safetyrepro.configuration.settings import ModelSpec, Settings
+from safetyrepro.configuration.settings import ModelSpec, Settings, excerpt
 from safetyrepro.running.gpu_memory import claim_gpu
 
 log = logging.getLogger(__name__)
 START_TIMEOUT = 1800  # a 9B model at NF4 from a cold disk can take minutes
+
+
+class ModelServerDied(ConnectionError):
+    """The model server went away in the middle of a call (killed, or crashed)."""
 
 
 def load_backends(settings: Settings, spec: ModelSpec) -> dict[str, Backend]:
@@ -78,6 +83,11 @@ def server_address(settings: Settings, spec: ModelSpec) -> Path:
     folder.mkdir(mode=0o700, exist_ok=True)
     folder.chmod(0o700)  # only this user may connect: the socket is the access control
     return folder / f"{spec.name[:40]}-{hashlib.sha256(key.encode()).hexdigest()[:12]}.sock"
+
+
+def server_log(settings: Settings, spec: ModelSpec) -> Path:
+    """Where the model's servers write their log (one file per model, appended to)."""
+    return settings.results_dir / "logs" / "servers" / f"{spec.name}.log"
 
 
 def record_load(settings: Settings, spec: ModelSpec, seconds: float) -> None:
@@ -157,20 +167,26 @@ def _answer(connection: Connection, backends: dict[str, Backend]) -> str | None:
             else:
                 raise ValueError(f"unknown operation {operation!r}")
             connection.send(("ok", result, prefill))
-        except Exception as exc:  # the cell that asked gets the error; the server keeps serving
-            log.exception("call %s failed", operation)
+        except Exception as exc:  # the cell that asked gets the error (first: out of memory, a log may fail too)
             connection.send(("error", f"{type(exc).__name__}: {exc}", None))
+            log.exception("call %s failed", operation)  # and the server keeps serving
 
 
 class RemoteBackend(Backend):
-    """A Backend whose calls go to the model server (one connection per cell)."""
+    """A Backend whose calls go to the model server (one connection per cell); `server` names it in errors."""
 
-    def __init__(self, connection: Connection, operation: str, prompt_format: str):
-        self.connection, self.operation, self.prompt_format = connection, operation, prompt_format
+    def __init__(self, connection: Connection, operation: str, prompt_format: str, server: str):
+        self.connection, self.operation, self.prompt_format, self.server = connection, operation, prompt_format, server
 
     def _call(self, operation: str, *args):
-        self.connection.send((operation, args))
-        status, result, prefill = self.connection.recv()
+        try:
+            self.connection.send((operation, args))
+            status, result, prefill = self.connection.recv()
+        except (EOFError, OSError) as exc:  # its end of the socket closed: the process is gone
+            raise ModelServerDied(
+                f"{self.server} died during the call (killed, e.g. by the out-of-memory killer, or crashed); "
+                "run the workflow again to resume: finished cells are kept and a new server starts"
+            ) from exc
         if status != "ok":
             raise RuntimeError(f"model server: {result}")
         if prefill is not None:
@@ -197,6 +213,7 @@ class RemoteBackend(Backend):
 def connect(settings: Settings, spec: ModelSpec, configfile: Path, idle_seconds: float) -> dict[str, Backend]:
     """Backends per operation served by the model's server, starting the server if none runs."""
     address = server_address(settings, spec)
+    server = f"the model server for '{spec.name}' (log: {server_log(settings, spec)})"
     for _attempt in range(2):  # a server that was just timing out drops the call: start another
         connection = _try_connect(address)
         if connection is None:
@@ -204,12 +221,12 @@ def connect(settings: Settings, spec: ModelSpec, configfile: Path, idle_seconds:
                 fcntl.flock(lock, fcntl.LOCK_EX)
                 connection = _try_connect(address) or _start(settings, spec, configfile, address, idle_seconds)
         try:
-            formats = RemoteBackend(connection, "info", "")._call("info")
-        except (EOFError, OSError):
+            formats = RemoteBackend(connection, "info", "", server)._call("info")
+        except ModelServerDied:
             connection.close()
             address.unlink(missing_ok=True)
             continue
-        return {op: RemoteBackend(connection, op, fmt) for op, fmt in formats.items()}
+        return {op: RemoteBackend(connection, op, fmt, server) for op, fmt in formats.items()}
     raise ModelLoadError(f"model server for '{spec.name}' closed the connection twice")
 
 
@@ -226,7 +243,7 @@ def _try_connect(address: Path) -> Connection | None:
 
 
 def _start(settings: Settings, spec: ModelSpec, configfile: Path, address: Path, idle_seconds: float) -> Connection:
-    log_path = settings.results_dir / "logs" / "servers" / f"{spec.name}.log"
+    log_path = server_log(settings, spec)
     log_path.parent.mkdir(parents=True, exist_ok=True)
     python, environment = settings.backend.server_command()
     command = [
@@ -256,11 +273,17 @@ def _start(settings: Settings, spec: ModelSpec, configfile: Path, address: Path,
     log.info("started model server for %s (pid %d, log %s)", spec.name, process.pid, log_path)
     deadline = time.monotonic() + START_TIMEOUT
     while time.monotonic() < deadline:
-        if process.poll() is not None:
-            tail = log_path.read_text(encoding="utf-8", errors="replace").strip().splitlines()[-5:]
+        if process.poll() is not None:  # one line: the cell's log and Snakemake end on it
+            status = process.returncode
+            how = (
+                f"was killed by signal {-status} ({signal.strsignal(-status)})"
+                if status < 0
+                else f"exited with status {status}"
+            )
+            last = (log_path.read_text(encoding="utf-8", errors="replace").strip().splitlines() or ["(empty)"])[-1]
             raise ModelLoadError(
-                f"model server for '{spec.name}' exited with status {process.returncode}; "
-                f"last lines of {log_path}:\n" + "\n".join(tail)
+                f"model server for '{spec.name}' {how} before it served; the last line of {log_path}: "
+                f"{excerpt(last.strip(), 160)}"
             )
         connection = _try_connect(address)
         if connection is not None:
@@ -277,8 +300,8 @@ def _ask_to_exit(address: Path) -> bool:
         return False
     with connection:
         try:
-            RemoteBackend(connection, "shutdown", "")._call("shutdown")
-        except (EOFError, OSError):  # it was exiting already (idle, or asked by another server)
+            RemoteBackend(connection, "shutdown", "", f"the model server at {address}")._call("shutdown")
+        except ModelServerDied:  # it was exiting already (idle, or asked by another server)
             return False
     return True
 

@@ -1,0 +1,285 @@
+"""Machine faults inside a cell of the tiny workflow: its model server killed mid-call, out of memory, and a
+cell's file changed or truncated after it was written. Each ends on one line that says what happened, leaves
+no partial output, and a rerun gives the reference run's tables (tests/conftest.py). The runs start from a copy
+of the reference run's finished cells, less the few the fault needs, and go as far as the tables."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import resource
+import shutil
+import signal
+import subprocess
+import time
+from collections.abc import Iterable
+from pathlib import Path
+
+import pandas as pd
+import psutil
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+import yaml
+from test_faults import BIN, RUN, cell_outputs, start, tables
+from test_workflow import snakemake
+
+from safetyrepro.cli import main
+from safetyrepro.configuration.settings import load_settings
+
+pytestmark = pytest.mark.e2e
+UNTIL_TABLES = ("--until", "aggregate")  # cells.parquet, items.parquet and precision_probe.parquet
+ONE_JOB = ("--cores", "1", "--resources", "gpu=1")  # one cell at a time: the run ends with the one the fault hit
+KEPT = ("results/cells", "results/models", ".snakemake/metadata")  # what a copy of the reference run takes
+DELETE = "delete it and run the workflow again, which writes it anew"
+WAITING_ON_SOCKET = "unix_stream_read_generic"  # /proc/PID/wchan of a process blocked reading a Unix socket
+
+
+def finished_copy(reference_run: Path, workdir: Path, without: Iterable[str] = ()) -> Path:
+    """The reference run's config, finished cells and model records in `workdir`, with their times and
+    Snakemake's records of them, less the cells `without` ("model/benchmark/config_id")."""
+    workdir.mkdir(parents=True)
+    shutil.copy(reference_run / "config.yaml", workdir / "config.yaml")
+    for part in KEPT:
+        shutil.copytree(reference_run / part, workdir / part)
+    for cell in without:
+        for suffix in (".parquet", ".json"):
+            (workdir / "results" / "cells" / f"{cell}{suffix}").unlink()
+    return workdir
+
+
+def bbq_cells(reference_run: Path, model: str) -> list[str]:
+    """The reference run's bbq cells of `model`."""
+    configs = yaml.safe_load((reference_run / "config.yaml").read_text())["select_configs"]
+    return [f"{model}/bbq/{config}" for config in configs]
+
+
+def last_line(results: Path, cell: str) -> str:
+    """The line a cell's log ends on."""
+    return (results / "logs" / "cells" / f"{cell}.log").read_text().strip().splitlines()[-1]
+
+
+def server_pid(results: Path, model: str) -> int | None:
+    """The process id of the model's latest server, from the run's record of model loads."""
+    loads = results / "logs" / "model_loads.tsv"
+    rows = [line.split("\t") for line in loads.read_text().splitlines()] if loads.is_file() else []
+    return next((int(row[5]) for row in reversed(rows) if row[1] == model), None)
+
+
+def rerun_gives_reference_tables(workdir: Path, reference_run: Path, failed: Iterable[str] = ()) -> None:
+    """Nothing partial is left (no temporary file, no table, no output of the `failed` cells); the rerun
+    computes what is missing, keeps the finished cells and gives the reference run's tables, bit for bit."""
+    results = workdir / "results"
+    assert not list(results.rglob("*.tmp")) and not (results / "cells.parquet").exists()
+    for cell in failed:
+        assert not list((results / "cells").glob(f"{cell}.*"))
+    finished = cell_outputs(results)
+    rerun = snakemake(workdir, *RUN, *UNTIL_TABLES)
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    after = cell_outputs(results)
+    assert len(after) == 12 and {k: after[k] for k in finished} == finished
+    got, expected = tables(results), tables(reference_run / "results")
+    assert set(got) == {"cells.parquet", "items.parquet", "precision_probe.parquet"}
+    for name, frame in got.items():
+        pd.testing.assert_frame_equal(frame, expected[name], check_exact=True, obj=name)
+
+
+def flip_a_byte(path: Path) -> None:
+    """One byte of the data pages changed (a stray write, bit rot)."""
+    content = bytearray(path.read_bytes())
+    content[100] ^= 0xFF
+    path.write_bytes(bytes(content))
+
+
+def truncate(path: Path) -> None:
+    """The file cut short (a full disk or a copy stopped half way)."""
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+
+
+def edit_with_pandas(path: Path) -> None:
+    """An answer marked correct, saved with pandas (its own metadata, the checksum gone)."""
+    frame = pd.read_parquet(path)
+    frame.loc[0, "correct"] = not frame.loc[0, "correct"]
+    frame.to_parquet(path)
+
+
+def edit_keeping_metadata(path: Path) -> None:
+    """An answer marked correct, saved with the file's own metadata, its recorded checksum included."""
+    table = pq.read_table(path)
+    column = table.schema.get_field_index("correct")
+    edited = table.set_column(column, "correct", pc.invert(table["correct"]))
+    pq.write_table(edited.replace_schema_metadata(table.schema.metadata), path, compression="zstd")
+
+
+def edit_score(path: Path) -> None:
+    """A cell's score changed in its summary, written back as it was formatted."""
+    summary = json.loads(path.read_text())
+    summary["score"] = 1.0 - summary["score"]
+    path.write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
+
+
+def empty(path: Path) -> None:
+    """Nothing left of the file (a disk that lost it, a `> file` by mistake)."""
+    path.write_bytes(b"")
+
+
+CELL = "results/cells/tiny-0/bbq/T2-t0.3-3shot-freeform"
+CHANGED = "changed after it was written (its SHA-256 is not the one recorded then)"
+TRUNCATED = "is truncated or not Parquet (it does not end in a Parquet footer)"
+SUMMARY_CHANGED = "changed after it was written (its SHA-256 is not the one T2-t0.3-3shot-freeform.parquet recorded)"
+DAMAGES = [  # (file, damage, what the message says of it)
+    (f"{CELL}.parquet", flip_a_byte, CHANGED),
+    (f"{CELL}.parquet", edit_keeping_metadata, CHANGED),
+    (f"{CELL}.parquet", edit_with_pandas, "has no checksum: it was not written by safetyrepro, or was rewritten since"),
+    (f"{CELL}.parquet", truncate, TRUNCATED),
+    (f"{CELL}.parquet", empty, TRUNCATED),
+    (f"{CELL}.json", edit_score, SUMMARY_CHANGED),
+    (f"{CELL}.json", truncate, SUMMARY_CHANGED),
+]
+
+
+def aggregate(workdir: Path) -> int:
+    """`safetyrepro aggregate` over a copy's cells in the grid's order, as the workflow's job runs it (in the
+    working folder, paths under results/)."""
+    grid = load_settings(workdir / "config.yaml").cells()
+    summaries = [f"results/cells/{model.name}/{benchmark}/{config.config_id}.json" for model, benchmark, config in grid]
+    handler = signal.getsignal(signal.SIGTERM)  # a job's command sets its own: this test process keeps pytest's
+    try:
+        return main(
+            [
+                "aggregate",
+                "--configfile",
+                "config.yaml",
+                "--summaries",
+                *summaries,
+                "--items",
+                *(s.removesuffix(".json") + ".parquet" for s in summaries),
+                "--cells-out",
+                "results/cells.parquet",
+                "--items-out",
+                "results/items.parquet",
+            ]
+        )
+    finally:
+        signal.signal(signal.SIGTERM, handler)
+
+
+def test_a_changed_or_truncated_cell_file_stops_the_aggregation(tmp_path, reference_run, monkeypatch, capsys):
+    """Aggregation over copies of the reference run's cells: whole files give its tables; each damaged one is
+    one line naming the file, and nothing is written."""
+    workdir = finished_copy(reference_run, tmp_path / "whole")
+    monkeypatch.chdir(workdir)
+    assert aggregate(workdir) == 0, capsys.readouterr().err
+    capsys.readouterr()
+    for name in ("cells.parquet", "items.parquet"):
+        expected = pd.read_parquet(reference_run / "results" / name)
+        pd.testing.assert_frame_equal(pd.read_parquet(workdir / "results" / name), expected, check_exact=True)
+
+    for number, (relative, damage, what) in enumerate(DAMAGES):
+        workdir = finished_copy(reference_run, tmp_path / f"damaged-{number}")
+        monkeypatch.chdir(workdir)
+        damage(workdir / relative)
+        assert aggregate(workdir) == 2
+        assert capsys.readouterr().err == f"safetyrepro: error: results file {relative} {what}: {DELETE}\n", relative
+        assert not list((workdir / "results").glob("*.parquet"))
+
+
+def test_a_truncated_cell_file_then_the_rerun_repairs_it(tmp_path, reference_run):
+    """The workflow stops at the aggregation on the damaged file; deleted as the message says, the rerun
+    computes that cell again and gives the reference run's tables."""
+    workdir = finished_copy(reference_run, tmp_path / "run")
+    truncate(workdir / f"{CELL}.parquet")
+    failed = snakemake(workdir, *RUN, *UNTIL_TABLES)
+    assert failed.returncode != 0
+    line = (
+        f"safetyrepro: error: results file {CELL}.parquet is truncated or not Parquet (it does not end in a Parquet "
+        f"footer): {DELETE}"
+    )
+    assert (workdir / "results" / "logs" / "aggregate.log").read_text().strip().splitlines()[-1] == line
+    assert line in failed.stderr.splitlines(), failed.stderr[-3000:]
+    (workdir / f"{CELL}.parquet").unlink()
+    rerun_gives_reference_tables(workdir, reference_run)
+
+
+def cells_waiting_on_server(workdir: Path) -> set[str]:
+    """The running cells ("model/benchmark/config_id") blocked reading their model server's socket."""
+    waiting = set()
+    for process in psutil.process_iter(["cwd"]):
+        if process.info["cwd"] != str(workdir):  # Snakemake runs its jobs in the working folder
+            continue
+        try:
+            args = process.cmdline()
+            blocked = Path(f"/proc/{process.pid}/wchan").read_text() == WAITING_ON_SOCKET
+        except (psutil.Error, OSError):  # it ended
+            continue
+        if "run-cell" in args and blocked:
+            waiting.add("/".join(args[args.index(option) + 1] for option in ("--model", "--benchmark", "--config-id")))
+    return waiting
+
+
+def test_model_server_killed_mid_cell_then_rerun(tmp_path, reference_run):
+    """SIGKILL of the model server (the out-of-memory killer's way) while a cell waits for its answer: the
+    server is stopped as soon as a cell's log says the server answered its `info` (the cell's model call
+    comes next), and killed once the cell is seen waiting on it."""
+    cells = bbq_cells(reference_run, "tiny-1")
+    workdir = finished_copy(reference_run, tmp_path / "run", cells)
+    results = workdir / "results"
+    process = start(workdir, tmp_path / "stderr", *ONE_JOB, *UNTIL_TABLES)
+    connected: set[str] = set()
+    victim = None
+    deadline = time.monotonic() + 300
+    while victim is None:
+        assert process.poll() is None and time.monotonic() < deadline, "no cell was seen waiting on its server"
+        logs = {cell: results / "logs" / "cells" / f"{cell}.log" for cell in cells if cell not in connected}
+        fresh = {cell for cell, log in logs.items() if log.is_file() and " items, " in log.read_text()}
+        pid = server_pid(results, "tiny-1")
+        if fresh and pid is not None:
+            connected |= fresh
+            os.kill(pid, signal.SIGSTOP)  # it cannot answer now: a cell still waiting after a while has no answer
+            time.sleep(0.2)
+            waiting = fresh & cells_waiting_on_server(workdir)
+            os.kill(pid, signal.SIGKILL if waiting else signal.SIGCONT)
+            victim = next(iter(waiting), None)
+        time.sleep(0.005)
+    assert process.wait(timeout=300) != 0
+    line = (
+        f"safetyrepro: error: cell {victim} failed: ModelServerDied: the model server for 'tiny-1' (log: "
+        "results/logs/servers/tiny-1.log) died during the call (killed, e.g. by the out-of-memory killer, or "
+        "crashed); run the workflow again to resume: finished cells are kept and a new server starts"
+    )
+    assert last_line(results, victim) == line
+    assert line in (tmp_path / "stderr").read_text().splitlines()
+    rerun_gives_reference_tables(workdir, reference_run, [victim])
+
+
+def test_cell_out_of_memory_names_the_batch_size_then_rerun(tmp_path, reference_run, monkeypatch):
+    """The model server's address space capped (RLIMIT_AS, as `ulimit -v` does) at what it holds once it has
+    served the cell: the workflow's run of that cell cannot allocate. Allocations of 64 KiB and more are
+    their own mappings (MALLOC_MMAP_THRESHOLD_), so the first one fails at once, inside torch; the call's
+    smaller ones (the tokenizer's) find the room the same call left."""
+    victim = bbq_cells(reference_run, "tiny-1")[0]
+    workdir = finished_copy(reference_run, tmp_path / "run", [victim])
+    results = workdir / "results"
+    monkeypatch.setenv("MALLOC_MMAP_THRESHOLD_", str(64 * 1024))
+    model, benchmark, config_id = victim.split("/")
+    cell = ["--configfile", "config.yaml", "--model", model, "--benchmark", benchmark, "--config-id", config_id]
+    outputs = ["--items", str(tmp_path / "warm.parquet"), "--summary", str(tmp_path / "warm.json")]
+    warm = subprocess.run([BIN / "safetyrepro", "run-cell", *cell, *outputs], cwd=workdir, capture_output=True)
+    assert warm.returncode == 0, warm.stderr[-3000:]  # it started the server that the workflow's cell finds
+    server = psutil.Process(server_pid(results, model))
+    resource.prlimit(server.pid, resource.RLIMIT_AS, (server.memory_info().vms, resource.RLIM_INFINITY))
+
+    failed = snakemake(workdir, *RUN, *UNTIL_TABLES)
+    assert failed.returncode != 0
+    line = last_line(results, victim)
+    assert re.fullmatch(
+        rf"safetyrepro: error: cell {re.escape(victim)} failed: OutOfMemory: the model ran out of memory \(it could "
+        r"not allocate \d+ bytes\); lower the batch size \(4 prompts per forward pass, set by backend.batch_size\), "
+        r"then run the workflow again",
+        line,
+    )
+    assert line in failed.stderr.splitlines()
+    server.wait(timeout=60)  # the failed run asked it to exit: the rerun starts a server of its own
+    monkeypatch.delenv("MALLOC_MMAP_THRESHOLD_")
+    rerun_gives_reference_tables(workdir, reference_run, [victim])

@@ -1,0 +1,254 @@
+"""Machine faults around a run of the tiny workflow (the reference run's config, tests/conftest.py): the disk of
+the results folder fills up, Snakemake gets SIGTERM (what Slurm sends on preemption or at a time limit), and
+two runs start on one results folder. Each ends on one line that says what happened, leaves no partial output,
+and a rerun gives the reference run's tables."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import pandas as pd
+import psutil
+import pytest
+import yaml
+from test_faults import BIN, RUN, cell_outputs, cells_in_progress, start, tables
+from test_slurm import in_ci
+from test_workflow import snakemake
+
+pytestmark = pytest.mark.e2e
+# The cells, then the tables every analysis is computed from (cells, items, precision_probe) and rho_flip.
+UNTIL_TABLES = ("--until", "rho_flip")
+TABLE_NAMES = {"cells.parquet", "items.parquet", "precision_probe.parquet", "rho_flip.parquet"}
+
+
+def reference_config(reference_run: Path, workdir: Path, **changes) -> Path:
+    """The reference run's config in `workdir`, with `changes`."""
+    config = {**yaml.safe_load((reference_run / "config.yaml").read_text()), **changes}
+    workdir.mkdir(parents=True)
+    (workdir / "config.yaml").write_text(yaml.safe_dump(config))
+    return workdir
+
+
+def assert_reference_tables(results: Path, reference_run: Path) -> None:
+    """The run's tables equal the reference run's, bit for bit."""
+    got, expected = tables(results), tables(reference_run / "results")
+    assert set(got) == TABLE_NAMES
+    for name, frame in got.items():
+        pd.testing.assert_frame_equal(frame, expected[name], check_exact=True, obj=name)
+
+
+def assert_nothing_partial(results: Path) -> None:
+    """No temporary file left, every cell with both outputs or neither, every table and record readable."""
+    assert not list(results.rglob("*.tmp"))
+    cells = results / "cells"
+    assert {p.with_suffix("") for p in cells.rglob("*.parquet")} == {p.with_suffix("") for p in cells.rglob("*.json")}
+    for path in results.rglob("*.parquet"):
+        pd.read_parquet(path)
+    for path in results.rglob("*.json"):
+        json.loads(path.read_text())
+
+
+def wait_for(condition, process: subprocess.Popen, what: str, seconds: float = 300) -> None:
+    """Poll `condition` until it holds; fail when `process` ends first or time runs out."""
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert process.poll() is None, f"the run ended before {what}"
+        assert time.monotonic() < deadline, f"no {what} within {seconds} s"
+        time.sleep(0.1)
+
+
+def processes_left(workdir: Path, seconds: float = 10) -> list[psutil.Process]:
+    """Processes still working in `workdir` (Snakemake's jobs and the model servers they start run there) after
+    up to `seconds` for them to end."""
+    deadline = time.monotonic() + seconds
+    while (left := [p for p in psutil.process_iter(["cwd"]) if p.info["cwd"] == str(workdir)]) and (
+        time.monotonic() < deadline
+    ):
+        time.sleep(0.1)
+    return left
+
+
+@contextlib.contextmanager
+def small_disk(folder: Path, size: str):
+    """A tmpfs of `size` mounted on `folder` (root only: skipped where that is refused, failed under CI)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)], capture_output=True, text=True
+    )
+    if mounted.returncode != 0:
+        message = f"cannot mount a small tmpfs to fill up ({mounted.stderr.strip()}; root is needed)"
+        if in_ci():
+            pytest.fail(message + " and CI is set: the disk-full tests must run in CI")
+        pytest.skip(message)
+    try:
+        yield folder
+    finally:
+        subprocess.run(["umount", "--lazy", str(folder)], check=True)  # lazy: a model server may still log there
+
+
+def test_a_job_on_a_full_disk_says_where_and_leaves_nothing(tmp_path, reference_run):
+    with small_disk(tmp_path / "disk", "16k") as disk:
+        with contextlib.suppress(OSError), (disk / "filler").open("wb", buffering=0) as filler:
+            while True:  # until every block is taken
+                filler.write(b"x" * 4096)
+        out, markdown = disk / "rho_flip.parquet", disk / "rho_flip.md"
+        cells = reference_run / "results" / "cells.parquet"
+        job = [
+            str(BIN / "safetyrepro"),
+            "rho-flip",
+            "--cells",
+            str(cells),
+            "--out",
+            str(out),
+            "--markdown",
+            str(markdown),
+        ]
+        refused = subprocess.run(job, capture_output=True, text=True)
+        assert refused.returncode == 2 and refused.stderr == (
+            f"safetyrepro: error: disk full: no space left on device writing {out}, {markdown} (0 B free on {disk}); "
+            "free some space there, then run the workflow again\n"
+        )
+        assert [path.name for path in disk.iterdir()] == ["filler"]
+
+
+def test_disk_full_then_rerun_gives_identical_tables(tmp_path, reference_run):
+    workdir = reference_config(reference_run, tmp_path / "full")
+    results = workdir / "results"
+    # room for the model records, logs and servers' logs and a few cells: the disk fills in the first cells
+    with small_disk(results, "96k"):
+        full = snakemake(workdir, *RUN, *UNTIL_TABLES)
+        assert full.returncode != 0
+        # the job's own line when it could log it, else the run's: the disk is full, and where
+        said = re.compile(
+            rf"^safetyrepro: error: disk full: .+ \(\d+ [KMG]?i?B free on {re.escape(str(results))}\); free some "
+            r"space there, then run the workflow again$",
+            re.MULTILINE,
+        )
+        assert said.search(full.stderr), full.stderr[-3000:]
+        assert_nothing_partial(results)
+        finished = cell_outputs(results)
+        assert len(finished) < 12 and not (results / "cells.parquet").exists()
+
+        subprocess.run(["mount", "-o", "remount,size=64m", str(results)], check=True)  # space freed
+        rerun = snakemake(workdir, *RUN, *UNTIL_TABLES)
+        assert rerun.returncode == 0, rerun.stderr[-3000:]
+        after = cell_outputs(results)
+        assert {k: after[k] for k in finished} == finished and len(after) == 12  # finished cells were kept
+        assert_reference_tables(results, reference_run)
+
+
+@pytest.fixture(scope="module")
+def two_runs(reference_run, tmp_path_factory) -> dict:
+    """The reference run's config run from working folder `first`, its results in `results` by absolute path.
+    Once it runs cells, the same config started from working folder `second` (the same results folder) and
+    again from `first`; then, with two cells finished and one running, SIGTERM to the first run's Snakemake."""
+    root = tmp_path_factory.mktemp("two-runs")
+    results = root / "results"
+    first = reference_config(reference_run, root / "first", results_dir=str(results))
+    second = reference_config(reference_run, root / "second", results_dir=str(results))
+    running = start(first, root / "stopped.txt", *RUN, *UNTIL_TABLES)
+    try:
+        wait_for(lambda: cells_in_progress(results), running, "a cell started")
+        others = {
+            name: start(workdir, root / f"{name}.txt", *RUN, *UNTIL_TABLES)
+            for name, workdir in {"second": second, "same folder": first}.items()
+        }
+        codes = {name: process.wait(timeout=120) for name, process in others.items()}
+        wait_for(lambda: len(cell_outputs(results)) >= 2 and cells_in_progress(results), running, "two cells done")
+        started = time.monotonic()
+        running.send_signal(signal.SIGTERM)
+        codes["stopped"] = running.wait(timeout=60)
+        stop_seconds = time.monotonic() - started
+    finally:
+        if running.poll() is None:
+            os.killpg(running.pid, signal.SIGKILL)
+    return {
+        "results": results,
+        "first": first,
+        "pid": running.pid,
+        "codes": codes,
+        "stderr": {name: (root / f"{name}.txt").read_text() for name in codes},
+        "stop_seconds": stop_seconds,
+        "interrupted": cells_in_progress(results),
+        "finished": cell_outputs(results),
+        "left": processes_left(first),  # the jobs' commands end just after their shells
+    }
+
+
+def test_a_second_run_on_the_same_results_folder_is_refused(two_runs):
+    results, first = two_runs["results"], two_runs["first"]
+    assert two_runs["codes"]["second"] != 0
+    assert two_runs["stderr"]["second"].strip().splitlines()[-1] == (
+        f"safetyrepro: error: results folder {results}: another run is writing there (Snakemake pid "
+        f"{two_runs['pid']} on {socket.gethostname()}, working folder {first}); wait for it to end or stop it, "
+        "then run again"
+    )
+    assert "Execute " not in two_runs["stderr"]["second"]  # refused before its first job
+    # the same working folder: Snakemake's own lock
+    assert two_runs["codes"]["same folder"] != 0
+    assert "Error: Directory cannot be locked." in two_runs["stderr"]["same folder"]
+    assert "Execute " not in two_runs["stderr"]["same folder"]
+
+
+def test_sigterm_stops_the_jobs_then_rerun_gives_identical_tables(two_runs, reference_run):
+    results, first = two_runs["results"], two_runs["first"]
+    assert two_runs["codes"]["stopped"] != 0 and two_runs["stop_seconds"] < 30
+    assert two_runs["stderr"]["stopped"].count("safetyrepro: error: ") == 1
+    assert (
+        "safetyrepro: error: stopped by SIGTERM: the running jobs were stopped and their outputs removed; run the "
+        "same command again to finish (finished jobs are kept)\n"
+    ) in two_runs["stderr"]["stopped"]
+    assert not two_runs["left"]  # no job or model server left running
+    interrupted = two_runs["interrupted"]
+    assert interrupted and two_runs["finished"] and not (results / "cells.parquet").exists()
+    # the cells that were running were stopped, not waited for: their outputs are absent
+    cells = [log.relative_to(results / "logs" / "cells").with_suffix("") for log in interrupted]
+    assert not [cell for cell in cells if list((results / "cells" / cell.parent).glob(f"{cell.name}.*"))]
+    assert_nothing_partial(results)
+
+    rerun = snakemake(first, *RUN, *UNTIL_TABLES)  # the same command: no --unlock, no --rerun-incomplete
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    after = cell_outputs(results)
+    assert {k: after[k] for k in two_runs["finished"]} == two_runs["finished"] and len(after) == 12
+    assert_reference_tables(results, reference_run)
+
+
+def test_a_job_stopped_by_sigterm_says_so_and_writes_nothing(tmp_path, reference_run, monkeypatch):
+    """A cell waiting on a model server that never answers, stopped by SIGTERM (as Snakemake or Slurm stop it)."""
+    from safetyrepro.configuration.settings import load_settings
+    from safetyrepro.running.server import server_address
+
+    monkeypatch.chdir(tmp_path)  # the cell's results folder, and so its server's address
+    config = reference_run / "config.yaml"
+    settings = load_settings(config)
+    address = server_address(settings, settings.model("tiny-0"))
+    items, summary = tmp_path / "cell.parquet", tmp_path / "cell.json"
+    command = [str(BIN / "safetyrepro"), "run-cell", "--configfile", str(config), "--model", "tiny-0"]
+    command += ["--benchmark", "bbq", "--config-id", "T1-greedy-0shot-freeform", "--items", str(items)]
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as silent:
+        address.unlink(missing_ok=True)
+        silent.bind(str(address))
+        silent.listen()
+        silent.settimeout(120)
+        cell = subprocess.Popen([*command, "--summary", str(summary)], stderr=subprocess.PIPE, text=True)
+        try:
+            with silent.accept()[0]:  # the cell has asked the server
+                cell.send_signal(signal.SIGTERM)
+                _, stderr = cell.communicate(timeout=60)
+        finally:
+            address.unlink(missing_ok=True)
+            if cell.poll() is None:
+                cell.kill()
+    assert cell.returncode == 2 and stderr == (
+        f"safetyrepro: error: run-cell stopped by SIGTERM before it finished {items}, {summary}; run the workflow "
+        "again to redo it\n"
+    )
+    assert not list(tmp_path.rglob("*cell*"))  # nor a temporary file

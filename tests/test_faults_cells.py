@@ -185,6 +185,21 @@ def test_a_changed_or_truncated_cell_file_stops_the_aggregation(tmp_path, refere
         assert not list((workdir / "results").glob("*.parquet"))
 
 
+@pytest.mark.parametrize("damage, what", [(flip_a_byte, CHANGED), (truncate, TRUNCATED)], ids=["changed", "truncated"])
+def test_the_steps_after_the_cells_check_the_tables_they_read(
+    tmp_path, reference_run, monkeypatch, capsys, damage, what
+):
+    """rho_flip, as every step after the aggregation, reads its tables checked: a damaged cells.parquet is
+    one line naming it, and nothing is written."""
+    shutil.copytree(reference_run / "results", tmp_path / "results", ignore=shutil.ignore_patterns("cells", "logs"))
+    monkeypatch.chdir(tmp_path)
+    damage(tmp_path / "results" / "cells.parquet")
+    argv = ["rho-flip", "--cells", "results/cells.parquet", "--out", "rho.parquet", "--markdown", "rho.md"]
+    assert main(argv) == 2
+    assert capsys.readouterr().err == f"safetyrepro: error: results file results/cells.parquet {what}: {DELETE}\n"
+    assert not list(tmp_path.glob("rho.*"))
+
+
 def test_a_truncated_cell_file_then_the_rerun_repairs_it(tmp_path, reference_run):
     """The workflow stops at the aggregation on the damaged file; deleted as the message says, the rerun
     computes that cell again and gives the reference run's tables."""

@@ -165,7 +165,7 @@ def two_runs(reference_run, tmp_path_factory) -> dict:
         wait_for(lambda: len(cell_outputs(results)) >= 2 and cells_in_progress(results), running, "two cells done")
         started = time.monotonic()
         running.send_signal(signal.SIGTERM)
-        codes["stopped"] = running.wait(timeout=60)
+        codes["stopped"] = running.wait(timeout=180)
         stop_seconds = time.monotonic() - started
     finally:
         if running.poll() is None:

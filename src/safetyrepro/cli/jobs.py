@@ -201,13 +201,11 @@ def cmd_aggregate(args: argparse.Namespace) -> int:
 @job("out", "markdown")
 def cmd_rho_flip(args: argparse.Namespace) -> int:
     """rho_flip per model pair and benchmark, as Parquet and Markdown."""
-    import pandas as pd
-
     from safetyrepro.analysis.flips import rho_flip_table
     from safetyrepro.results.markdown import partial_notice, rho_flip_markdown
-    from safetyrepro.results.storage import read_missing_cells, write_parquet, write_text
+    from safetyrepro.results.storage import read_missing_cells, read_parquet_checked, write_parquet, write_text
 
-    cells = pd.read_parquet(args.cells)
+    cells = read_parquet_checked(args.cells)
     rho = rho_flip_table(cells)
     missing = read_missing_cells(Path(args.cells))
     write_parquet(rho, Path(args.out), missing)
@@ -218,14 +216,18 @@ def cmd_rho_flip(args: argparse.Namespace) -> int:
 @job("out", "markdown")
 def cmd_analyse(args: argparse.Namespace) -> int:
     """Run one analysis over cells.parquet (and items.parquet) and write Parquet + Markdown."""
-    import pandas as pd
-
     from safetyrepro.analysis.suite import ANALYSES, Inputs
     from safetyrepro.results.markdown import analysis_markdown, partial_notice
-    from safetyrepro.results.storage import read_design, read_missing_cells, write_parquet, write_text
+    from safetyrepro.results.storage import (
+        read_design,
+        read_missing_cells,
+        read_parquet_checked,
+        write_parquet,
+        write_text,
+    )
 
     analysis = ANALYSES[args.name]
-    settings, cells = load_settings(args.configfile), pd.read_parquet(args.cells)
+    settings, cells = load_settings(args.configfile), read_parquet_checked(args.cells)
     table = analysis.run(Inputs(settings, cells, args.items, args.probe, read_design(Path(args.cells))))
     missing = read_missing_cells(Path(args.cells))
     write_parquet(table, Path(args.out), missing)
@@ -236,18 +238,16 @@ def cmd_analyse(args: argparse.Namespace) -> int:
 @job("out")
 def cmd_summary(args: argparse.Namespace) -> int:
     """Gather the headline numbers into summary.md, opening on the headline."""
-    import pandas as pd
-
     from safetyrepro.analysis.suite import ANALYSES
     from safetyrepro.results.headline import headline_markdown, headline_rows
     from safetyrepro.results.markdown import partial_notice, summary_markdown
-    from safetyrepro.results.storage import read_missing_cells, write_text
+    from safetyrepro.results.storage import read_missing_cells, read_parquet_checked, write_text
 
     folder = Path(args.analysis_dir)  # the suite's tables only: not a stale one of an analysis since removed
-    tables = {name: pd.read_parquet(folder / f"{name}.parquet") for name in ANALYSES}
+    tables = {name: read_parquet_checked(folder / f"{name}.parquet") for name in ANALYSES}
     rows = headline_rows(tables["rho_flip_sig"], tables["tiers"])
     fragile = {row.benchmark: (row.model_a, row.model_b) for row in rows.itertuples()}
-    rho, cells = pd.read_parquet(args.rho), pd.read_parquet(args.cells)
+    rho, cells = read_parquet_checked(args.rho), read_parquet_checked(args.cells)
     summary = summary_markdown(rho, cells, tables, headline_markdown(rows), fragile)
     write_text(partial_notice(read_missing_cells(Path(args.cells))) + summary, Path(args.out))
     return 0
@@ -256,12 +256,10 @@ def cmd_summary(args: argparse.Namespace) -> int:
 @job("out")
 def cmd_headline(args: argparse.Namespace) -> int:
     """Write the headline as the HTML fragment the report's landing page embeds."""
-    import pandas as pd
-
     from safetyrepro.results.headline import headline_html, headline_rows
-    from safetyrepro.results.storage import read_missing_cells, write_text
+    from safetyrepro.results.storage import read_missing_cells, read_parquet_checked, write_text
 
-    rows = headline_rows(pd.read_parquet(args.sig), pd.read_parquet(args.tiers))
+    rows = headline_rows(read_parquet_checked(args.sig), read_parquet_checked(args.tiers))
     write_text(headline_html(rows, read_missing_cells(Path(args.sig))), Path(args.out))
     return 0
 
@@ -269,13 +267,11 @@ def cmd_headline(args: argparse.Namespace) -> int:
 @job("out")
 def cmd_provenance(args: argparse.Namespace) -> int:
     """Write the run record (results/provenance.json): seal, packages, models, data, items, seeds, hardware."""
-    import pandas as pd
-
     from safetyrepro.results.provenance import run_record
-    from safetyrepro.results.storage import write_json
+    from safetyrepro.results.storage import read_parquet_checked, write_json
 
     models = [json.loads(Path(path).read_text()) for path in args.models]
-    items = pd.read_parquet(args.items, columns=["benchmark", "item_id"])
+    items = read_parquet_checked(args.items)[["benchmark", "item_id"]]
     write_json(run_record(load_settings(args.configfile), models, items), Path(args.out))
     return 0
 
@@ -283,17 +279,15 @@ def cmd_provenance(args: argparse.Namespace) -> int:
 @job("json_out", "markdown_out")
 def cmd_grid_card(args: argparse.Namespace) -> int:
     """Write the GRID card (JSON and Markdown) from the run record and the result tables."""
-    import pandas as pd
-
     from safetyrepro.results.grid_card import grid_card, grid_card_markdown
-    from safetyrepro.results.storage import read_missing_cells, write_json, write_text
+    from safetyrepro.results.storage import read_missing_cells, read_parquet_checked, write_json, write_text
 
     card = grid_card(
         load_settings(args.configfile),
         json.loads(Path(args.provenance).read_text()),
-        pd.read_parquet(args.cells),
-        pd.read_parquet(args.rho),
-        pd.read_parquet(args.tiers),
+        read_parquet_checked(args.cells),
+        read_parquet_checked(args.rho),
+        read_parquet_checked(args.tiers),
         read_missing_cells(Path(args.cells)),
     )
     write_json(card, Path(args.json_out))
@@ -304,11 +298,10 @@ def cmd_grid_card(args: argparse.Namespace) -> int:
 @job("out")
 def cmd_figure(args: argparse.Namespace) -> int:
     """Draw one report figure from its table as PNG."""
-    import pandas as pd
-
     from safetyrepro.results.figures import draw, save
+    from safetyrepro.results.storage import read_parquet_checked
 
-    save(draw(args.name, pd.read_parquet(args.table), args.benchmark), Path(args.out))
+    save(draw(args.name, read_parquet_checked(args.table), args.benchmark), Path(args.out))
     return 0
 
 
@@ -342,12 +335,12 @@ def cmd_audit_report(args: argparse.Namespace) -> int:
     import pandas as pd
 
     from safetyrepro.audit import audit_markdown, audit_result, pair_space
-    from safetyrepro.results.storage import write_json, write_text
+    from safetyrepro.results.storage import read_parquet_checked, write_json, write_text
 
     settings, table = _audit_settings(args)
     step = json.loads(Path(args.step).read_text())
     space = pair_space(settings, step["benchmark"], (step["model_a"], step["model_b"]), table)
-    items = pd.concat([pd.read_parquet(path) for path in args.items], ignore_index=True)
+    items = pd.concat([read_parquet_checked(path) for path in args.items], ignore_index=True)
     result = audit_result(space, step, items, settings.audit, settings.analysis.significance)
     write_json(result, Path(args.json))
     write_text(audit_markdown(result), Path(args.markdown))
@@ -487,11 +480,13 @@ def stop_jobs_on_sigterm() -> threading.Event:
 
     def stop(signum: int, frame) -> None:
         stopped.set()
-        for process in psutil.Process().children(recursive=True):
-            with contextlib.suppress(psutil.NoSuchProcess):
-                process.terminate()
-        if callable(scheduler):
-            scheduler(signum, frame)
+        try:
+            if callable(scheduler):
+                scheduler(signum, frame)  # first, so that no job starts after the others were stopped
+        finally:
+            for process in psutil.Process().children(recursive=True):
+                with contextlib.suppress(psutil.NoSuchProcess):
+                    process.terminate()
 
     signal.signal(signal.SIGTERM, stop)
     return stopped

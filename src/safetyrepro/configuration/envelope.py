@@ -38,6 +38,12 @@ CORE, STRESS = "core", "stress"
 JINJA_ENDRAW = re.compile(r"\{%[-+]?\s*endraw\s*[-+]?%\}")
 
 
+def excerpt(value: Any, limit: int = 80) -> str:
+    """repr() of a value, cut to `limit` characters: messages stay one short line whatever the input."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[: limit - 15]}... ({len(text)} chars)"
+
+
 class EnvelopeError(ValueError):
     """The envelope section of a config is inconsistent."""
 
@@ -378,8 +384,6 @@ def template_fields(text: str, where: str) -> list[str]:
         parts = list(string.Formatter().parse(text))
     except ValueError as exc:
         raise EnvelopeError(f"{where}: malformed placeholder ({exc}); write a literal brace as {{{{ or }}}}") from None
-    from safetyrepro.configuration.settings import excerpt  # settings imports this module
-
     for _, name, spec, conversion in parts:
         if name is not None and (conversion not in (None, "s") or spec not in ("", "s")):
             written = "{" + name + (f"!{conversion}" if conversion else "") + (f":{spec}" if spec else "") + "}"
@@ -394,8 +398,6 @@ def check_parity_template(text: str, where: str) -> list[str]:
     """The case study's parity template: {question} exactly once and nothing else to fill, no conversion or
     format spec, and nothing that ends the Jinja raw block lm-eval's copy of it is written in
     (case_study.drivers.parity_doc_to_text). Returns its literal text before and after {question}."""
-    from safetyrepro.configuration.settings import excerpt  # settings imports this module
-
     fields = template_fields(text, where)
     if fields != ["question"]:
         raise EnvelopeError(

@@ -29,7 +29,14 @@ from safetyrepro.backends import PluginError, registered
 from safetyrepro.backends.base import OPERATIONS, BatchCondition
 from safetyrepro.benchmarks import BENCHMARKS
 from safetyrepro.benchmarks.base import DataError, regular_file
-from safetyrepro.configuration.envelope import AXES, Config, Envelope, EnvelopeError, check_parity_template
+from safetyrepro.configuration.envelope import (
+    AXES,
+    Config,
+    Envelope,
+    EnvelopeError,
+    check_parity_template,
+    excerpt,
+)
 
 DATA_DIR_ENV = "SAFETYREPRO_DATA_DIR"
 EMBEDDED_MODELS = {"gemma-3-270m": "gemma-3-270m"}
@@ -192,12 +199,6 @@ def read_yaml(path: str | os.PathLike) -> Any:
     except yaml.YAMLError as exc:
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise ConfigError(f"{path}{_position(exc)}: YAML syntax error: {problem}") from None
-
-
-def excerpt(value: Any, limit: int = 80) -> str:
-    """repr() of a value, cut to `limit` characters: messages stay one short line whatever the input."""
-    text = repr(value)
-    return text if len(text) <= limit else f"{text[: limit - 15]}... ({len(text)} chars)"
 
 
 def _schema_message(error: jsonschema.ValidationError) -> str:

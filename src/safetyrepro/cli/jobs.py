@@ -478,15 +478,22 @@ def stop_jobs_on_sigterm() -> threading.Event:
     scheduler = signal.getsignal(signal.SIGTERM)
     stopped = threading.Event()
 
+    def stop_children() -> None:
+        for process in psutil.Process().children(recursive=True):
+            with contextlib.suppress(psutil.NoSuchProcess):
+                process.terminate()
+
+    def stop_scheduling(signum: int, frame) -> None:
+        if callable(scheduler):
+            scheduler(signum, frame)
+        stop_children()  # a job started before the scheduler stopped
+
     def stop(signum: int, frame) -> None:
         stopped.set()
-        try:
-            if callable(scheduler):
-                scheduler(signum, frame)  # first, so that no job starts after the others were stopped
-        finally:
-            for process in psutil.Process().children(recursive=True):
-                with contextlib.suppress(psutil.NoSuchProcess):
-                    process.terminate()
+        stop_children()
+        # Snakemake's handler takes its scheduler's lock (a threading.Lock): run here, in the signal handler,
+        # it would wait forever whenever the signal came while the main thread held that lock
+        threading.Thread(target=stop_scheduling, args=(signum, frame), daemon=True).start()
 
     signal.signal(signal.SIGTERM, stop)
     return stopped

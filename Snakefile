@@ -7,6 +7,7 @@ import time
 
 from snakemake.utils import min_version
 
+from safetyrepro.cli.command import ERROR_PREFIX
 from safetyrepro.cli.jobs import failure_report, hold_results, stop_jobs_on_sigterm
 
 min_version("9.27")  # a function as a rule priority (inference.smk); 9.15 refuses it
@@ -45,7 +46,7 @@ onstart:
             preflight(SETTINGS)
         HELD, STARTED = hold_results(SETTINGS.results_dir), time.time()
     except ConfigError as error:
-        sys.exit(f"safetyrepro: error: {error}")
+        sys.exit(f"{ERROR_PREFIX}{error}")
     STOPPED = stop_jobs_on_sigterm()
 
 

@@ -144,25 +144,21 @@ def aggregate(workdir: Path) -> int:
     working folder, paths under results/)."""
     grid = load_settings(workdir / "config.yaml").cells()
     summaries = [f"results/cells/{model.name}/{benchmark}/{config.config_id}.json" for model, benchmark, config in grid]
-    handler = signal.getsignal(signal.SIGTERM)  # a job's command sets its own: this test process keeps pytest's
-    try:
-        return main(
-            [
-                "aggregate",
-                "--configfile",
-                "config.yaml",
-                "--summaries",
-                *summaries,
-                "--items",
-                *(s.removesuffix(".json") + ".parquet" for s in summaries),
-                "--cells-out",
-                "results/cells.parquet",
-                "--items-out",
-                "results/items.parquet",
-            ]
-        )
-    finally:
-        signal.signal(signal.SIGTERM, handler)
+    return main(
+        [
+            "aggregate",
+            "--configfile",
+            "config.yaml",
+            "--summaries",
+            *summaries,
+            "--items",
+            *(s.removesuffix(".json") + ".parquet" for s in summaries),
+            "--cells-out",
+            "results/cells.parquet",
+            "--items-out",
+            "results/items.parquet",
+        ]
+    )
 
 
 def test_a_changed_or_truncated_cell_file_stops_the_aggregation(tmp_path, reference_run, monkeypatch, capsys):

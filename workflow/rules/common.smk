@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from safetyrepro.benchmarks import NAME, DataError
+from safetyrepro.cli.command import ERROR_PREFIX
 from safetyrepro.configuration.settings import ConfigError, load_run_settings, load_settings
 from safetyrepro.running.data import manifest
 from safetyrepro.configuration.fingerprints import JOB_CODE, cell_fingerprint, code_digest
@@ -29,7 +30,7 @@ try:
     # the case study's and the imports' packages, unless the rules' conda envs have them
     check_inputs(SETTINGS, packages=not workflow.deployment_settings.deployment_method)
 except (ConfigError, DataError) as error:
-    sys.exit(f"safetyrepro: error: {error}")
+    sys.exit(f"{ERROR_PREFIX}{error}")
 config.clear()
 config.update(SETTINGS.document)
 print("\n".join(f"safetyrepro: {line}" for line in plan_lines(SETTINGS)), file=sys.stderr)

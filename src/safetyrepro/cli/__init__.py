@@ -11,6 +11,7 @@ import textwrap
 from safetyrepro.backends import ModelLoadError
 from safetyrepro.benchmarks import DataError
 from safetyrepro.cli import jobs, user
+from safetyrepro.cli.command import ERROR_PREFIX
 from safetyrepro.cli.jobs import CellError
 from safetyrepro.configuration.settings import ConfigError
 
@@ -60,5 +61,5 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.func(args)
     except (ConfigError, DataError, ModelLoadError, CellError) as exc:
-        print(f"safetyrepro: error: {exc}", file=sys.stderr)
+        print(f"{ERROR_PREFIX}{exc}", file=sys.stderr)
         return 2

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+ERROR_PREFIX = "safetyrepro: error: "  # how a handled error is printed: the one line a user gets (cli.main)
+
 
 def add_command(commands, name: str, func, help: str, required: tuple[str, ...] = ()) -> argparse.ArgumentParser:
     """A subcommand of `commands` (the subparsers action) running `func`; `help` is its one-line description."""

@@ -22,11 +22,10 @@ from pathlib import Path
 from typing import IO
 
 from safetyrepro.benchmarks import BENCHMARKS, DataError
-from safetyrepro.cli.command import add_command
+from safetyrepro.cli.command import ERROR_PREFIX, add_command
 from safetyrepro.configuration.settings import ConfigError, load_settings
 
 log = logging.getLogger("safetyrepro")
-ERROR_PREFIX = "safetyrepro: error: "  # how the command line prints a handled error (safetyrepro.cli.main)
 DISK_FULL = "disk full: "  # how a job's or the run's line on a full disk begins
 FULL_BELOW = 1024**2  # bytes free under which the results' file system counts as full (a job could not log why)
 
@@ -471,8 +470,8 @@ def hold_results(folder: Path) -> IO[str]:
 
 def stop_jobs_on_sigterm() -> threading.Event:
     """Make SIGTERM (a `kill`, or Slurm preempting or timing out the allocation Snakemake runs in) stop the
-    running jobs as well: Snakemake's own handler, called after, only stops scheduling new ones and waits for
-    them. The event returned is set once that happened."""
+    running jobs as well: Snakemake's own handler, run in a thread, only stops scheduling new ones and waits
+    for them. The event returned is set once that happened."""
     import psutil  # a dependency of Snakemake
 
     scheduler = signal.getsignal(signal.SIGTERM)

@@ -67,6 +67,23 @@ def server_pid(results: Path, model: str) -> int | None:
     return next((int(row[5]) for row in reversed(rows) if row[1] == model), None)
 
 
+def settled_size(process: psutil.Process, still_for: float = 1.0, timeout: float = 60.0) -> int:
+    """`process`'s address space once it has settled: neither it nor the CPU time it used changed for
+    `still_for` seconds (a server that has just answered may still be freeing what the call held; a cap
+    read before that leaves the next call room)."""
+    deadline = time.monotonic() + timeout
+    last, since = None, time.monotonic()
+    while time.monotonic() < deadline:
+        times = process.cpu_times()
+        now = (process.memory_info().vms, times.user + times.system)
+        if now != last:
+            last, since = now, time.monotonic()
+        elif time.monotonic() - since >= still_for:
+            return now[0]
+        time.sleep(0.1)
+    raise AssertionError(f"process {process.pid} did not settle in {timeout} s")
+
+
 def rerun_gives_reference_tables(workdir: Path, reference_run: Path, failed: Iterable[str] = ()) -> None:
     """Nothing partial is left (no temporary file, no table, no output of the `failed` cells); the rerun
     computes what is missing, keeps the finished cells and gives the reference run's tables, bit for bit."""
@@ -279,10 +296,13 @@ def test_cell_out_of_memory_names_the_batch_size_then_rerun(tmp_path, reference_
     warm = subprocess.run([BIN / "safetyrepro", "run-cell", *cell, *outputs], cwd=workdir, capture_output=True)
     assert warm.returncode == 0, warm.stderr[-3000:]  # it started the server that the workflow's cell finds
     server = psutil.Process(server_pid(results, model))
-    resource.prlimit(server.pid, resource.RLIMIT_AS, (server.memory_info().vms, resource.RLIM_INFINITY))
+    cap = settled_size(server)
+    resource.prlimit(server.pid, resource.RLIMIT_AS, (cap, resource.RLIM_INFINITY))
 
     failed = snakemake(workdir, *RUN, *UNTIL_TABLES)
-    assert failed.returncode != 0
+    assert failed.returncode != 0, (
+        f"the cell ran under a cap of {cap} bytes; the server now maps {server.memory_info().vms}"
+    )
     line = last_line(results, victim)
     assert re.fullmatch(
         rf"safetyrepro: error: cell {re.escape(victim)} failed: OutOfMemory: the model ran out of memory \(it could "

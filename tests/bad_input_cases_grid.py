@@ -69,6 +69,16 @@ CASES: list[Case] = [
             "envelope.axes.template: configs T1-greedy-0shot-logprob and T5-greedy-0shot-logprob run the same",
         ),
         (
+            "a longer greedy decoding, cut back by the run's token cap",
+            {
+                "envelope.axes.decoding.greedylong": {"tier": "stress", "temperature": 0.0, "max_new_tokens": 512},
+                "max_new_tokens_cap": 16,
+            },
+            "envelope.axes.decoding: configs T1-greedy-0shot-freeform and T1-greedylong-0shot-freeform run the same "
+            "truthfulqa cell (same prompts, decoding and scoring): decoding 'greedy' vs 'greedylong' changes nothing "
+            "there (max_new_tokens_cap cuts every generation to 16 tokens)",
+        ),
+        (
             "an order as given with a seed",
             _axis(
                 "order",

@@ -175,3 +175,52 @@ def report_run(tmp_path_factory, worker_id, data_dir) -> Path:
         assert run.returncode == 0, run.stderr[-3000:]
 
     return made_once(tmp_path_factory, worker_id, "report-run", make) / "run"
+
+
+# --- the session's one-node Slurm cluster (tests/cluster/local_slurm.sh) ------------------------------
+SLURM_PROGRAMS = ("sbatch", "squeue", "srun", "slurmctld", "slurmd", "munged")
+SEARCH_PATH = os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/sbin"])
+
+
+def in_ci() -> bool:
+    return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
+
+
+@pytest.fixture(scope="session")
+def local_slurm(tmp_path_factory, worker_id):
+    """A running one-node Slurm cluster, shared by the session's workers: the first to need it starts it
+    (unless it was already up) and the last still using it stops it (a count of users under a file lock),
+    so no worker stops it under another's run."""
+    import json
+    import subprocess
+
+    from filelock import FileLock
+
+    missing = [name for name in SLURM_PROGRAMS if shutil.which(name, path=SEARCH_PATH) is None]
+    if missing:
+        message = f"Slurm is not installed (missing {', '.join(missing)}; apt-get install slurm-wlm munge)"
+        if in_ci():
+            pytest.fail(message + " and CI is set: the Slurm tests must run in CI")
+        pytest.skip(message)
+    script, env = REPO / "tests" / "cluster" / "local_slurm.sh", {**os.environ, "PATH": SEARCH_PATH}
+    users = session_folder(tmp_path_factory, worker_id) / "slurm-users.json"
+
+    def cluster(action: str) -> subprocess.CompletedProcess:
+        return subprocess.run([str(script), action], env=env, capture_output=True, text=True, timeout=180)
+
+    with FileLock(f"{users}.lock"):
+        state = json.loads(users.read_text()) if users.is_file() else {"users": 0, "ours": False}
+        if state["users"] == 0:
+            state["ours"] = cluster("status").returncode != 0
+            started = cluster("start")
+            assert started.returncode == 0, started.stdout + started.stderr
+        state["users"] += 1
+        users.write_text(json.dumps(state))
+    yield
+    with FileLock(f"{users}.lock"):
+        state = json.loads(users.read_text())
+        state["users"] -= 1
+        users.write_text(json.dumps(state))
+        if state["users"] == 0 and state["ours"]:
+            stopped = cluster("stop")
+            assert stopped.returncode == 0, stopped.stdout + stopped.stderr

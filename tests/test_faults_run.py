@@ -19,8 +19,8 @@ import pandas as pd
 import psutil
 import pytest
 import yaml
+from conftest import in_ci
 from test_faults import BIN, RUN, cell_outputs, cells_in_progress, start, tables
-from test_slurm import in_ci
 from test_workflow import snakemake
 
 pytestmark = pytest.mark.e2e

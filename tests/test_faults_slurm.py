@@ -1,5 +1,5 @@
 """A model's Slurm job cancelled in the middle of a cell (scancel) on the one-node test cluster
-(tests/cluster/local_slurm.sh, the `local_slurm` fixture of tests/test_slurm.py), then the same command again:
+(tests/cluster/local_slurm.sh, the session's `local_slurm` fixture, tests/conftest.py), then the same command again:
 its tables equal the session's local reference run (tests/conftest.py)."""
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from conftest import SEARCH_PATH
 from test_faults import cell_outputs, cells_in_progress, start
 from test_faults_run import (
     UNTIL_TABLES,
@@ -19,13 +20,13 @@ from test_faults_run import (
     reference_config,
     wait_for,
 )
-from test_slurm import PROFILE_ARGS, SEARCH_PATH, SUBMITTED, local_slurm  # noqa: F401 (local_slurm: a fixture)
+from test_slurm import PROFILE_ARGS, SUBMITTED
 from test_workflow import snakemake
 
 pytestmark = pytest.mark.e2e
 
 
-def test_scancel_mid_cell_then_resubmit_gives_identical_tables(local_slurm, tmp_path, reference_run):  # noqa: F811
+def test_scancel_mid_cell_then_resubmit_gives_identical_tables(local_slurm, tmp_path, reference_run):
     workdir = reference_config(reference_run, tmp_path / "slurm")
     results, stderr = workdir / "results", tmp_path / "stderr.txt"
     running = start(workdir, stderr, *PROFILE_ARGS, *UNTIL_TABLES)

@@ -17,6 +17,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from conftest import in_ci
 
 REPO = Path(__file__).resolve().parents[1]
 _spec = importlib.util.spec_from_file_location("gpu_constraints_check", REPO / "scripts" / "gpu_constraints_check.py")
@@ -24,10 +25,6 @@ check = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(check)
 
 INDEX = os.environ.get("PIP_INDEX_URL", "https://pypi.org/simple/")
-
-
-def in_ci() -> bool:
-    return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
 
 
 def index_unreachable() -> str | None:

@@ -1,17 +1,15 @@
 """The tiny workflow on a one-node Slurm cluster (tests/cluster/local_slurm.sh) through profiles/slurm,
 against the session's local reference run of the same config (tests/conftest.py).
 
-The cluster is started for this module and stopped at its end (left running when it was already
-up). Without Slurm installed the module is skipped, except under CI (CI=true), where it fails.
+The cluster is the session's (`local_slurm` in tests/conftest.py). Without Slurm installed the module is
+skipped, except under CI (CI=true), where it fails.
 """
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import socket
-import subprocess
 import time
 from pathlib import Path
 
@@ -25,9 +23,6 @@ from safetyrepro.configuration.settings import load_settings
 
 pytestmark = pytest.mark.e2e
 REPO = Path(__file__).resolve().parents[1]
-CLUSTER_SCRIPT = REPO / "tests" / "cluster" / "local_slurm.sh"
-SLURM_PROGRAMS = ("sbatch", "squeue", "srun", "slurmctld", "slurmd", "munged")
-SEARCH_PATH = os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/sbin"])
 PROFILE_ARGS = (
     "--profile",
     str(REPO / "profiles" / "slurm"),
@@ -45,29 +40,6 @@ TABLES = {
     "items.parquet": ["model", "benchmark", "config_id", "item_id", "seed"],
     "rho_flip.parquet": ["benchmark", "model_a", "model_b"],
 }
-
-
-def in_ci() -> bool:
-    return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
-
-
-@pytest.fixture(scope="module")
-def local_slurm():
-    """A running one-node Slurm cluster; started here and stopped afterwards unless it was already up."""
-    missing = [name for name in SLURM_PROGRAMS if shutil.which(name, path=SEARCH_PATH) is None]
-    if missing:
-        message = f"Slurm is not installed (missing {', '.join(missing)}; apt-get install slurm-wlm munge)"
-        if in_ci():
-            pytest.fail(message + " and CI is set: the Slurm test must run in CI")
-        pytest.skip(message)
-    env = {**os.environ, "PATH": SEARCH_PATH}
-    already_up = subprocess.run([str(CLUSTER_SCRIPT), "status"], env=env, capture_output=True).returncode == 0
-    started = subprocess.run([str(CLUSTER_SCRIPT), "start"], env=env, capture_output=True, text=True, timeout=180)
-    assert started.returncode == 0, started.stdout + started.stderr
-    yield
-    if not already_up:
-        stopped = subprocess.run([str(CLUSTER_SCRIPT), "stop"], env=env, capture_output=True, text=True, timeout=180)
-        assert stopped.returncode == 0, stopped.stdout + stopped.stderr
 
 
 @pytest.fixture(scope="module")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 
 import pytest
+import yaml
 from user_clone import VENV_BIN, run
 
 pytestmark = pytest.mark.e2e
@@ -83,6 +84,10 @@ def test_dry_run_plans_exactly_what_the_config_says(clone, configfile):
     assert lines[3] == f"max new tokens (free-form cells): {budgets}"
     assert f"device {device}," in lines[4]
     assert lines[-1] == f"precision probe: {probe}"
+    if configfile == "config/paper.yaml":  # the probe's cells: 3 models at bf16 x the conservative core's 18
+        probe_jobs = re.findall(r"output: results/precision_probe/([^/]+@bf16)/(\w+)/([^/]+)\.parquet", dry.stdout)
+        core = yaml.safe_load((clone / configfile).read_text())["analysis"]["conservative_core"]
+        assert len(set(probe_jobs)) == 54 and {config for *_, config in probe_jobs} == set(core)
     if configfile == "config/extended.yaml":  # its batch axis: size 1 on the configs at batch=single
         assert lines[5] == "batch conditions: HF batch size 16 for 36 cells; HF batch size 1 for 12 cells"
     layers = lines[0]

@@ -165,8 +165,6 @@ class Envelope:
             defaults=defaults,
             acts_on={name: dict(benchmark.presentation_acts) for name, benchmark in benchmarks.items()},
         )
-        for name, benchmark in benchmarks.items():
-            envelope.check_distinct_cells(name, benchmark.task)
         return envelope
 
     @property
@@ -315,10 +313,12 @@ class Envelope:
                 key = f"envelope.axes.{differ[0][0]}" if len(differ) == 1 else "envelope.axes"
                 values = ", ".join(f"{axis} '{a}' vs '{b}'" for axis, a, b in differ)
                 verb = "changes" if len(differ) == 1 else "change"
+                capped = self.token_cap is not None and config.scoring == "freeform"
+                cap = f" (max_new_tokens_cap cuts every generation to {self.token_cap} tokens)" if capped else ""
                 raise EnvelopeError(
                     f"{key}: configs {first.config_id} and {config.config_id} run the same {benchmark} cell (same "
-                    f"prompts, decoding and scoring): {values} {verb} nothing there; drop one value, make the values "
-                    "differ in what acts, or keep them apart with a rule"
+                    f"prompts, decoding and scoring): {values} {verb} nothing there{cap}; drop one value, make the "
+                    "values differ in what acts, or keep them apart with a rule"
                 )
 
     def digest(self) -> str:

@@ -744,6 +744,11 @@ def _settings(raw: dict[str, Any], layers: tuple[str, ...]) -> Settings:
     except EnvelopeError as exc:
         raise ConfigError(str(exc)) from None
     envelope.token_cap = raw.get("max_new_tokens_cap")
+    try:  # the run's benchmarks, as its cells will run them (the token cap applied)
+        for name in raw["benchmarks"]:
+            envelope.check_distinct_cells(name, BENCHMARKS[name].task)
+    except EnvelopeError as exc:
+        raise ConfigError(str(exc)) from None
 
     resources_dir = Path(raw["resources_dir"])
     models = _models(raw["models"], resources_dir)

@@ -145,6 +145,28 @@ def test_disk_full_then_rerun_gives_identical_tables(tmp_path, reference_run):
         assert_reference_tables(results, reference_run)
 
 
+def test_a_model_server_on_a_full_disk_says_where(tmp_path, reference_run):
+    """The server records its model load once loaded: on a full disk it ends with the job's one line, naming
+    the record (the cell waiting on it then reports the server's last lines, test_faults_cells.py)."""
+    with small_disk(tmp_path / "disk", "16k") as disk:
+        config = yaml.safe_load((reference_run / "config.yaml").read_text())
+        config["results_dir"] = str(disk)
+        (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
+        (disk / "logs").mkdir()
+        with contextlib.suppress(OSError), (disk / "filler").open("wb", buffering=0) as filler:
+            while True:  # until every block is taken
+                filler.write(b"x" * 4096)
+        command = [str(BIN / "safetyrepro"), "serve", "--configfile", str(tmp_path / "config.yaml"), "--model"]
+        command += ["tiny-0", "--address", str(tmp_path / "server.sock"), "--idle-seconds", "5"]
+        refused = subprocess.run(command, capture_output=True, text=True, timeout=300)
+        loads = disk / "logs" / "model_loads.tsv"
+        assert refused.returncode == 2 and refused.stderr.splitlines()[-1] == (
+            f"safetyrepro: error: disk full: no space left on device writing {loads} (0 B free on {disk}); "
+            "free some space there, then run the workflow again"
+        )
+        assert not loads.stat().st_size and not (tmp_path / "server.sock").exists()
+
+
 @pytest.fixture(scope="module")
 def two_runs(reference_run, tmp_path_factory) -> dict:
     """The reference run's config run from working folder `first`, its results in `results` by absolute path.

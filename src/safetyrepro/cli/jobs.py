@@ -72,15 +72,16 @@ def disk_full(code: int, paths: list[str]) -> str:
     )
 
 
-def job(*outputs: str) -> Callable:
+def job(*outputs: str, sigterm: bool = True) -> Callable:
     """A job's command (decorator): a full disk or SIGTERM ends it with one line (CellError) once the writes in
-    progress have removed their temporary files. `outputs` are the options naming the files it writes."""
+    progress have removed their temporary files. `outputs` are the options naming the files it writes;
+    `sigterm=False` leaves SIGTERM as it is (the model server, which SIGTERM simply ends)."""
 
     def decorate(command: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
         @functools.wraps(command)
         def run(args: argparse.Namespace) -> int:
             paths = [str(path) for path in (getattr(args, name) for name in outputs) if path]
-            previous = signal.signal(signal.SIGTERM, _stop)
+            previous = signal.signal(signal.SIGTERM, _stop) if sigterm else None
             try:
                 return command(args)
             except Stopped:
@@ -93,7 +94,8 @@ def job(*outputs: str) -> Callable:
                     raise
                 raise CellError(disk_full(error.errno, [str(error.filename)] if error.filename else paths)) from None
             finally:
-                signal.signal(signal.SIGTERM, previous)  # as it was (a job called in-process, by a test)
+                if sigterm:
+                    signal.signal(signal.SIGTERM, previous)  # as it was (a job called in-process, by a test)
 
         return run
 
@@ -155,6 +157,7 @@ def cmd_run_cell(args: argparse.Namespace) -> int:
     return 0
 
 
+@job("address", sigterm=False)
 def cmd_serve(args: argparse.Namespace) -> int:
     """Serve one model to the cells on this machine until idle."""
     from safetyrepro.running.server import serve

@@ -105,8 +105,11 @@ def record_load(settings: Settings, spec: ModelSpec, seconds: float) -> None:
             os.environ.get("SLURM_JOB_ID", ""),
         ]
     )
-    with open(path, "a", encoding="utf-8") as handle:
-        handle.write(line + "\n")
+    try:
+        with open(path, "a", encoding="utf-8") as handle:
+            handle.write(line + "\n")
+    except OSError as error:  # a failed write names no file: this one does (a full disk: the server's one line)
+        raise OSError(error.errno, error.strerror, str(path)) from None
 
 
 def serve(settings: Settings, spec: ModelSpec, address: Path, idle_seconds: float) -> None:

@@ -94,11 +94,16 @@ def small_disk(folder: Path, size: str):
         subprocess.run(["umount", "--lazy", str(folder)], check=True)  # lazy: a model server may still log there
 
 
+def fill(disk: Path) -> None:
+    """Take every block of `disk` with one file, `filler`."""
+    with contextlib.suppress(OSError), (disk / "filler").open("wb", buffering=0) as filler:
+        while True:
+            filler.write(b"x" * 4096)
+
+
 def test_a_job_on_a_full_disk_says_where_and_leaves_nothing(tmp_path, reference_run):
     with small_disk(tmp_path / "disk", "16k") as disk:
-        with contextlib.suppress(OSError), (disk / "filler").open("wb", buffering=0) as filler:
-            while True:  # until every block is taken
-                filler.write(b"x" * 4096)
+        fill(disk)
         out, markdown = disk / "rho_flip.parquet", disk / "rho_flip.md"
         cells = reference_run / "results" / "cells.parquet"
         job = [
@@ -153,9 +158,7 @@ def test_a_model_server_on_a_full_disk_says_where(tmp_path, reference_run):
         config["results_dir"] = str(disk)
         (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
         (disk / "logs").mkdir()
-        with contextlib.suppress(OSError), (disk / "filler").open("wb", buffering=0) as filler:
-            while True:  # until every block is taken
-                filler.write(b"x" * 4096)
+        fill(disk)
         command = [str(BIN / "safetyrepro"), "serve", "--configfile", str(tmp_path / "config.yaml"), "--model"]
         command += ["tiny-0", "--address", str(tmp_path / "server.sock"), "--idle-seconds", "5"]
         refused = subprocess.run(command, capture_output=True, text=True, timeout=300)

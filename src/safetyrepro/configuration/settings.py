@@ -741,11 +741,8 @@ def _settings(raw: dict[str, Any], layers: tuple[str, ...]) -> Settings:
         raise ConfigError(f"benchmarks.{unknown[0]}: unknown benchmark (known: {', '.join(BENCHMARKS)})")
     try:
         envelope = Envelope.from_dict(envelope_raw, BENCHMARKS)
-    except EnvelopeError as exc:
-        raise ConfigError(str(exc)) from None
-    envelope.token_cap = raw.get("max_new_tokens_cap")
-    try:  # the run's benchmarks, as its cells will run them (the token cap applied)
-        for name in raw["benchmarks"]:
+        envelope.token_cap = raw.get("max_new_tokens_cap")
+        for name in raw["benchmarks"]:  # the run's benchmarks, as its cells will run them (the token cap applied)
             envelope.check_distinct_cells(name, BENCHMARKS[name].task)
     except EnvelopeError as exc:
         raise ConfigError(str(exc)) from None

@@ -67,6 +67,9 @@ def server_pid(results: Path, model: str) -> int | None:
     return next((int(row[5]) for row in reversed(rows) if row[1] == model), None)
 
 
+CAP_MARGIN = 64 * 2**20  # bytes: more than a settled model server unmaps by itself, far less than it holds
+
+
 def settled_size(process: psutil.Process, still_for: float = 1.0, timeout: float = 60.0) -> int:
     """`process`'s address space once it has settled: neither it nor the CPU time it used changed for
     `still_for` seconds (a server that has just answered may still be freeing what the call held; a cap
@@ -282,10 +285,12 @@ def test_model_server_killed_mid_cell_then_rerun(tmp_path, reference_run):
 
 
 def test_cell_out_of_memory_names_the_batch_size_then_rerun(tmp_path, reference_run, monkeypatch):
-    """The model server's address space capped (RLIMIT_AS, as `ulimit -v` does) at what it holds once it has
-    served the cell: the workflow's run of that cell cannot allocate. Allocations of 64 KiB and more are
-    their own mappings (MALLOC_MMAP_THRESHOLD_), so the first one fails at once, inside torch; the call's
-    smaller ones (the tokenizer's) find the room the same call left."""
+    """The model server's address space capped (RLIMIT_AS, as `ulimit -v` does) below what it holds once it
+    has served the cell: the workflow's run of that cell cannot map anything new. Allocations of 64 KiB and
+    more are their own mappings (MALLOC_MMAP_THRESHOLD_), so the first one fails at once, inside torch; the
+    call's smaller ones (the tokenizer's) find the room the same call left in the heap. The cap sits
+    CAP_MARGIN below the server's size: a cap at its size left the call the room of whatever the server
+    unmapped after it was read (5 MB once in CI; the tiny model's call needs less than 1 MB)."""
     victim = bbq_cells(reference_run, "tiny-1")[0]
     workdir = finished_copy(reference_run, tmp_path / "run", [victim])
     results = workdir / "results"
@@ -296,7 +301,7 @@ def test_cell_out_of_memory_names_the_batch_size_then_rerun(tmp_path, reference_
     warm = subprocess.run([BIN / "safetyrepro", "run-cell", *cell, *outputs], cwd=workdir, capture_output=True)
     assert warm.returncode == 0, warm.stderr[-3000:]  # it started the server that the workflow's cell finds
     server = psutil.Process(server_pid(results, model))
-    cap = settled_size(server)
+    cap = settled_size(server) - CAP_MARGIN
     resource.prlimit(server.pid, resource.RLIMIT_AS, (cap, resource.RLIM_INFINITY))
 
     failed = snakemake(workdir, *RUN, *UNTIL_TABLES)

@@ -680,6 +680,16 @@ for name, content, message in [
     ("envelope file not UTF-8", b"axes: \xff\xfe\n", "{envelope}: not UTF-8 text"),
     ("envelope file with a YAML error", "axes: [\n", "{envelope}, line 2, column 1: YAML syntax error"),
     ("envelope file a list", "- a\n- b\n", "envelope: expected object, got list"),
+    (
+        "envelope file extending a missing one",
+        "extends: base-envelope.yaml\n",
+        "{envelope}: extends: config file not found: {folder}/base-envelope.yaml",
+    ),
+    (
+        "envelope file extending itself",
+        "extends: envelope.yaml\n",
+        "{envelope}: extends: envelope.yaml is already a layer",
+    ),
 ]:
 
     def build(scratch: Path, data_dir: Path, content=content, message=message):
@@ -690,7 +700,8 @@ for name, content, message in [
             _write(envelope, content)
         config = {**base_config(data_dir), "envelope": str(envelope)}
         path = _write(scratch / "config.yaml", yaml.safe_dump(config))
-        return ["check", "--plan", "--configfile", str(path)], message.replace("{envelope}", str(envelope)), None
+        message = message.replace("{envelope}", str(envelope)).replace("{folder}", str(scratch))
+        return ["check", "--plan", "--configfile", str(path)], message, None
 
     CASES.append(Case(name, build))
 

@@ -26,6 +26,7 @@ import pytest
 from synthetic_cells import synthetic_cells, synthetic_items
 from test_workflow import SELECTED
 
+from safetyrepro.analysis.frames import stack_named
 from safetyrepro.configuration.settings import load_settings
 from safetyrepro.results.figures import FIGURES, draw, flipped_configs, save
 from safetyrepro.results.headline import COLUMNS, headline_html, headline_markdown, headline_rows
@@ -42,6 +43,7 @@ FIGURE_FILES = {f"{name}_{b}.png" for name in ("rho_heatmap", "scores", "paired_
     "shap.png",
     "parse_rate.png",
     "stability.png",
+    "scorers.png",
 }
 # each tiny model once more at bf16, on one config: a twin of its own per model (6 cells)
 PROBE = {"precision": "bf16", "configs": ["T1-greedy-0shot-logprob"]}
@@ -60,10 +62,16 @@ def _json(path: Path) -> dict:
     return json.loads(path.read_text())
 
 
-def test_the_run_writes_every_figure_and_the_report(run):
+def test_the_run_writes_every_figure_and_the_report(run, tmp_path):
+    """Every figure rule draws its own figure from its own table: each PNG is the one `draw` makes here
+    (rules made in a loop once all ran the last figure's command)."""
     assert {p.name for p in (run / "results" / "figures").glob("*.png")} == FIGURE_FILES
-    for png in (run / "results" / "figures").glob("*.png"):
-        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    for name, figure in FIGURES.items():
+        table = pd.read_parquet(run / "results" / figure.table)
+        for benchmark in BENCHMARKS if figure.per_benchmark else [None]:
+            png = f"{name}_{benchmark}.png" if benchmark else f"{name}.png"
+            save(draw(name, table, benchmark), tmp_path / png)
+            assert (run / "results" / "figures" / png).read_bytes() == (tmp_path / png).read_bytes(), png
     html = (run / "results" / "report.html").read_text()
     for name in FIGURE_FILES:
         assert f'"filename": "{name}"' in html
@@ -280,9 +288,25 @@ def test_every_figure_draws_on_the_full_612_cell_grid(tmp_path):
         ),
         "anova": variance.variance_shares(cells),
         "shap": attribution.shap_attribution(cells),
+        "scorers": stack_named(
+            {
+                "human": pd.DataFrame(
+                    {
+                        "labelled_model": ["mistralinstruct", "llama2new"] * 2,
+                        "scorer_name": ["rules", "rules", "strmatch", "strmatch"],
+                        "three_class": [0.86, 0.89, 0.85, 0.86],
+                    }
+                ),
+                "agreement": pd.DataFrame(
+                    {"benchmark": ["xstest"], "scorer_a": ["rules"], "scorer_b": ["strmatch"], "agreement": [0.9]}
+                ),
+            },
+            "table",
+        ),
     }
     flat = cells.assign(score=0.5)  # every score equal: no variance to share out, no strict ordering
     degenerate = {"anova": variance.variance_shares(flat), "scores": flat, "rho_heatmap": flips.rho_flip_table(flat)}
+    degenerate["scorers"] = pd.DataFrame({"note": ["no scorer axis in this run"]})
     for name, figure in FIGURES.items():
         benchmark = "bbq" if figure.per_benchmark else None
         for table in (tables[name], degenerate.get(name)):

@@ -286,11 +286,12 @@ FIGURES = {
     "figure_parse_rate": 1,
     "figure_paired_differences": 2,
     "figure_stability": 1,
+    "figure_scorers": 1,
 }
 AFTER_CELLS = {
     "aggregate": 1,
     "rho_flip": 1,
-    "analysis": 17,
+    "analysis": 18,
     "summary": 1,
     "headline": 1,
     "provenance": 1,
@@ -315,10 +316,10 @@ CODE_CHANGES = {
     "running/hashing.py": {"describe_model": 6, **GRID_CELLS, **AFTER_CELLS},
     "running/data.py": {"provenance": 1, "grid_card": 1},  # the data pins the run record checks
     "results/aggregate.py": AFTER_CELLS,
-    "analysis/flips.py": {"rho_flip": 1, "analysis": 17, "summary": 1, "headline": 1, "grid_card": 1, **FIGURES},
+    "analysis/flips.py": {"rho_flip": 1, "analysis": 18, "summary": 1, "headline": 1, "grid_card": 1, **FIGURES},
     "results/markdown.py": {
         "rho_flip": 1,
-        "analysis": 17,
+        "analysis": 18,
         "summary": 1,
         "headline": 1,
         "grid_card": 1,
@@ -328,16 +329,18 @@ CODE_CHANGES = {
         "figure_shap": 1,
         "figure_paired_differences": 2,
         "figure_stability": 1,
+        "figure_scorers": 1,
     },
     # tiers among them: the headline and the GRID card state its orderings
     "analysis/verdicts.py": {"analysis": 8, "summary": 1, "headline": 1, "grid_card": 1, "figure_orderings": 1},
     "analysis/frames.py": {
-        "analysis": 11,
+        "analysis": 12,
         "summary": 1,
         "headline": 1,
         "grid_card": 1,
         "figure_orderings": 1,
         "figure_stability": 1,
+        "figure_scorers": 1,
     },
     # intervals, paired_tests, rho_flip_sig; the headline and the GRID card state rho_flip_sig
     "analysis/significance.py": {
@@ -351,6 +354,11 @@ CODE_CHANGES = {
     "analysis/attribution.py": {"analysis": 1, "summary": 1, "figure_shap": 1},
     "analysis/stability.py": {"analysis": 1, "summary": 1},
     "analysis/precision.py": {"analysis": 1, "summary": 1},
+    # the scorers analysis labels XSTest's human-labelled answers with XSTest's scorers (none run in the tiny run)
+    "analysis/scorers.py": {"analysis": 1, "summary": 1, "figure_scorers": 1},
+    "benchmarks/xstest/__init__.py": {"analysis": 1, "summary": 1, "figure_scorers": 1},
+    "benchmarks/xstest/refusal.py": {"analysis": 1, "summary": 1, "figure_scorers": 1},
+    "benchmarks/xstest/strmatch.py": {"analysis": 1, "summary": 1, "figure_scorers": 1},
     "results/figures.py": FIGURES,
     "results/provenance.py": {"provenance": 1, "grid_card": 1},
     "results/grid_card.py": {"grid_card": 1},
@@ -360,8 +368,6 @@ CODE_CHANGES = {
 # modules in no job's code (another benchmark's or backend's, the CLI, config loading, the model server, the
 # analyses' registry, the case study): edited all at once, they rerun nothing (one dry run for them all)
 NO_RERUN = (
-    "benchmarks/xstest/__init__.py",
-    "benchmarks/xstest/refusal.py",
     "backends/vllm.py",
     "cli/__init__.py",
     "configuration/settings.py",

@@ -39,6 +39,13 @@ RESULTS = str(SETTINGS.results_dir)
 CELLS = [(m.name, b, c.config_id) for m, b, c in SETTINGS.cells()]
 PROBE_CELLS = [(m.name, b, c.config_id) for m, b, c in SETTINGS.probe_cells()]  # outside the headline tables
 MODELS = {m.name: m for m in SETTINGS.run_models()}
+# A config of another scorer (a declared scorer axis) labels its generation twin's responses: config id -> twin's
+RESCORED = {
+    c.config_id: twin.config_id
+    for b in SETTINGS.benchmarks
+    for c in SETTINGS.configs(b)
+    if (twin := SETTINGS.envelope.generation_twin(c, b)) is not None
+}
 PROBE_MODELS = [m.name for m in SETTINGS.precision_probe.new_models] if SETTINGS.precision_probe else []
 # A model server answers one cell at a time. Where the servers need the accelerator slot (`gpu=1`: a GPU,
 # or vLLM-CPU's memory) one server runs at a time (safetyrepro.running.gpu_memory): a model's

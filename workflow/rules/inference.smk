@@ -66,6 +66,36 @@ rule cell:
         " --items {output.rows:q} --summary {output.summary:q} > {log:q} 2>&1"
 
 
+# A cell of another scorer: its generation twin's responses labelled by its own scorer; no model runs
+# (docs/scorers.md). Only configs in RESCORED match it, and for those it comes before `cell`.
+rule rescore_cell:
+    input:
+        data=lambda w: data_files(w.benchmark),
+        twin=lambda w: f"{RESULTS}/cells/{w.model}/{w.benchmark}/{RESCORED[w.config_id]}.parquet",
+    output:
+        rows=f"{RESULTS}/cells/{{model}}/{{benchmark}}/{{config_id}}.parquet",
+        summary=f"{RESULTS}/cells/{{model}}/{{benchmark}}/{{config_id}}.json",
+    wildcard_constraints:
+        model="|".join(re.escape(m.name) for m in SETTINGS.models),
+        config_id="|".join(map(re.escape, RESCORED)) or "(?!)",  # no scorer axis: matches nothing
+    params:
+        fingerprint=lambda w: cell_fingerprint(SETTINGS, MODELS[w.model], w.benchmark,
+                                               SETTINGS.config(w.benchmark, w.config_id)),
+    conda:
+        "../../envs/safetyrepro.yaml"
+    log:
+        f"{RESULTS}/logs/cells/{{model}}/{{benchmark}}/{{config_id}}.log",
+    group:
+        lambda w: f"model-{w.model}"
+    shell:
+        "safetyrepro -v rescore-cell --configfile \"$SAFETYREPRO_RUN_CONFIG\" --model {wildcards.model:q}"
+        " --benchmark {wildcards.benchmark} --config-id {wildcards.config_id:q} --twin-items {input.twin:q}"
+        " --items {output.rows:q} --summary {output.summary:q} > {log:q} 2>&1"
+
+
+ruleorder: rescore_cell > cell
+
+
 # The precision probe's own cells (its twins at the probe precision): the same job as a grid cell, in
 # a folder of their own, outside the headline tables.
 use rule cell as probe_cell with:

@@ -89,11 +89,13 @@ for figure_name, figure in FIGURES.items():
             ),
         params:
             code=code("figure"),
+            # the shell command is evaluated when the job runs, after the loop: what varies per figure
+            # goes through params, which take their values here
+            name=figure_name,
+            benchmark=(lambda w: ["--benchmark", w.benchmark]) if figure.per_benchmark else [],
         log:
             f"{RESULTS}/logs/{figure_file(figure_name)}.log",
         conda:
             "../../envs/safetyrepro.yaml"
         shell:
-            f"safetyrepro figure {figure_name}"
-            + (" --benchmark {wildcards.benchmark}" if figure.per_benchmark else "")
-            + " --table {input:q} --out {output:q} > {log:q} 2>&1"
+            "safetyrepro figure {params.name} {params.benchmark} --table {input:q} --out {output:q} > {log:q} 2>&1"

@@ -214,4 +214,14 @@ ANALYSES: dict[str, Analysis] = {
         ("conservative_core",),
         ("models", "precision_probe"),
     ),
+    "scorers": Analysis(
+        "Scorer axis (a declared axis of mechanism scorer: docs/scorers.md): table 'reversals', per benchmark, model "
+        "pair and pair of scorers, how many of the configs both scorers label (n_twins: one generation each) have the "
+        "verdict A vs B reversed (strictly, as rho_flip counts) or changed (ties included) by the scorer alone; "
+        "'agreement', the share of item rows both scorers give the same label, with Cohen's kappa; 'human', each "
+        "XSTest scorer against the human labels of the authors' labelled completions (three-class, binary, kappa; "
+        "developed_on: the file its rules were written against).",
+        "scorers:scorer_table",
+        sections=("envelope",),
+    ),
 }

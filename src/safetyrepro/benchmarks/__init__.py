@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from safetyrepro.benchmarks.base import (
     AS_GIVEN,
+    RULES,
     UNPARSED,
     Benchmark,
     DataError,
@@ -49,6 +50,11 @@ def _load(point: EntryPoint) -> Benchmark:
                 f"{where}: its {what} {value!r} may use only letters, digits and . _ + -, starting with a letter "
                 "or digit (it names files, folders and jobs)"
             )
+    scorers = benchmark.scorers
+    if not isinstance(scorers, tuple) or scorers[:1] != (RULES,) or len(set(scorers)) != len(scorers):
+        raise PluginError(
+            f"{where}: its scorers {scorers!r} must be a tuple of distinct names, '{RULES}' (extract) first"
+        )
     if benchmark.name != point.name:
         raise PluginError(f"{where} is named '{benchmark.name}'; the entry point's name must be the benchmark's")
     outside = [entry.path for entry in benchmark.data_files if not entry.path.startswith(f"{benchmark.folder}/")]
@@ -89,6 +95,7 @@ __all__ = [
     "ItemSet",
     "PluginError",
     "Presentation",
+    "RULES",
     "check_item_sets",
     "draw_subset",
     "item_set",

@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 UNPARSED = "unparsed"
+RULES = "rules"  # every benchmark's own free-form scorer: its `extract`
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 # Only a bounded window of a response is searched: keeps hostile megabyte outputs cheap.
 SCAN_CHARS = 4000
@@ -130,7 +131,8 @@ class Benchmark(ABC):
     reads (under `folder`); `metric_names` and `metric_prefixes` name every key `metrics` may return
     (no axis may take them); `labels_are_decisions` says that an item row's `label` is a decision of
     its own (XSTest's response classes), which the item-stability analysis then counts in place of
-    `correct`.
+    `correct`. `scorers` names the ways free-form responses can be labelled (a declared scorer axis
+    picks one, docs/scorers.md), the benchmark's own `extract` ("rules") first.
     """
 
     name: str
@@ -142,6 +144,7 @@ class Benchmark(ABC):
     metric_names: tuple[str, ...] = ()
     metric_prefixes: tuple[str, ...] = ()
     labels_are_decisions: bool = False
+    scorers: tuple[str, ...] = (RULES,)
 
     @abstractmethod
     def load(self, data_dir: Path) -> pd.DataFrame:
@@ -183,6 +186,21 @@ class Benchmark(ABC):
         if item is None:
             return extract_choice(response, self.default_labels)
         return extract_choice(response, item.labels, item.meta.get("options"))
+
+    def label(self, scorer: str, responses: Sequence[str], items: Sequence[Item | None]) -> list[str]:
+        """Labels of free-form responses by one of `scorers`.
+
+        Args:
+            scorer: one of `scorers`; "rules" is `extract`.
+            responses: the models' texts.
+            items: the item each response answers (None where unknown, as for `extract`).
+
+        Returns:
+            One label (one of the item's labels, or "unparsed") per response.
+        """
+        if scorer != RULES:
+            raise ValueError(f"{self.name} has no scorer {scorer!r} (it has: {', '.join(self.scorers)})")
+        return [self.extract(response, item) for response, item in zip(responses, items)]
 
     def is_correct(self, label: str, item: Item) -> bool:
         """Whether an extracted label is the right answer.
@@ -289,7 +307,8 @@ def load_json(text: str, where: str, malformed: str = "malformed JSON") -> Any:
     DataError naming `where`."""
     try:
         value = json.loads(text)
-        too_deep = _json_depth(value) > MAX_JSON_DEPTH
+        # each level opens a bracket: text with no more of them than the limit needs no walk
+        too_deep = text.count("[") + text.count("{") > MAX_JSON_DEPTH and _json_depth(value) > MAX_JSON_DEPTH
     except RecursionError:
         too_deep = True
     except json.JSONDecodeError as exc:

@@ -116,7 +116,6 @@ def cmd_describe_model(args: argparse.Namespace) -> int:
 def cmd_run_cell(args: argparse.Namespace) -> int:
     """Run one grid cell and write its item rows (Parquet) and summary (JSON)."""
     from safetyrepro.benchmarks import item_set
-    from safetyrepro.results.storage import write_json, write_parquet
     from safetyrepro.running.cell import run_cell
     from safetyrepro.running.server import connect, load_backends
 
@@ -136,25 +135,59 @@ def cmd_run_cell(args: argparse.Namespace) -> int:
         len(data.items),
         backends["generate"].prompt_format,
     )
+    batch = settings.batch_condition(config)
+    generate, loglikelihood = backends["generate"], backends["loglikelihood"]
+    compute = functools.partial(run_cell, spec.name, generate, loglikelihood, data, settings.envelope, config, batch)
+    return write_cell(args, f"{spec.name}/{args.benchmark}/{config.config_id}", compute)
+
+
+def write_cell(args: argparse.Namespace, cell: str, compute: Callable[[], tuple]) -> int:
+    """Compute a cell (`compute` returns its item rows and summary) and write them to --items and --summary; any
+    failure there (a model error, out of memory, a bad generation, an unreadable twin) is this cell's, with its id."""
+    from safetyrepro.results.storage import write_json, write_parquet
+
     try:
-        items, summary = run_cell(
-            spec.name,
-            backends["generate"],
-            backends["loglikelihood"],
-            data,
-            settings.envelope,
-            config,
-            settings.batch_condition(config),
-        )
-    except Exception as exc:  # model errors, out of memory, bad generations: this cell fails, with its id
+        items, summary = compute()
+    except Exception as exc:
         log.error("cell failed", exc_info=True)
-        raise CellError(
-            f"cell {spec.name}/{args.benchmark}/{config.config_id} failed: {type(exc).__name__}: {exc}"
-        ) from None
+        raise CellError(f"cell {cell} failed: {type(exc).__name__}: {exc}") from None
     write_parquet(items, Path(args.items))
     write_json(summary, Path(args.summary))
     log.info("cell done: score %.3f, parse rate %.3f", summary["score"], summary["parse_rate"])
     return 0
+
+
+@job("items", "summary")
+def cmd_rescore_cell(args: argparse.Namespace) -> int:
+    """Label a cell's generation twin's responses (--twin-items) with the cell's scorer; no model runs."""
+    import pandas as pd
+
+    from safetyrepro.benchmarks import item_set
+    from safetyrepro.running.cell import rescore_cell
+
+    settings = load_settings(args.configfile)
+    spec = settings.model(args.model)
+    config = settings.config(args.benchmark, args.config_id)
+    envelope = settings.envelope
+    twin = envelope.generation_twin(config, args.benchmark)
+    if twin is None:
+        raise ConfigError(f"config {config.config_id} runs its own {args.benchmark} cell: it has no generation twin")
+    data = item_set(settings, args.benchmark, envelope.presentation(config, args.benchmark))
+    scorer = envelope.scorer(config, args.benchmark)
+    log.info(
+        "cell %s / %s / %s: %s labels the responses of %s",
+        spec.name,
+        args.benchmark,
+        config.config_id,
+        scorer,
+        twin.config_id,
+    )
+    batch = settings.batch_condition(config)
+
+    def compute() -> tuple:  # the twin's rows are read here: an unreadable twin is this cell's failure
+        return rescore_cell(spec.name, pd.read_parquet(args.twin_items), data, envelope, config, batch)
+
+    return write_cell(args, f"{spec.name}/{args.benchmark}/{config.config_id}", compute)
 
 
 @job("address", sigterm=False)
@@ -370,6 +403,14 @@ def add_commands(commands) -> None:
         ("configfile", "model", "config-id", "items", "summary"),
     )
     cell.add_argument("--benchmark", required=True, choices=sorted(BENCHMARKS))
+    rescore = add_command(
+        commands,
+        "rescore-cell",
+        cmd_rescore_cell,
+        "label a cell's generation twin's responses with the cell's scorer (writes --items, --summary)",
+        ("configfile", "model", "config-id", "twin-items", "items", "summary"),
+    )
+    rescore.add_argument("--benchmark", required=True, choices=sorted(BENCHMARKS))
     aggregate = add_command(
         commands,
         "aggregate",

@@ -8,7 +8,7 @@ import json
 import sys
 from pathlib import Path
 
-from safetyrepro.benchmarks import BENCHMARKS, DataError
+from safetyrepro.benchmarks import BENCHMARKS, RULES, DataError
 from safetyrepro.cli.command import add_command
 from safetyrepro.cli.jobs import job
 from safetyrepro.configuration.settings import DEFAULT_CONFIGFILE, ConfigError, load_settings
@@ -99,6 +99,10 @@ def cmd_parse(args: argparse.Namespace) -> int:
     from safetyrepro.benchmarks.base import JSON_LINE_END, load_json
 
     benchmark = BENCHMARKS[args.benchmark]
+    if args.scorer not in benchmark.scorers:
+        raise ConfigError(
+            f"--scorer: {args.benchmark} has no scorer {args.scorer!r} (it has: {', '.join(benchmark.scorers)})"
+        )
     lines = (line for chunk in sys.stdin for line in JSON_LINE_END.split(chunk.rstrip("\r\n")))
     for number, line in enumerate(lines, start=1):
         line = line.removeprefix("\ufeff") if number == 1 else line  # a UTF-8 byte-order mark is no error
@@ -107,7 +111,7 @@ def cmd_parse(args: argparse.Namespace) -> int:
         record = load_json(line, f"stdin line {number}", "not JSON")
         if not isinstance(record, dict) or "response" not in record:
             raise DataError(f"stdin line {number}: expected a JSON object with a 'response' field")
-        record["label"] = benchmark.extract(record["response"])
+        record["label"] = benchmark.label(args.scorer, [record["response"]], [None])[0]
         try:
             text = json.dumps(record, ensure_ascii=False)
             text.encode("utf-8")
@@ -275,6 +279,7 @@ def add_commands(commands) -> None:
 
     parse = add_command(commands, "parse", cmd_parse, "label JSON-lines responses from stdin")
     parse.add_argument("benchmark", choices=sorted(BENCHMARKS))
+    parse.add_argument("--scorer", default=RULES, help="which of the benchmark's scorers labels (docs/scorers.md)")
 
     imports = add_command(
         commands,

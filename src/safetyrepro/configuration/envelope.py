@@ -12,13 +12,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from safetyrepro.benchmarks import BENCHMARKS, Presentation
+from safetyrepro.benchmarks import BENCHMARKS, RULES, Presentation
 
 AXES = ("template", "decoding", "shots", "scoring")  # every envelope has these; more are declared by mechanism
 # How a declared axis's value acts (docs/envelope.md, Declared axes): a template variable fills {<axis>}
 # in every template; option_order and answer_formulation change how an item's options are shown and
-# scored; few_shot_draw picks the examples; backend_option sets how requests are batched.
-MECHANISMS = ("template_variable", "option_order", "answer_formulation", "few_shot_draw", "backend_option")
+# scored; few_shot_draw picks the examples; backend_option sets how requests are batched; scorer picks what labels
+# free-form responses (a config of another scorer rescores its twin's responses: no model runs again).
+MECHANISMS = ("template_variable", "option_order", "answer_formulation", "few_shot_draw", "backend_option", "scorer")
 TEMPLATE_FIELDS = {"task", "shots", "question", "answer_format"}
 # without {question} every item gets the same prompt; without {shots} few-shot configs silently run 0-shot
 TEMPLATE_REQUIRED = {"question", "shots"}
@@ -120,7 +121,7 @@ class Envelope:
     `axes` maps every axis to its values' parameters; `mechanisms` names how each declared axis (one
     beyond the four built in) acts, and `defaults` its value where it cannot act.
     `acts_on` says, per benchmark, on which scoring paths option_order and answer_formulation act
-    (a benchmark's `presentation_acts`).
+    (a benchmark's `presentation_acts`); `scorers`, per benchmark, the scorers it has (a benchmark's `scorers`).
     """
 
     axes: dict[str, dict[str, dict[str, Any]]]
@@ -134,6 +135,7 @@ class Envelope:
     mechanisms: dict[str, str] = field(default_factory=dict)
     defaults: dict[str, str] = field(default_factory=dict)
     acts_on: Mapping[str, Mapping[str, tuple[str, ...]]] = field(repr=False, default_factory=dict)
+    scorers: Mapping[str, tuple[str, ...]] = field(repr=False, default_factory=dict)
     _configs: dict[str, list[Config]] = field(repr=False, compare=False, default_factory=dict)
 
     @classmethod
@@ -145,6 +147,15 @@ class Envelope:
         for axis, (values, mechanism, default) in _declared_axes(data["axes"]).items():
             axes[axis], mechanisms[axis], defaults[axis] = values, mechanism, default
         variables = {axis for axis, kind in mechanisms.items() if kind == "template_variable"}
+        offered = {name: tuple(benchmark.scorers) for name, benchmark in benchmarks.items()}
+        for axis in (axis for axis, kind in mechanisms.items() if kind == "scorer"):
+            for value, params in axes[axis].items():
+                if not any(params["scorer"] in names for names in offered.values()):
+                    listed = "; ".join(f"{name}: {', '.join(names)}" for name, names in offered.items())
+                    raise EnvelopeError(
+                        f"envelope.axes.{axis}.values.{value}.scorer: no benchmark has a scorer "
+                        f"{excerpt(params['scorer'])} (scorers by benchmark: {listed})"
+                    )
         for name, params in axes["template"].items():
             for key in ("text", "logprob_text"):
                 if key in params:
@@ -164,6 +175,7 @@ class Envelope:
             mechanisms=mechanisms,
             defaults=defaults,
             acts_on={name: dict(benchmark.presentation_acts) for name, benchmark in benchmarks.items()},
+            scorers=offered,
         )
         return envelope
 
@@ -183,6 +195,10 @@ class Envelope:
             return self.shot_count(config) > 0
         if mechanism in ("option_order", "answer_formulation"):
             return config.scoring in self.acts_on.get(benchmark, {}).get(mechanism, ())
+        if mechanism == "scorer":
+            return config.scoring == "freeform" and self.axes[axis][config[axis]]["scorer"] in self.scorers.get(
+                benchmark, ()
+            )
         return True
 
     def is_valid(self, config: Config, benchmark: str) -> bool:
@@ -269,6 +285,26 @@ class Envelope:
                 return {k: v for k, v in self.axes[axis][config[axis]].items() if k != "tier"}
         return {}
 
+    def scorer(self, config: Config, benchmark: str) -> str:
+        """The scorer that labels the config's free-form responses on `benchmark`: the scorer axis's value
+        where the benchmark has it, else the benchmark's own (`rules`)."""
+        return self.setting("scorer", config, benchmark).get("scorer", RULES)
+
+    def generation_twin(self, config: Config, benchmark: str) -> Config | None:
+        """The config whose responses this one's cell labels with another scorer (the same config at the
+        scorer axis's default), or None when the cell runs the model itself."""
+        axis = next(iter(self.declared("scorer")), None)
+        if axis is None or config[axis] == self.defaults[axis] or not self.acts(axis, config, benchmark):
+            return None
+        values = {**dict(config.values), axis: self.defaults[axis]}
+        twin = next((c for c in self.all_configs() if dict(c.values) == values), None)
+        if twin is None or not self.is_valid(twin, benchmark):
+            raise EnvelopeError(
+                f"envelope.rules: config {config.config_id} rescores the {benchmark} responses of its twin at "
+                f"{axis} '{self.defaults[axis]}', which the rules leave out; let the rules keep that twin"
+            )
+        return twin
+
     def presentation(self, config: Config, benchmark: str) -> Presentation:
         """How the config shows and scores the items' options on `benchmark`: a declared option order and
         answer formulation where they act there, else the benchmark's own way."""
@@ -282,7 +318,7 @@ class Envelope:
         """What a cell of `config` on `benchmark` (whose task text is `task`) runs, as far as the envelope
         decides it: the scoring path, the prompt template with the task and template variables filled in,
         the few-shot count and draw, the options' presentation, the batch size and, for free-form cells,
-        the generation settings. Only what the code acts on counts (top_p under greedy, a draw's seed
+        the generation settings and scorer. Only what the code acts on counts (top_p under greedy, a draw's seed
         at 0 shots or in pool order, an order's seed unless shuffled, decoding on the log-likelihood path
         are not), so two configs with equal cells would run the same thing twice."""
         marks = {name: f"\0{name}\0" for name in TEMPLATE_FIELDS - {"task"}}
@@ -297,7 +333,14 @@ class Envelope:
             decoding = self.decoding(config)
             top_p = None if decoding.greedy else decoding.top_p
             stop, seeds = tuple(self.stop_strings(config)), tuple(self.seeds_for(config))
-            generation = (decoding.temperature, top_p, decoding.max_new_tokens, stop, seeds)
+            generation = (
+                decoding.temperature,
+                top_p,
+                decoding.max_new_tokens,
+                stop,
+                seeds,
+                self.scorer(config, benchmark),
+            )
         batch_size = self.setting("backend_option", config).get("batch_size")
         shots = (n, drawn, None if drawn == "pool_order" else draw["seed"])
         return config.scoring, prompt, shots, presentation, batch_size, generation

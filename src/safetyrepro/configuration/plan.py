@@ -12,10 +12,12 @@ if TYPE_CHECKING:
 
 
 def grid_plan(settings: Settings) -> dict[str, Any]:
-    """Cells, generation runs, token budgets and backends of the run the settings describe."""
+    """Cells, generation runs, token budgets and backends of the run the settings describe; the cells of a
+    scorer axis off its default (`rescored_cells`) run no model: they label their twins' responses."""
     envelope, cells = settings.envelope, settings.cells()
-    budgets = Counter(envelope.decoding(c).max_new_tokens for _, _, c in cells if c.scoring == "freeform")
-    batches = Counter(settings.batch_condition(c) for _, _, c in cells)
+    run = [(m, b, c) for m, b, c in cells if envelope.generation_twin(c, b) is None]  # the cells that call a model
+    budgets = Counter(envelope.decoding(c).max_new_tokens for _, _, c in run if c.scoring == "freeform")
+    batches = Counter(settings.batch_condition(c) for _, _, c in run)
     return {
         "config": list(settings.layers),
         "models": [m.name for m in settings.models],
@@ -23,7 +25,8 @@ def grid_plan(settings: Settings) -> dict[str, Any]:
         "configs_per_benchmark": {b: len(settings.configs(b)) for b in settings.benchmarks},
         "cells": len(cells),
         "core_cells": sum(c.tier == "core" for _, _, c in cells),
-        "generation_runs": sum(len(envelope.seeds_for(c)) for _, _, c in cells),
+        "rescored_cells": len(cells) - len(run),
+        "generation_runs": sum(len(envelope.seeds_for(c)) for _, _, c in run),
         "max_new_tokens": {int(tokens): count for tokens, count in sorted(budgets.items())},
         "max_new_tokens_cap": envelope.token_cap,
         "backend": {
@@ -63,7 +66,8 @@ def plan_lines(settings: Settings) -> list[str]:
     return [
         "config: " + "; ".join(plan["config"]),
         f"grid: {len(plan['models'])} models x {len(plan['benchmarks'])} benchmarks = {plan['cells']} cells "
-        f"({plan['core_cells']} core), {plan['generation_runs']} generation runs",
+        f"({plan['core_cells']} core), {plan['generation_runs']} generation runs"
+        + (f"; {n} cells relabel their twin's responses (scorer axis)" if (n := plan["rescored_cells"]) else ""),
         "configs per benchmark: " + ", ".join(f"{b} {n}" for b, n in plan["configs_per_benchmark"].items()),
         f"max new tokens (free-form cells): {budgets}"
         + (f" (capped at {cap} by max_new_tokens_cap)" if cap is not None else " (no cap)"),

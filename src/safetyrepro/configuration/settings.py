@@ -725,7 +725,9 @@ def _settings(raw: dict[str, Any], layers: tuple[str, ...]) -> Settings:
     _expand_home(raw)
     envelope_raw = raw["envelope"]
     if isinstance(envelope_raw, str):
-        envelope_raw = read_yaml(envelope_raw)
+        path, envelope_raw = envelope_raw, read_yaml(envelope_raw)
+        if isinstance(envelope_raw, dict) and "extends" in envelope_raw:  # as a config overlay extends its base
+            envelope_raw, _ = _with_bases(envelope_raw, path, os.path.dirname(path))
     _check_declared_axis_names(envelope_raw)
     check_schema(envelope_raw, "envelope", "envelope.")
     apply_defaults(raw, checked_schema("config"))  # raw (and an inline envelope in it) is this function's own copy
@@ -744,6 +746,8 @@ def _settings(raw: dict[str, Any], layers: tuple[str, ...]) -> Settings:
         envelope.token_cap = raw.get("max_new_tokens_cap")
         for name in raw["benchmarks"]:  # the run's benchmarks, as its cells will run them (the token cap applied)
             envelope.check_distinct_cells(name, BENCHMARKS[name].task)
+            for config in envelope.configs(name):  # a config of another scorer labels its twin's responses
+                envelope.generation_twin(config, name)
     except EnvelopeError as exc:
         raise ConfigError(str(exc)) from None
 
@@ -762,6 +766,14 @@ def _settings(raw: dict[str, Any], layers: tuple[str, ...]) -> Settings:
         if missing:
             raise ConfigError(f"{key}: '{missing[0]}' is not a valid config of any benchmark")
     _check_every_benchmark_has_configs(envelope, list(raw["benchmarks"]), select)
+    for name in raw["benchmarks"] if select is not None else ():
+        for config in (c for c in envelope.configs(name) if c.config_id in select):
+            twin = envelope.generation_twin(config, name)
+            if twin is not None and twin.config_id not in select:
+                raise ConfigError(
+                    f"select_configs: '{config.config_id}' labels the {name} responses of '{twin.config_id}' "
+                    "with another scorer; select that config too"
+                )
 
     backend = BackendSettings.from_section(raw["backend"])
     _check_server_python(backend)
@@ -1105,6 +1117,17 @@ def _precision_probe(section: Mapping[str, Any] | None, settings: Settings) -> P
         valid = any(c.config_id == outside[0] for b in settings.benchmarks for c in settings.envelope.configs(b))
         why = "select_configs leaves it out" if valid else "no valid config of the envelope has that id"
         raise ConfigError(f"{key}: '{outside[0]}' is not a config of this grid ({why})")
+    rescored = [
+        c.config_id
+        for b in settings.benchmarks
+        for c in settings.configs(b)
+        if c.config_id in configs and settings.envelope.generation_twin(c, b) is not None
+    ]
+    if rescored:
+        raise ConfigError(
+            f"precision_probe.configs: '{rescored[0]}' only labels another config's responses with another scorer "
+            "(the probe compares generations: name the config at the scorer axis's default)"
+        )
     precision = section["precision"]
 
     def weights(spec: ModelSpec) -> tuple:

@@ -396,6 +396,33 @@ def stability_by_temperature(stability: pd.DataFrame) -> Figure:
     return fig
 
 
+def scorer_agreement(scorers: pd.DataFrame) -> Figure:
+    """Left: each XSTest scorer's three-class agreement with the human labels, per labelled file; right: how
+    often two scorers give the run's answers the same label, per benchmark."""
+    if "table" not in scorers.columns:
+        return _empty("Scorer agreement", "No scorer axis in this run: one scorer labelled every answer.")
+    human, pairs = scorers[scorers["table"] == "human"], scorers[scorers["table"] == "agreement"]
+    fig, (left, right) = _figure(10, 3.8, ncols=2)
+    files = list(dict.fromkeys(human["labelled_model"]))
+    names = list(dict.fromkeys(human["scorer_name"]))
+    width = 0.8 / max(len(names), 1)
+    for index, name in enumerate(names):
+        values = human[human["scorer_name"] == name].set_index("labelled_model")["three_class"].reindex(files)
+        left.bar(np.arange(len(files)) + (index - (len(names) - 1) / 2) * width, values, width, label=name)
+    left.set_xticks(np.arange(len(files)), files, fontsize=8)
+    left.set_ylim(0, 1)
+    left.set_ylabel("three-class agreement")
+    left.legend(fontsize=8, loc="lower right")
+    _title(left, "XSTest scorers vs. human labels", fontsize=9)
+    labels = [f"{row.benchmark}\n{row.scorer_a} vs {row.scorer_b}" for row in pairs.itertuples()]
+    right.bar(np.arange(len(pairs)), pairs["agreement"], 0.6)
+    right.set_xticks(np.arange(len(pairs)), labels, fontsize=8)
+    right.set_ylim(0, 1)
+    right.set_ylabel("share of item rows with the same label")
+    _title(right, "Scorers on this run's answers", fontsize=9)
+    return fig
+
+
 def save(fig: Figure, path: Path, dpi: int = 110) -> None:
     """Write a figure as PNG atomically and close it."""
     try:
@@ -447,6 +474,7 @@ FIGURES: dict[str, ReportFigure] = {
     "stability": ReportFigure(
         stability_by_temperature, "analysis/item_stability.parquet", category="9. Stability over seeds"
     ),
+    "scorers": ReportFigure(scorer_agreement, "analysis/scorers.parquet", category="10. Scorer agreement"),
 }
 
 

@@ -99,6 +99,7 @@ def summary_markdown(
     lines += _significance_lines(tables.get("rho_flip_sig"))
     lines += _stability_lines(tables.get("item_stability"))
     lines += _precision_lines(tables.get("precision"))
+    lines += _scorer_lines(tables.get("scorers"))
     return "\n".join(lines) + "\n"
 
 
@@ -184,6 +185,38 @@ def _precision_lines(table: pd.DataFrame | None) -> list[str]:
             else []
         ),
     ]
+
+
+def _scorer_lines(table: pd.DataFrame | None) -> list[str]:
+    """How many verdicts the scorer alone reverses, per benchmark, model pair and pair of scorers."""
+    if table is None or "table" not in table.columns:
+        return []
+    reversals = table[table["table"] == "reversals"]
+    lines = [
+        "",
+        "## Verdicts the scorer alone moves",
+        "",
+        "Per benchmark and model pair: of the configs two scorers both label (one generation each), those whose "
+        "verdict A vs B one scorer reverses against the other (A above B by one, below by the other), and those it "
+        "changes at all (ties included).",
+        "",
+        "| benchmark | pair | scorers | reversed | changed | configs |",
+        "|---|---|---|---|---|---|",
+    ]
+    for row in reversals.itertuples():
+        lines.append(
+            f"| {row.benchmark} | {row.model_a} vs {row.model_b} | {row.scorer_a} vs {row.scorer_b} | "
+            f"{int(row.reversed)} | {int(row.changed)} | {int(row.n_twins)} |"
+        )
+    human = table[table["table"] == "human"]
+    if len(human):
+        lines += ["", "XSTest scorers against the human labels of the authors' labelled completions (three-class):"]
+        lines += [
+            f"{row.scorer_name} on {row.labelled_model} {row.three_class:.3f} (kappa {row.kappa:.3f}"
+            f"{', the file it was developed on' if row.developed_on else ''});"
+            for row in human.itertuples()
+        ]
+    return lines
 
 
 def _lookup(table: pd.DataFrame | None, key, column: str):

@@ -1,4 +1,5 @@
-"""Running one grid cell: render its prompts, query the backend, extract labels, score."""
+"""Running one grid cell: render its prompts, query the backend, extract labels, score; or label the
+responses of its generation twin with the cell's own scorer (a declared scorer axis)."""
 
 from __future__ import annotations
 
@@ -81,9 +82,37 @@ def run_cell(
             completions = generator.generate_seeds(
                 prompts, decoding, envelope.seeds_for(config), envelope.stop_strings(config), batch.batch_size
             )
+        labelled_by = envelope.scorer(config, benchmark.name)
         for seed, responses in completions.items():
-            for prompt, item, response in zip(prompts, items, responses):
-                rows.append((item, seed, prompt, response, None, benchmark.extract(response, item)))
+            labels = benchmark.label(labelled_by, responses, items)
+            for item, prompt, response, label in zip(items, prompts, responses, labels):
+                rows.append((item, seed, prompt, response, None, label))
+    return cell_result(model, data, config, rows, backend.prompt_format, batch)
+
+
+def rescore_cell(
+    model: str, twin_rows: pd.DataFrame, data: ItemSet, envelope: Envelope, config: Config, batch: BatchCondition
+) -> tuple[pd.DataFrame, dict]:
+    """A cell of another scorer (a declared scorer axis): its generation twin's prompts and responses
+    (`twin_rows`, that cell's item rows), labelled by this config's scorer; no model is called."""
+    by_id = {item.item_id: item for item in data.items}
+    if set(twin_rows["item_id"]) != set(by_id):
+        raise ValueError("the twin cell's rows are of other items than this cell's (rerun the twin cell)")
+    items = [by_id[item_id] for item_id in twin_rows["item_id"]]
+    responses = list(twin_rows["response"])
+    labels = data.benchmark.label(envelope.scorer(config, data.benchmark.name), responses, items)
+    rows = [
+        (item, seed, prompt, response, None, label)
+        for item, seed, prompt, response, label in zip(items, twin_rows["seed"], twin_rows["prompt"], responses, labels)
+    ]
+    return cell_result(model, data, config, rows, twin_rows["prompt_format"].iloc[0], batch)
+
+
+def cell_result(
+    model: str, data: ItemSet, config: Config, rows: list[tuple], prompt_format: str, batch: BatchCondition
+) -> tuple[pd.DataFrame, dict]:
+    """The item rows (one per item x seed: item, seed, prompt, response, logliks, label) and the summary."""
+    benchmark, items = data.benchmark, data.items
     frame = pd.DataFrame(
         [
             {
@@ -101,7 +130,7 @@ def run_cell(
                 "label": label,
                 "parsed": label != UNPARSED,
                 "correct": benchmark.is_correct(label, item),
-                "prompt_format": backend.prompt_format,
+                "prompt_format": prompt_format,
                 "batch_size": batch.batch_size,
                 "batch_invariant": batch.batch_invariant,
             }

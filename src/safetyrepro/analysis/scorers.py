@@ -1,0 +1,107 @@
+"""How the free-form scorer alone moves labels and verdicts (a declared scorer axis, docs/scorers.md).
+
+Configs that differ only in their scorer share one generation: the cells of the other scorers label
+their twin's responses. Table 'reversals': per benchmark, model pair and pair of scorers, over the
+twins both scorers label, the verdicts "A beats B" (`flips.signs`, as rho_flip decides them) that
+the scorer choice alone reverses (one scorer has A above B, the other B above A) or changes (ties
+included). Table 'agreement': per benchmark and pair of scorers, the share of the run's item rows
+(model, twin, item, seed) given the same label, and Cohen's kappa. Table 'human': each XSTest
+scorer of the axis against the human labels of the authors' labelled completions
+(`safetyrepro.benchmarks.xstest.human_labels`).
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import TYPE_CHECKING
+
+import pandas as pd
+from sklearn.metrics import cohen_kappa_score
+
+from safetyrepro.analysis.flips import signs
+from safetyrepro.analysis.frames import stack_named
+
+if TYPE_CHECKING:
+    from safetyrepro.analysis.suite import Inputs
+
+
+def scorer_reversals(cells: pd.DataFrame, axis: str, twin_axes: list[str], values: list[str]) -> pd.DataFrame:
+    """Per benchmark, model pair and pair of `values` (the axis's, in this order): twins labelled by both,
+    verdicts reversed and changed."""
+    rows = []
+    for benchmark, frame in cells.groupby("benchmark", sort=False):
+        scores = frame.pivot_table(index=twin_axes, columns=["model", axis], values="score")
+        models = list(dict.fromkeys(frame["model"]))
+        for (a, b), (s, t) in itertools.product(itertools.combinations(models, 2), itertools.combinations(values, 2)):
+            if not {(a, s), (a, t), (b, s), (b, t)} <= set(scores.columns):
+                continue
+            first, second = signs(scores[(a, s)], scores[(b, s)]), signs(scores[(a, t)], scores[(b, t)])
+            both = first.notna() & second.notna()
+            first, second = first[both], second[both]
+            rows.append(
+                {
+                    "benchmark": benchmark,
+                    "model_a": a,
+                    "model_b": b,
+                    "scorer_a": s,
+                    "scorer_b": t,
+                    "n_twins": int(both.sum()),
+                    "reversed": int((first * second < 0).sum()),
+                    "changed": int((first != second).sum()),
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def label_agreement(items: pd.DataFrame, axis: str, twin_axes: list[str], values: list[str]) -> pd.DataFrame:
+    """Per benchmark and pair of `values`: item rows labelled by both, the share given the same label, kappa."""
+    rows = []
+    for benchmark, frame in items.groupby("benchmark", sort=False):
+        labels = frame.pivot_table(
+            index=["model", *twin_axes, "item_id", "seed"], columns=axis, values="label", aggfunc="first"
+        )
+        for s, t in itertools.combinations([v for v in values if v in labels.columns], 2):
+            pair = labels[[s, t]].dropna()
+            if pair.empty:
+                continue
+            same = float((pair[s] == pair[t]).mean())
+            kappa = float(cohen_kappa_score(pair[s], pair[t])) if pair.stack().nunique() > 1 else float("nan")
+            rows.append(
+                {
+                    "benchmark": benchmark,
+                    "scorer_a": s,
+                    "scorer_b": t,
+                    "n_rows": len(pair),
+                    "agreement": same,
+                    "kappa": kappa,
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def scorer_table(inputs: Inputs) -> pd.DataFrame:
+    """The suite's entry: the three tables stacked, or a note when the run declares no scorer axis."""
+    from safetyrepro.benchmarks.xstest.human_labels import human_agreement
+
+    envelope = inputs.settings.envelope
+    axis = next(iter(envelope.declared("scorer")), None)
+    if axis is None or axis not in inputs.cells.columns:
+        return pd.DataFrame({"note": ["no scorer axis in this run (declare one: docs/scorers.md)"]})
+    twin_axes = [name for name in inputs.design.axis_names if name != axis]
+    values = [envelope.defaults[axis], *(v for v in envelope.axes[axis] if v != envelope.defaults[axis])]
+    free_form = inputs.cells[inputs.cells["scoring"] == "freeform"]
+    configs = free_form[["benchmark", "config_id", *twin_axes, axis]].drop_duplicates(["benchmark", "config_id"])
+    items = inputs.items.merge(configs, on=["benchmark", "config_id"])
+    tables = {
+        "reversals": scorer_reversals(free_form, axis, twin_axes, values),
+        "agreement": label_agreement(items, axis, twin_axes, values),
+    }
+    if "xstest" in inputs.settings.benchmarks:
+        values = envelope.axes[axis]
+        scorers = {value: params["scorer"] for value, params in values.items()}
+        on_xstest = {value: name for value, name in scorers.items() if name in envelope.scorers["xstest"]}
+        human = human_agreement(inputs.settings.data_dir, list(dict.fromkeys(on_xstest.values())))
+        by_scorer = {name: value for value, name in on_xstest.items()}
+        human = human.rename(columns={"scorer": "scorer_name"})  # the axis's own column may be called scorer
+        tables["human"] = human.assign(**{axis: human["scorer_name"].map(by_scorer), "benchmark": "xstest"})
+    return stack_named(tables, "table")

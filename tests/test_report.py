@@ -307,6 +307,9 @@ def test_every_figure_draws_on_the_full_612_cell_grid(tmp_path):
     flat = cells.assign(score=0.5)  # every score equal: no variance to share out, no strict ordering
     degenerate = {"anova": variance.variance_shares(flat), "scores": flat, "rho_heatmap": flips.rho_flip_table(flat)}
     degenerate["scorers"] = pd.DataFrame({"note": ["no scorer axis in this run"]})
+    only_pairs = tables["scorers"][tables["scorers"]["table"] == "agreement"].dropna(axis="columns", how="all")
+    _assert_text_inside(draw("scorers", only_pairs))  # a run without XSTest: no human table
+    _assert_text_inside(draw("scorers", pd.DataFrame(columns=["table"])))  # nothing labelled twice
     for name, figure in FIGURES.items():
         benchmark = "bbq" if figure.per_benchmark else None
         for table in (tables[name], degenerate.get(name)):

@@ -54,6 +54,27 @@ def test_the_scorer_axis_adds_free_form_configs_only_where_a_benchmark_has_the_s
     assert envelope.scorer(settings.config("bbq", GENERATED), "bbq") == "rules"
 
 
+def test_a_scorer_default_other_than_rules_labels_only_where_the_benchmark_has_it(data_dir):
+    """Default strmatch: XSTest's default configs are string-matched and its rules configs relabel them; the
+    other benchmarks, which have no string match, keep one config each (labelled by their rules)."""
+    axis = {**SCORER, "default": "authors"}
+    base, settings = settings_with(data_dir), settings_with(data_dir, scorer=axis)
+    for benchmark in settings.benchmarks:
+        added = len(settings.configs(benchmark)) - len(base.configs(benchmark))
+        assert added == (36 if benchmark == "xstest" else 0)
+    envelope = settings.envelope
+    assert envelope.scorer(settings.config("xstest", GENERATED), "xstest") == "strmatch"
+    assert envelope.scorer(settings.config("bbq", GENERATED), "bbq") == "rules"
+    ours = settings.config("xstest", f"{GENERATED}-scorer=ours")
+    assert envelope.scorer(ours, "xstest") == "rules"
+    assert envelope.generation_twin(ours, "xstest").config_id == GENERATED
+
+
+def test_an_axis_may_not_take_a_column_of_the_scorer_tables(data_dir):
+    with pytest.raises(ConfigError, match=r"^envelope.axes.kappa: 'kappa' is reserved"):
+        settings_with(data_dir, kappa=SCORER)
+
+
 @pytest.mark.parametrize(
     "change, message",
     [

@@ -83,8 +83,8 @@ def scorer_table(inputs: Inputs) -> pd.DataFrame:
     """The suite's entry: the three tables stacked, or a note when the run declares no scorer axis."""
     from safetyrepro.benchmarks.xstest.human_labels import human_agreement
 
-    envelope = inputs.settings.envelope
-    axis = next(iter(envelope.declared("scorer")), None)
+    envelope = inputs.settings.envelope  # None for imported results
+    axis = next(iter(envelope.declared("scorer")), None) if envelope is not None else None
     if axis is None or axis not in inputs.cells.columns:
         return pd.DataFrame({"note": ["no scorer axis in this run (declare one: docs/scorers.md)"]})
     twin_axes = [name for name in inputs.design.axis_names if name != axis]
@@ -97,11 +97,9 @@ def scorer_table(inputs: Inputs) -> pd.DataFrame:
         "agreement": label_agreement(items, axis, twin_axes, values),
     }
     if "xstest" in inputs.settings.benchmarks:
-        values = envelope.axes[axis]
-        scorers = {value: params["scorer"] for value, params in values.items()}
-        on_xstest = {value: name for value, name in scorers.items() if name in envelope.scorers["xstest"]}
-        human = human_agreement(inputs.settings.data_dir, list(dict.fromkeys(on_xstest.values())))
-        by_scorer = {name: value for value, name in on_xstest.items()}
+        scorers = {params["scorer"]: value for value, params in envelope.axes[axis].items()}  # distinct: checked
+        by_scorer = {name: value for name, value in scorers.items() if name in envelope.scorers["xstest"]}
+        human = human_agreement(inputs.settings.data_dir, list(by_scorer))
         human = human.rename(columns={"scorer": "scorer_name"})  # the axis's own column may be called scorer
         tables["human"] = human.assign(**{axis: human["scorer_name"].map(by_scorer), "benchmark": "xstest"})
     return stack_named(tables, "table")

@@ -31,6 +31,8 @@ RESERVED = {
     *("item_id", "item_hash", "stratum", "seed", "prompt_id", "prompt", "response", "logliks", "label", "parsed"),
     *("correct", "source", "prompt_format", "batch_size", "batch_invariant", *TEMPLATE_FIELDS),
     *("unit", "decision", "ssi", "agrees", "majority_correct", "pair", "rank", "precision", "twin"),
+    *("table", "scorer_a", "scorer_b", "scorer_name", "labelled_model", "three_class", "binary", "kappa"),
+    *("n_answers", "developed_on", "n_twins", "reversed", "changed", "n_rows", "agreement"),  # analysis scorers
     *(name for benchmark in BENCHMARKS.values() for name in benchmark.metric_names),
 }
 RESERVED_PREFIXES = tuple(dict.fromkeys(p for benchmark in BENCHMARKS.values() for p in benchmark.metric_prefixes))
@@ -137,6 +139,7 @@ class Envelope:
     acts_on: Mapping[str, Mapping[str, tuple[str, ...]]] = field(repr=False, default_factory=dict)
     scorers: Mapping[str, tuple[str, ...]] = field(repr=False, default_factory=dict)
     _configs: dict[str, list[Config]] = field(repr=False, compare=False, default_factory=dict)
+    _by_values: dict[tuple, Config] = field(repr=False, compare=False, default_factory=dict)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], benchmarks: Mapping[str, Any]) -> Envelope:
@@ -195,10 +198,9 @@ class Envelope:
             return self.shot_count(config) > 0
         if mechanism in ("option_order", "answer_formulation"):
             return config.scoring in self.acts_on.get(benchmark, {}).get(mechanism, ())
-        if mechanism == "scorer":
-            return config.scoring == "freeform" and self.axes[axis][config[axis]]["scorer"] in self.scorers.get(
-                benchmark, ()
-            )
+        if mechanism == "scorer":  # where its scorer labels otherwise than the default's would
+            default = self._labelled_by(self.defaults[axis], axis, benchmark)
+            return config.scoring == "freeform" and self._labelled_by(config[axis], axis, benchmark) != default
         return True
 
     def is_valid(self, config: Config, benchmark: str) -> bool:
@@ -285,10 +287,16 @@ class Envelope:
                 return {k: v for k, v in self.axes[axis][config[axis]].items() if k != "tier"}
         return {}
 
+    def _labelled_by(self, value: str, axis: str, benchmark: str) -> str:
+        """The scorer that a value of the scorer axis gives on `benchmark`: its own where the benchmark has it,
+        else the benchmark's (`rules`)."""
+        scorer = self.axes[axis][value]["scorer"]
+        return scorer if scorer in self.scorers.get(benchmark, ()) else RULES
+
     def scorer(self, config: Config, benchmark: str) -> str:
-        """The scorer that labels the config's free-form responses on `benchmark`: the scorer axis's value
-        where the benchmark has it, else the benchmark's own (`rules`)."""
-        return self.setting("scorer", config, benchmark).get("scorer", RULES)
+        """The scorer that labels the config's free-form responses on `benchmark`."""
+        axis = next(iter(self.declared("scorer")), None)
+        return RULES if axis is None else self._labelled_by(config[axis], axis, benchmark)
 
     def generation_twin(self, config: Config, benchmark: str) -> Config | None:
         """The config whose responses this one's cell labels with another scorer (the same config at the
@@ -296,9 +304,11 @@ class Envelope:
         axis = next(iter(self.declared("scorer")), None)
         if axis is None or config[axis] == self.defaults[axis] or not self.acts(axis, config, benchmark):
             return None
+        if not self._by_values:  # every config by its values, built once: twins are looked up per cell
+            self._by_values.update((c.values, c) for c in self.all_configs())
         values = {**dict(config.values), axis: self.defaults[axis]}
-        twin = next((c for c in self.all_configs() if dict(c.values) == values), None)
-        if twin is None or not self.is_valid(twin, benchmark):
+        twin = self._by_values[tuple(values.items())]
+        if not self.is_valid(twin, benchmark):
             raise EnvelopeError(
                 f"envelope.rules: config {config.config_id} rescores the {benchmark} responses of its twin at "
                 f"{axis} '{self.defaults[axis]}', which the rules leave out; let the rules keep that twin"

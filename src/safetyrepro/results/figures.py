@@ -402,22 +402,28 @@ def scorer_agreement(scorers: pd.DataFrame) -> Figure:
     if "table" not in scorers.columns:
         return _empty("Scorer agreement", "No scorer axis in this run: one scorer labelled every answer.")
     human, pairs = scorers[scorers["table"] == "human"], scorers[scorers["table"] == "agreement"]
+    if human.empty and pairs.empty:
+        return _empty("Scorer agreement", "No answer here has two scorers' labels, and no XSTest scorer to compare.")
     fig, (left, right) = _figure(10, 3.8, ncols=2)
-    files = list(dict.fromkeys(human["labelled_model"]))
-    names = list(dict.fromkeys(human["scorer_name"]))
-    width = 0.8 / max(len(names), 1)
-    for index, name in enumerate(names):
-        values = human[human["scorer_name"] == name].set_index("labelled_model")["three_class"].reindex(files)
-        left.bar(np.arange(len(files)) + (index - (len(names) - 1) / 2) * width, values, width, label=name)
-    left.set_xticks(np.arange(len(files)), files, fontsize=8)
-    left.set_ylim(0, 1)
+    for ax, rows, what in ((left, human, "no XSTest scorer in this run"), (right, pairs, "no answer with two labels")):
+        ax.set_ylim(0, 1)
+        if rows.empty:
+            ax.text(0.5, 0.5, what, ha="center", va="center", fontsize=9, transform=ax.transAxes)
+    if len(human):
+        files = list(dict.fromkeys(human["labelled_model"]))
+        names = list(dict.fromkeys(human["scorer_name"]))
+        width = 0.8 / len(names)
+        for index, name in enumerate(names):
+            values = human[human["scorer_name"] == name].set_index("labelled_model")["three_class"].reindex(files)
+            left.bar(np.arange(len(files)) + (index - (len(names) - 1) / 2) * width, values, width, label=name)
+        left.set_xticks(np.arange(len(files)), files, fontsize=8)
+        left.legend(fontsize=8, loc="lower right")
     left.set_ylabel("three-class agreement")
-    left.legend(fontsize=8, loc="lower right")
     _title(left, "XSTest scorers vs. human labels", fontsize=9)
-    labels = [f"{row.benchmark}\n{row.scorer_a} vs {row.scorer_b}" for row in pairs.itertuples()]
-    right.bar(np.arange(len(pairs)), pairs["agreement"], 0.6)
-    right.set_xticks(np.arange(len(pairs)), labels, fontsize=8)
-    right.set_ylim(0, 1)
+    if len(pairs):
+        labels = [f"{row.benchmark}\n{row.scorer_a} vs {row.scorer_b}" for row in pairs.itertuples()]
+        right.bar(np.arange(len(pairs)), pairs["agreement"], 0.6)
+        right.set_xticks(np.arange(len(pairs)), labels, fontsize=8)
     right.set_ylabel("share of item rows with the same label")
     _title(right, "Scorers on this run's answers", fontsize=9)
     return fig

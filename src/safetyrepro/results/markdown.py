@@ -200,9 +200,9 @@ def _scorer_lines(table: pd.DataFrame | None) -> list[str]:
         "verdict A vs B one scorer reverses against the other (A above B by one, below by the other), and those it "
         "changes at all (ties included).",
         "",
-        "| benchmark | pair | scorers | reversed | changed | configs |",
-        "|---|---|---|---|---|---|",
     ]
+    header = ["| benchmark | pair | scorers | reversed | changed | configs |", "|---|---|---|---|---|---|"]
+    lines += ["No config here is labelled by two scorers for two models."] if reversals.empty else header
     for row in reversals.itertuples():
         lines.append(
             f"| {row.benchmark} | {row.model_a} vs {row.model_b} | {row.scorer_a} vs {row.scorer_b} | "

@@ -95,9 +95,18 @@ def rescore_cell(
 ) -> tuple[pd.DataFrame, dict]:
     """A cell of another scorer (a declared scorer axis): its generation twin's prompts and responses
     (`twin_rows`, that cell's item rows), labelled by this config's scorer; no model is called."""
+    twin = envelope.generation_twin(config, data.benchmark.name)
     by_id = {item.item_id: item for item in data.items}
-    if set(twin_rows["item_id"]) != set(by_id):
-        raise ValueError("the twin cell's rows are of other items than this cell's (rerun the twin cell)")
+    whose = {(m, b, c) for m, b, c in zip(twin_rows["model"], twin_rows["benchmark"], twin_rows["config_id"])}
+    if (
+        twin is None
+        or whose != {(model, data.benchmark.name, twin.config_id)}
+        or set(twin_rows["item_id"]) != set(by_id)
+    ):
+        raise ValueError(
+            f"the rows given are not those of this cell's generation twin ({model}/{data.benchmark.name}/"
+            f"{twin.config_id if twin else 'none'}, on this cell's items)"
+        )
     items = [by_id[item_id] for item_id in twin_rows["item_id"]]
     responses = list(twin_rows["response"])
     labels = data.benchmark.label(envelope.scorer(config, data.benchmark.name), responses, items)

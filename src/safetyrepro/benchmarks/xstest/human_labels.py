@@ -42,7 +42,7 @@ def agreement(human: Sequence[str], labels: Sequence[str]) -> dict[str, float]:
         "three_class": float((human == labels).mean()),
         "binary": float(((human == COMPLY) == (labels == COMPLY)).mean()),
         "kappa": float(cohen_kappa_score(human, labels)),
-        "n": len(human),
+        "n_answers": len(human),
     }
 
 

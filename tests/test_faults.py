@@ -20,6 +20,7 @@ from conftest import REFERENCE_TARGETS
 from test_workflow import snakemake, write_config
 from tiny_model import build_tiny_model
 
+from safetyrepro.analysis.suite import ANALYSES
 from safetyrepro.results.provenance import compare_records
 from safetyrepro.results.storage import read_missing_cells
 
@@ -205,10 +206,10 @@ def test_failing_cell_keep_going_then_partial_results(tmp_path, data_dir, models
     assert partial.returncode == 0, partial.stderr[-3000:]
     parquet = [p for p in results.rglob("*.parquet") if "cells" not in p.relative_to(results).parts[:1]]
     probe = results / "precision_probe.parquet"  # no probe in this run: its table lists no missing cell
-    assert len(parquet) == 4 + 17 and probe in parquet  # cells, items, probe, rho_flip and the 17 analyses
+    assert len(parquet) == 4 + len(ANALYSES) and probe in parquet  # cells, items, probe, rho_flip and the analyses
     assert read_missing_cells(probe) == [] and all(read_missing_cells(p) == missing for p in parquet if p != probe)
     markdown = [results / "rho_flip.md", results / "summary.md", *(results / "analysis").glob("*.md")]
-    assert len(markdown) == 2 + 17
+    assert len(markdown) == 2 + len(ANALYSES)
     for path in markdown:
         text = path.read_text()
         assert text.startswith("> **Partial results**: computed without 2 missing cell(s)")

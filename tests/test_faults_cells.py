@@ -288,13 +288,16 @@ def test_cell_out_of_memory_names_the_batch_size_then_rerun(tmp_path, reference_
     """The model server's address space capped (RLIMIT_AS, as `ulimit -v` does) below what it holds once it
     has served the cell: the workflow's run of that cell cannot map anything new. Allocations of 64 KiB and
     more are their own mappings (MALLOC_MMAP_THRESHOLD_), so the first one fails at once, inside torch; the
-    call's smaller ones (the tokenizer's) find the room the same call left in the heap. The cap sits
-    CAP_MARGIN below the server's size: a cap at its size left the call the room of whatever the server
-    unmapped after it was read (5 MB once in CI; the tiny model's call needs less than 1 MB)."""
+    call's smaller ones (the tokenizer's) find the room the same call left in the heap. One malloc arena
+    (MALLOC_ARENA_MAX): glibc retries a failed allocation in another arena, and a thread's arena grows inside
+    the 64 MiB it reserved at its start (mprotect, which RLIMIT_AS does not count), so with several arenas the
+    call ran under the cap in CI. The cap sits CAP_MARGIN below the server's size: a cap at its size left the
+    call the room of whatever the server unmapped after it was read (5 MB once in CI)."""
     victim = bbq_cells(reference_run, "tiny-1")[0]
     workdir = finished_copy(reference_run, tmp_path / "run", [victim])
     results = workdir / "results"
     monkeypatch.setenv("MALLOC_MMAP_THRESHOLD_", str(64 * 1024))
+    monkeypatch.setenv("MALLOC_ARENA_MAX", "1")
     model, benchmark, config_id = victim.split("/")
     cell = ["--configfile", "config.yaml", "--model", model, "--benchmark", benchmark, "--config-id", config_id]
     outputs = ["--items", str(tmp_path / "warm.parquet"), "--summary", str(tmp_path / "warm.json")]
@@ -318,4 +321,5 @@ def test_cell_out_of_memory_names_the_batch_size_then_rerun(tmp_path, reference_
     assert line in failed.stderr.splitlines()
     server.wait(timeout=60)  # the failed run asked it to exit: the rerun starts a server of its own
     monkeypatch.delenv("MALLOC_MMAP_THRESHOLD_")
+    monkeypatch.delenv("MALLOC_ARENA_MAX")
     rerun_gives_reference_tables(workdir, reference_run, [victim])

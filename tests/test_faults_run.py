@@ -12,6 +12,7 @@ import re
 import signal
 import socket
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -277,3 +278,35 @@ def test_a_job_stopped_by_sigterm_says_so_and_writes_nothing(tmp_path, reference
         "again to redo it\n"
     )
     assert not list(tmp_path.rglob("*cell*"))  # nor a temporary file
+
+
+def test_a_cell_stopped_while_its_model_server_loads_ends_that_server(tmp_path, reference_run, monkeypatch):
+    """SIGTERM reaches a cell while the model server it started is still loading: that server has no socket
+    yet, so the run's stop_servers cannot ask it to exit; the cell ends it, with what it started."""
+    monkeypatch.chdir(tmp_path)
+    loading = tmp_path / "slow python"  # a server that takes two minutes to load
+    loading.write_text(f'#!/bin/sh\nsleep 120\nexec "{sys.executable}" "$@"\n')
+    loading.chmod(0o755)
+    config = yaml.safe_load((reference_run / "config.yaml").read_text())
+    config["backend"]["server_python"] = str(loading)
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
+    items, summary = tmp_path / "cell.parquet", tmp_path / "cell.json"
+    command = [str(BIN / "safetyrepro"), "run-cell", "--configfile", "config.yaml", "--model", "tiny-0"]
+    command += ["--benchmark", "bbq", "--config-id", "T1-greedy-0shot-freeform", "--items", str(items)]
+    cell = subprocess.Popen([*command, "--summary", str(summary)], stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while len(server := psutil.Process(cell.pid).children(recursive=True)) < 2:  # its shell and the sleep
+            assert time.monotonic() < deadline and cell.poll() is None, "the cell started no model server"
+            time.sleep(0.1)
+        cell.send_signal(signal.SIGTERM)
+        _, stderr = cell.communicate(timeout=60)
+    finally:
+        if cell.poll() is None:
+            cell.kill()
+    assert cell.returncode == 2 and stderr.endswith(
+        f"safetyrepro: error: run-cell stopped by SIGTERM before it finished {items}, {summary}; run the workflow "
+        "again to redo it\n"
+    )
+    _, left = psutil.wait_procs(server, timeout=10)
+    assert [p for p in left if p.status() != psutil.STATUS_ZOMBIE] == []

@@ -9,6 +9,7 @@ Under Slurm each job that serves a model's cells starts its own server on its no
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import hashlib
 import json
@@ -274,6 +275,18 @@ def _start(settings: Settings, spec: ModelSpec, configfile: Path, address: Path,
             env=environment,
         )
     log.info("started model server for %s (pid %d, log %s)", spec.name, process.pid, log_path)
+    try:
+        return _wait_until_serving(process, spec, address, log_path)
+    except BaseException:  # it did not start in time, or SIGTERM stopped the cell that waits (JobStopped):
+        # a server still loading has no socket that the run's stop_servers could ask to exit
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)  # its own session: vLLM's workers with it
+        process.wait()
+        raise
+
+
+def _wait_until_serving(process: subprocess.Popen, spec: ModelSpec, address: Path, log_path: Path) -> Connection:
+    """A connection to the server `process` once it listens at `address`."""
     deadline = time.monotonic() + START_TIMEOUT
     while time.monotonic() < deadline:
         if process.poll() is not None:  # one line: the cell's log and Snakemake end on it
@@ -292,7 +305,6 @@ def _start(settings: Settings, spec: ModelSpec, configfile: Path, address: Path,
         if connection is not None:
             return connection
         time.sleep(0.2)
-    process.kill()
     raise ModelLoadError(f"model server for '{spec.name}' did not start within {START_TIMEOUT} s (see {log_path})")
 
 

@@ -807,6 +807,16 @@ def test_a_plugin_must_match_its_entry(tmp_path, monkeypatch, module, name, path
         discover()
 
 
+def test_a_plugin_scorer_module_must_be_of_one_of_its_scorers(tmp_path, monkeypatch):
+    source = MINI.format(name="mini", path="mini/a.csv").replace(
+        '    task = "t"\n', '    task = "t"\n    scorer_modules = {"judge": "mini_judge"}\n'
+    )
+    _register(tmp_path, "mini-plugin", {"mini": "mini_judged:Mini"}, {"mini_judged": source})
+    monkeypatch.syspath_prepend(tmp_path)
+    with pytest.raises(PluginError, match=re.escape("its scorer_modules {'judge': 'mini_judge'} must map some of")):
+        discover()
+
+
 def test_a_plugin_that_cannot_be_imported_is_named(tmp_path, monkeypatch):
     _register(tmp_path, "broken-plugin", {"broken": "mini_broken:Mini"}, {"mini_broken": "import no_such_module\n"})
     monkeypatch.syspath_prepend(tmp_path)

@@ -70,6 +70,33 @@ def test_a_scorer_default_other_than_rules_labels_only_where_the_benchmark_has_i
     assert envelope.generation_twin(ours, "xstest").config_id == GENERATED
 
 
+def test_a_scorer_module_is_code_of_its_own_cells_only(data_dir, monkeypatch):
+    """Editing the string match changes the fingerprint of the cells it labels (which relabel their twins'
+    responses), and neither the generation cells' nor another benchmark's: nothing is generated again."""
+    from safetyrepro.configuration import fingerprints
+
+    settings = settings_with(data_dir, scorer=SCORER)
+    model = settings.models[0]
+    cells = {
+        "xstest rescored": ("xstest", settings.config("xstest", RESCORED)),
+        "xstest generated": ("xstest", settings.config("xstest", GENERATED)),
+        "bbq": ("bbq", settings.config("bbq", GENERATED)),
+    }
+
+    def fingerprints_now() -> dict[str, str]:
+        fingerprints.code_digest.cache_clear()
+        return {name: fingerprints.cell_fingerprint(settings, model, *cell) for name, cell in cells.items()}
+
+    before = fingerprints_now()
+    code_of = fingerprints._code_of
+    edited = f"{fingerprints.PACKAGE}.benchmarks.xstest.strmatch"
+    monkeypatch.setattr(fingerprints, "_code_of", lambda module: code_of(module) + ("#" if module == edited else ""))
+    after = fingerprints_now()
+    monkeypatch.undo()
+    fingerprints.code_digest.cache_clear()
+    assert {name for name in cells if before[name] != after[name]} == {"xstest rescored"}
+
+
 def test_an_axis_may_not_take_a_column_of_the_scorer_tables(data_dir):
     with pytest.raises(ConfigError, match=r"^envelope.axes.kappa: 'kappa' is reserved"):
         settings_with(data_dir, kappa=SCORER)

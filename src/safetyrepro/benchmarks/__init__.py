@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from importlib.metadata import EntryPoint
 from typing import TYPE_CHECKING
 
@@ -54,6 +55,11 @@ def _load(point: EntryPoint) -> Benchmark:
     if not isinstance(scorers, tuple) or scorers[:1] != (RULES,) or len(set(scorers)) != len(scorers):
         raise PluginError(
             f"{where}: its scorers {scorers!r} must be a tuple of distinct names, '{RULES}' (extract) first"
+        )
+    apart = getattr(benchmark, "scorer_modules", None)
+    if not isinstance(apart, Mapping) or not set(apart) <= set(scorers[1:]):
+        raise PluginError(
+            f"{where}: its scorer_modules {apart!r} must map some of its scorers other than '{RULES}' to modules"
         )
     if benchmark.name != point.name:
         raise PluginError(f"{where} is named '{benchmark.name}'; the entry point's name must be the benchmark's")

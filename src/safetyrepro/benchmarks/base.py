@@ -132,7 +132,9 @@ class Benchmark(ABC):
     (no axis may take them); `labels_are_decisions` says that an item row's `label` is a decision of
     its own (XSTest's response classes), which the item-stability analysis then counts in place of
     `correct`. `scorers` names the ways free-form responses can be labelled (a declared scorer axis
-    picks one, docs/scorers.md), the benchmark's own `extract` ("rules") first.
+    picks one, docs/scorers.md), the benchmark's own `extract` ("rules") first; `scorer_modules` names
+    the module (in the package, or a plugin's full name) of each other scorer whose code lives apart:
+    only the cells that scorer labels depend on it, so editing it relabels without generating again.
     """
 
     name: str
@@ -145,6 +147,7 @@ class Benchmark(ABC):
     metric_prefixes: tuple[str, ...] = ()
     labels_are_decisions: bool = False
     scorers: tuple[str, ...] = (RULES,)
+    scorer_modules: Mapping[str, str] = {}
 
     @abstractmethod
     def load(self, data_dir: Path) -> pd.DataFrame:

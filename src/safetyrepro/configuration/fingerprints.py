@@ -101,14 +101,21 @@ def imported_modules(module: str) -> tuple[str, ...]:
     )
 
 
-def code_closure(*modules: str) -> list[str]:
+def _full_name(module: str) -> str:
+    """A module named relative to the package (or a plugin's, by its full name) by its full name."""
+    return f"{PACKAGE}.{module}" if _source_file(f"{PACKAGE}.{module}") else module
+
+
+def code_closure(*modules: str, leave_out: tuple[str, ...] = ()) -> list[str]:
     """The modules given (relative to the package; a plugin's by its full name) and every module of
-    theirs they import, transitively."""
-    todo = [f"{PACKAGE}.{name}" if _source_file(f"{PACKAGE}.{name}") else name for name in modules]
+    theirs they import, transitively, except the modules in `leave_out` (named alike) and what only they
+    import."""
+    skipped = {_full_name(name) for name in leave_out}
+    todo = [_full_name(name) for name in modules]
     seen: set[str] = set()
     while todo:
         name = todo.pop()
-        if name not in seen:
+        if name not in seen and name not in skipped:
             seen.add(name)
             todo.extend(imported_modules(name))
     return sorted(seen)
@@ -132,10 +139,10 @@ def _code_of(module: str) -> str:
 
 
 @cache
-def code_digest(*modules: str) -> str:
-    """SHA-256 over the code of `code_closure(*modules)` (module names included)."""
+def code_digest(*modules: str, leave_out: tuple[str, ...] = ()) -> str:
+    """SHA-256 over the code of `code_closure(*modules, leave_out=leave_out)` (module names included)."""
     digest = hashlib.sha256()
-    for name in code_closure(*modules):
+    for name in code_closure(*modules, leave_out=leave_out):
         digest.update(name.encode() + b"\0" + _code_of(name).encode() + b"\0")
     return digest.hexdigest()
 
@@ -148,6 +155,15 @@ def cell_modules(settings: Settings, benchmark: str, config: Config) -> tuple[st
     backend = registered()[settings.backend.serving(config.scoring)].__module__
     module = type(BENCHMARKS[benchmark]).__module__
     return (*JOB_CODE["cell"], module.removeprefix(f"{PACKAGE}."), backend.removeprefix(f"{PACKAGE}."))
+
+
+def other_scorers_modules(settings: Settings, benchmark: str, config: Config) -> tuple[str, ...]:
+    """The modules of the benchmark's scorers other than the one labelling this config's cells: not in the
+    cell's code (editing one relabels that scorer's cells, and generates nothing again)."""
+    from safetyrepro.benchmarks import BENCHMARKS
+
+    scorer = settings.envelope.scorer(config, benchmark)
+    return tuple(sorted(module for name, module in BENCHMARKS[benchmark].scorer_modules.items() if name != scorer))
 
 
 def backend_modules(settings: Settings) -> tuple[str, ...]:
@@ -182,7 +198,9 @@ def cell_fingerprint(settings: Settings, spec: ModelSpec, benchmark: str, config
         "decoding": vars(envelope.decoding(config)),
         "stop": envelope.stop_strings(config),
         "shot_format": envelope.shot_format,
-        "code": code_digest(*cell_modules(settings, benchmark, config)),
+        "code": code_digest(
+            *cell_modules(settings, benchmark, config), leave_out=other_scorers_modules(settings, benchmark, config)
+        ),
     }
     # how requests are batched (HF's batch size, vLLM's batch-invariant kernels) changes what a batch computes
     params["batch"] = vars(settings.batch_condition(config))

@@ -104,6 +104,7 @@ class XSTest(Benchmark):
     default_labels = RESPONSE_CLASSES
     labels_are_decisions = True
     scorers = (RULES, "strmatch")
+    scorer_modules = {"strmatch": "benchmarks.xstest.strmatch"}
 
     def load(self, data_dir: Path) -> pd.DataFrame:
         path = data_dir / self.folder / "xstest_prompts.csv"

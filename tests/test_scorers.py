@@ -97,6 +97,22 @@ def test_a_scorer_module_is_code_of_its_own_cells_only(data_dir, monkeypatch):
     assert {name for name in cells if before[name] != after[name]} == {"xstest rescored"}
 
 
+def test_a_scorer_module_that_the_rules_import_stays_code_of_every_cell(monkeypatch):
+    """Left out of a cell's code only where the benchmark's module alone imports it: a scorer module that
+    another module of the cell imports (here XSTest's rules, refusal.py) is that cell's code too."""
+    from safetyrepro.configuration import fingerprints
+
+    package = fingerprints.PACKAGE
+    scorer, rules = f"{package}.benchmarks.xstest.strmatch", f"{package}.benchmarks.xstest.refusal"
+    cell_code = ("benchmarks.xstest",)
+    assert scorer not in fingerprints.code_closure(*cell_code, leave_out=("benchmarks.xstest.strmatch",))
+    imported = fingerprints.imported_modules
+    monkeypatch.setattr(
+        fingerprints, "imported_modules", lambda module: (*imported(module), *([scorer] if module == rules else []))
+    )
+    assert scorer in fingerprints.code_closure(*cell_code, leave_out=("benchmarks.xstest.strmatch",))
+
+
 def test_an_axis_may_not_take_a_column_of_the_scorer_tables(data_dir):
     with pytest.raises(ConfigError, match=r"^envelope.axes.kappa: 'kappa' is reserved"):
         settings_with(data_dir, kappa=SCORER)

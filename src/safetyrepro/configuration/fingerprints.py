@@ -108,14 +108,15 @@ def _full_name(module: str) -> str:
 
 def code_closure(*modules: str, leave_out: tuple[str, ...] = ()) -> list[str]:
     """The modules given (relative to the package; a plugin's by its full name) and every module of
-    theirs they import, transitively, except the modules in `leave_out` (named alike) and what only they
-    import."""
+    theirs they import, transitively. A module in `leave_out` (named alike) counts only where a module
+    other than those given imports it (a scorer's module imported by the benchmark's rules is their code)."""
+    roots = [_full_name(name) for name in modules]
     skipped = {_full_name(name) for name in leave_out}
-    todo = [_full_name(name) for name in modules]
-    seen: set[str] = set()
+    todo = [name for root in roots for name in imported_modules(root) if name not in skipped]
+    seen = set(roots)
     while todo:
         name = todo.pop()
-        if name not in seen and name not in skipped:
+        if name not in seen:
             seen.add(name)
             todo.extend(imported_modules(name))
     return sorted(seen)

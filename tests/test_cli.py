@@ -189,3 +189,33 @@ def test_help_lists_the_users_commands_apart_from_the_jobs():
     rules = Path(__file__).resolve().parents[1] / "workflow" / "rules"
     called = {m for f in rules.glob("*.smk") for m in re.findall(r"safetyrepro (?:-v )?([a-z][a-z-]*)", f.read_text())}
     assert called and called <= set(commands)
+
+
+# What every job process (`safetyrepro <command>`) and every Snakemake start (the Snakefile's imports) load.
+STARTUP_MODULES = (
+    "safetyrepro.cli",
+    "safetyrepro.cli.jobs",
+    "safetyrepro.analysis.suite",
+    "safetyrepro.configuration.fingerprints",
+    "safetyrepro.configuration.plan",
+    "safetyrepro.configuration.preflight",
+    "safetyrepro.running.server",
+    "safetyrepro.results.figures",
+)
+# Libraries that only some jobs need, each a second or more to import; the suite runs hundreds of jobs.
+HEAVY_LIBRARIES = ("sklearn", "scipy", "statsmodels", "lightgbm", "shap", "matplotlib", "torch", "transformers")
+
+
+def test_a_job_starts_without_the_heavy_libraries():
+    """Importing what every job and Snakemake start import loads none of the analysis or model libraries
+    (sklearn alone added a second to each job, a sixth of the test suite's CPU time)."""
+    code = (
+        f"import importlib, sys\nfor m in {STARTUP_MODULES!r}: importlib.import_module(m)\nprint(*sorted(sys.modules))"
+    )
+    loaded = {
+        name.partition(".")[0]
+        for name in subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, check=True
+        ).stdout.split()
+    }
+    assert loaded.isdisjoint(HEAVY_LIBRARIES), sorted(loaded & set(HEAVY_LIBRARIES))

@@ -13,7 +13,6 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pandas as pd
-from sklearn.metrics import cohen_kappa_score
 
 from safetyrepro.benchmarks.base import RULES, check_values, read_csv
 from safetyrepro.benchmarks.xstest.refusal import COMPLY, RESPONSE_CLASSES
@@ -37,6 +36,8 @@ def read_labelled(data_dir: Path, model: str) -> pd.DataFrame:
 
 def agreement(human: Sequence[str], labels: Sequence[str]) -> dict[str, float]:
     """Three-class and binary agreement and three-class kappa of `labels` with `human`."""
+    from sklearn.metrics import cohen_kappa_score  # here, not at the top: every job imports this module
+
     human, labels = pd.Series(list(human)), pd.Series(list(labels))
     return {
         "three_class": float((human == labels).mean()),

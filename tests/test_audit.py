@@ -22,7 +22,17 @@ from test_workflow import planned_jobs, write_config
 from tiny_model import build_tiny_model
 from user_clone import VENV_BIN, run
 
-from safetyrepro.audit import CELLS_PER_CONFIG, audit_markdown, audit_result, search, smallest_change, step_record
+from safetyrepro.audit import (
+    CELLS_PER_CONFIG,
+    audit_markdown,
+    audit_result,
+    generation_twins,
+    model_cells,
+    pair_space,
+    search,
+    smallest_change,
+    step_record,
+)
 from safetyrepro.cli import main
 from safetyrepro.configuration.settings import load_settings
 
@@ -64,6 +74,41 @@ def test_the_budget_is_never_exceeded():
         assert steps[-1].reason in {"budget spent", "reversal found"}
     observed, steps = search(SPACE, grid.observe, audit_options(2))
     assert list(observed.index) == [SPACE.index[0]] and steps[-1].reason == "budget spent"
+
+
+def test_a_config_relabelling_a_run_twin_costs_no_cells():
+    """Configs that label the first config's responses (a scorer axis) cost nothing once it has run: on a
+    budget of one config the search goes on among them, where without twins it stops after the first."""
+    grid = additive_grid(SPACE, 1, 7)
+    relabelling = list(SPACE.index[1:5])
+    twins = dict.fromkeys(relabelling, SPACE.index[0])
+    observed, steps = search(SPACE, grid.observe, audit_options(2), twins)
+    assert len(observed) > 1 and set(observed.index) <= {SPACE.index[0], *relabelling}
+    assert model_cells(observed.index, twins) == 2 and steps[-1].reason != "envelope run"
+    # a relabelling config whose twin has not run costs the twin's two cells
+    assert model_cells([SPACE.index[5], relabelling[0]], twins) == 4 == model_cells(SPACE.index[4:6], {})
+    result = audit_result(
+        SPACE,
+        step_record(SPACE, "bbq", ("A", "B"), None, pd.DataFrame(), audit_options(2)),
+        pd.DataFrame(columns=["benchmark", "model", "config_id"]),
+        audit_options(2),
+        load_settings(REPO / "config" / "config.yaml").analysis.significance,
+        twins,
+    )
+    assert result["cells_envelope"] == 2 * (len(SPACE) - len(relabelling))
+
+
+def test_the_default_runs_scorer_configs_are_the_audits_twins():
+    """On the default run (config/config.yaml: a scorer axis), XSTest's string-match configs map to their
+    generation twins at `rules`, every other config to none; BBQ's configs have no twin."""
+    settings = load_settings(REPO / "config" / "config.yaml")
+    pair = [model.name for model in settings.models[:2]]
+    space = pair_space(settings, "xstest", pair, None)
+    twins = generation_twins(settings, "xstest", space, None)
+    assert twins and all(c.endswith("-scorer=strmatch") for c in twins)
+    assert {twin for twin in twins.values()} <= set(space.index) and not set(twins.values()) & set(twins)
+    assert {c.removesuffix("-scorer=strmatch") for c in twins} == set(twins.values())
+    assert generation_twins(settings, "bbq", pair_space(settings, "bbq", pair, None), None) == {}
 
 
 def test_the_workflows_steps_make_the_searchs_choices():

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -92,6 +92,12 @@ def search_space(rows: pd.DataFrame, axes: Sequence[str]) -> pd.DataFrame:
     return rows.drop_duplicates("config_id").set_index("config_id")[list(axes)].astype(str)
 
 
+def model_cells(configs: Iterable[str], generation: Mapping[str, str]) -> int:
+    """The cells the models run for `configs`: two per config, except that a config labelling another's
+    responses (`generation`: such a config -> that twin; docs/scorers.md) runs its twin's, once."""
+    return CELLS_PER_CONFIG * len({generation.get(config, config) for config in configs})
+
+
 def _features(space: pd.DataFrame) -> np.ndarray:
     """Intercept plus one indicator per (axis, value): configs x features."""
     return np.hstack([np.ones((len(space), 1)), pd.get_dummies(space, dtype=float).to_numpy()])
@@ -118,8 +124,12 @@ def predictive_draws(space: pd.DataFrame, observed: pd.Series, draws: int, rng: 
     return predicted
 
 
-def decide(space: pd.DataFrame, observed: pd.DataFrame, options: AuditSettings) -> Decision:
-    """The next step given the configs run so far (`observed`: config id -> score_a, score_b, in run order)."""
+def decide(
+    space: pd.DataFrame, observed: pd.DataFrame, options: AuditSettings, generation: Mapping[str, str] | None = None
+) -> Decision:
+    """The next step given the configs run so far (`observed`: config id -> score_a, score_b, in run order);
+    `generation` maps the configs that label another's responses to it (`generation_twins`): the budget
+    counts the cells the models run (`model_cells`)."""
     if observed.empty:
         return Decision(str(space.index[0]), "reference", 0, math.nan, math.nan)
     seen = signs(observed["score_a"], observed["score_b"])
@@ -144,25 +154,31 @@ def decide(space: pd.DataFrame, observed: pd.DataFrame, options: AuditSettings) 
         return decision(None, "envelope run")
     if settled and p_left < options.stop_probability:
         return decision(None, "no reversal likely")
-    if (len(observed) + 1) * CELLS_PER_CONFIG > options.budget:
+    generation = generation or {}
+    run = list(observed.index)
+    affordable = unrun & np.array([model_cells([*run, c], generation) <= options.budget for c in space.index])
+    if not affordable.any():
         return decision(None, "budget spent")
-    candidates = space.index[unrun]
+    candidates = space.index[affordable]
     if reversals:  # a reversal seen, the majority not settled: learn most where the model knows least
-        return decision(str(candidates[np.argmax(drawn[:, unrun].var(axis=0))]), "confirm majority")
-    toward = (majority or orient) * drawn[:, unrun]  # below zero: the draw reverses the verdict there
+        return decision(str(candidates[np.argmax(drawn[:, affordable].var(axis=0))]), "confirm majority")
+    toward = (majority or orient) * drawn[:, affordable]  # below zero: the draw reverses the verdict there
     best = np.lexsort((toward.mean(axis=0), -(toward < 0).mean(axis=0)))[0]
     return decision(str(candidates[best]), "most likely to reverse")
 
 
 def search(
-    space: pd.DataFrame, observe: Callable[[str], tuple[float, float]], options: AuditSettings
+    space: pd.DataFrame,
+    observe: Callable[[str], tuple[float, float]],
+    options: AuditSettings,
+    generation: Mapping[str, str] | None = None,
 ) -> tuple[pd.DataFrame, list[Decision]]:
     """The whole search with `observe` giving a config's (score_a, score_b): the configs run and every step."""
     observed = observed_frame([])
-    steps = [decide(space, observed, options)]
+    steps = [decide(space, observed, options, generation)]
     while steps[-1].config_id is not None:
         observed.loc[steps[-1].config_id] = observe(steps[-1].config_id)
-        steps.append(decide(space, observed, options))
+        steps.append(decide(space, observed, options, generation))
     return observed, steps
 
 
@@ -234,6 +250,19 @@ def check_request(settings: Settings, benchmark: str, pair: Sequence[str]) -> No
     searched_space(settings, benchmark, pair, (imported.cells, imported.design["axes"]))
 
 
+def generation_twins(settings: Settings, benchmark: str, space: pd.DataFrame, table: Path | None) -> dict[str, str]:
+    """The configs of `space` that label their generation twin's responses (a scorer axis off its default),
+    each to that twin; none for imported cells (`table`), which the audit reads and does not run."""
+    if table is not None:
+        return {}
+    twins = {}
+    for config in settings.configs(benchmark):
+        twin = settings.envelope.generation_twin(config, benchmark) if config.config_id in space.index else None
+        if twin is not None:
+            twins[config.config_id] = twin.config_id
+    return twins
+
+
 def pair_space(settings: Settings, benchmark: str, pair: Sequence[str], table: Path | None) -> pd.DataFrame:
     """The configs an audit of `pair` on `benchmark` searches (`searched_space`); `table`: the imported cells
     table, None for a run's cells."""
@@ -295,9 +324,10 @@ def step_record(
     previous: dict | None,
     scores: pd.DataFrame,
     options: AuditSettings,
+    generation: Mapping[str, str] | None = None,
 ) -> dict:
     """Step n of the search: the configs run so far (the previous step's, plus the config it chose, scored
-    from `scores`) and the decision."""
+    from `scores`) and the decision (`generation` as for `decide`)."""
     observed = observed_frame(previous["observed"] if previous else [])
     if previous is not None:
         chosen = previous["decision"]["config_id"]
@@ -312,7 +342,7 @@ def step_record(
         "model_b": pair[1],
         "step": len(observed),
         "observed": [{"config_id": c, "score_a": a, "score_b": b} for c, (a, b) in observed.iterrows()],
-        "decision": decide(space, observed, options).as_dict(),
+        "decision": decide(space, observed, options, generation).as_dict(),
     }
 
 
@@ -322,9 +352,11 @@ def audit_result(
     items: pd.DataFrame,
     options: AuditSettings,
     significance: SignificanceSettings,
+    generation: Mapping[str, str] | None = None,
 ) -> dict:
     """What an audit found: the verdict it tested, the reversing configs with their paired tests (Holm
-    across the configs run, `analysis.significance`), the smallest change, and the cells it ran."""
+    across the configs run, `analysis.significance`), the smallest change, and the cells the models ran
+    (`generation` as for `decide`)."""
     pair, benchmark = (last_step["model_a"], last_step["model_b"]), last_step["benchmark"]
     observed = observed_frame(last_step["observed"])
     decision = last_step["decision"]
@@ -358,8 +390,8 @@ def audit_result(
         "p_reversal_left": decision["p_reversal_left"],
         "reversing": reversals,
         "smallest_change": smallest_change(space, observed, majority),
-        "cells_run": CELLS_PER_CONFIG * len(observed),
-        "cells_envelope": CELLS_PER_CONFIG * len(space),
+        "cells_run": model_cells(observed.index, generation or {}),
+        "cells_envelope": model_cells(space.index, generation or {}),
         "budget": options.budget,
         "runs": last_step["observed"],
         "significance": None if tests is None else {"alpha": significance.alpha, "correction": significance.correction},

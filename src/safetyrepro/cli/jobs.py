@@ -350,14 +350,15 @@ def _audit_settings(args: argparse.Namespace):
 @job("out")
 def cmd_audit_step(args: argparse.Namespace) -> int:
     """One step of the auditor's search: the configs run so far and the next one (or why it stops)."""
-    from safetyrepro.audit import pair_space, read_scores, step_record
+    from safetyrepro.audit import generation_twins, pair_space, read_scores, step_record
     from safetyrepro.results.storage import write_json
 
     settings, table = _audit_settings(args)
     space = pair_space(settings, args.benchmark, args.pair, table)
+    twins = generation_twins(settings, args.benchmark, space, table)
     previous = json.loads(Path(args.previous[0]).read_text()) if args.previous else None
     scores = read_scores([Path(p) for p in args.cells])
-    record = step_record(space, args.benchmark, args.pair, previous, scores, settings.audit)
+    record = step_record(space, args.benchmark, args.pair, previous, scores, settings.audit, twins)
     if record["step"] != int(args.step):
         raise ConfigError(f"--step: step {args.step} follows {record['step']} configs run")
     write_json(record, Path(args.out))
@@ -369,14 +370,15 @@ def cmd_audit_report(args: argparse.Namespace) -> int:
     """The audit's answer from its last step and the item rows of the configs it ran."""
     import pandas as pd
 
-    from safetyrepro.audit import audit_markdown, audit_result, pair_space
+    from safetyrepro.audit import audit_markdown, audit_result, generation_twins, pair_space
     from safetyrepro.results.storage import read_parquet_checked, write_json, write_text
 
     settings, table = _audit_settings(args)
     step = json.loads(Path(args.step).read_text())
     space = pair_space(settings, step["benchmark"], (step["model_a"], step["model_b"]), table)
+    twins = generation_twins(settings, step["benchmark"], space, table)
     items = pd.concat([read_parquet_checked(path) for path in args.items], ignore_index=True)
-    result = audit_result(space, step, items, settings.audit, settings.analysis.significance)
+    result = audit_result(space, step, items, settings.audit, settings.analysis.significance, twins)
     write_json(result, Path(args.json))
     write_text(audit_markdown(result), Path(args.markdown))
     return 0

@@ -9,6 +9,7 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
+import yaml
 from synthetic_audit import (
     REPO,
     additive_grid,
@@ -35,6 +36,7 @@ from safetyrepro.audit import (
 )
 from safetyrepro.cli import main
 from safetyrepro.configuration.settings import load_settings
+from safetyrepro.results.storage import write_parquet
 
 SPACE = paper_space()
 HELD_OUT = range(1000, 1010)  # the prior and rules were chosen on seeds 0-29
@@ -109,6 +111,43 @@ def test_the_default_runs_scorer_configs_are_the_audits_twins():
     assert {twin for twin in twins.values()} <= set(space.index) and not set(twins.values()) & set(twins)
     assert {c.removesuffix("-scorer=strmatch") for c in twins} == set(twins.values())
     assert generation_twins(settings, "bbq", pair_space(settings, "bbq", pair, None), None) == {}
+
+
+def test_the_audit_jobs_count_the_default_runs_relabelling_as_free(tmp_path, monkeypatch):
+    """The audit-step and audit-report jobs on the default run's XSTest (a scorer axis) with a budget of
+    one config: after T1, they choose T1's string-match relabelling (its twin has run) and count 2 cells."""
+    monkeypatch.chdir(REPO)  # the default config's envelope path is relative to the repository root
+    config = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump({**config, "audit": {"budget": 2}}))
+    settings = load_settings(tmp_path / "config.yaml")
+    pair = [model.name for model in settings.models[:2]]
+    common = ["--configfile", str(tmp_path / "config.yaml"), "--benchmark", "xstest", "--pair", *pair]
+    records, scores = [], []
+    for step in range(3):
+        out = tmp_path / f"step-{step}.json"
+        previous = ["--previous", str(records[-1])] if records else []
+        cells = ["--cells", str(scores[-1])] if scores else []
+        assert main(["audit-step", *common, "--step", str(step), *previous, *cells, "--out", str(out)]) == 0
+        records.append(out)
+        chosen = json.loads(out.read_text())["decision"]["config_id"]
+        if chosen is None:
+            break
+        table = pd.DataFrame(
+            [{"model": m, "benchmark": "xstest", "config_id": chosen, "score": s} for m, s in zip(pair, (0.6, 0.4))]
+        )
+        write_parquet(table, tmp_path / f"cells-{step}.parquet")
+        scores.append(tmp_path / f"cells-{step}.parquet")
+    ran = [row["config_id"] for row in json.loads(records[-1].read_text())["observed"]]
+    assert ran == ["T1-greedy-0shot-freeform", "T1-greedy-0shot-freeform-scorer=strmatch"]
+    assert json.loads(records[-1].read_text())["decision"]["reason"] == "budget spent"
+    report = ["audit-report", "--configfile", str(tmp_path / "config.yaml"), "--step", str(records[-1])]
+    write_parquet(pd.DataFrame(columns=["benchmark", "model", "config_id"]), tmp_path / "items.parquet")
+    report += ["--items", str(tmp_path / "items.parquet")]
+    report += ["--json", str(tmp_path / "audit.json"), "--markdown", str(tmp_path / "audit.md")]
+    assert main(report) == 0
+    result = json.loads((tmp_path / "audit.json").read_text())
+    generating = [c for c in settings.configs("xstest") if not c.config_id.endswith("-scorer=strmatch")]
+    assert result["cells_run"] == 2 and result["cells_envelope"] == 2 * len(generating)
 
 
 def test_the_workflows_steps_make_the_searchs_choices():

@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from safetyrepro.benchmarks import BENCHMARKS
+
+REPO = Path(__file__).resolve().parents[1]
 
 CASES = {
     "truthfulqa": ("Answer: C", "C"),
@@ -191,16 +195,13 @@ def test_help_lists_the_users_commands_apart_from_the_jobs():
     assert called and called <= set(commands)
 
 
-# What every job process (`safetyrepro <command>`) and every Snakemake start (the Snakefile's imports) load.
+# What every job process (`safetyrepro <command>`) and every Snakemake start (the workflow's imports) load.
+WORKFLOW_FILES = [REPO / "Snakefile", *sorted((REPO / "workflow" / "rules").glob("*.smk"))]
 STARTUP_MODULES = (
     "safetyrepro.cli",
-    "safetyrepro.cli.jobs",
-    "safetyrepro.analysis.suite",
-    "safetyrepro.configuration.fingerprints",
-    "safetyrepro.configuration.plan",
-    "safetyrepro.configuration.preflight",
-    "safetyrepro.running.server",
-    "safetyrepro.results.figures",
+    *sorted(
+        {m for path in WORKFLOW_FILES for m in re.findall(r"^from (safetyrepro[\w.]*) import", path.read_text(), re.M)}
+    ),
 )
 # Libraries that only some jobs need, each a second or more to import; the suite runs hundreds of jobs.
 HEAVY_LIBRARIES = ("sklearn", "scipy", "statsmodels", "lightgbm", "shap", "matplotlib", "torch", "transformers")

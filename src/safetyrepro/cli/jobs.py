@@ -17,7 +17,7 @@ import shutil
 import signal
 import socket
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO
 
@@ -340,22 +340,24 @@ def cmd_figure(args: argparse.Namespace) -> int:
     return 0
 
 
-def _audit_settings(args: argparse.Namespace):
-    """The settings of an audit job and the imported cells table it searches (None for a run's cells)."""
+def _audit_space(args: argparse.Namespace, benchmark: str, pair: Sequence[str]):
+    """An audit job's settings, the configs it searches (`audit.pair_space`: a run's, or with imports the
+    imported cells table's) and their generation twins (`audit.generation_twins`)."""
+    from safetyrepro.audit import generation_twins, pair_space
+
     settings = load_settings(args.configfile)
     table = next((Path(p) for p in args.cells if p.endswith(".parquet")), None) if settings.imports else None
-    return settings, table
+    space = pair_space(settings, benchmark, pair, table)
+    return settings, space, generation_twins(settings, benchmark, space, table)
 
 
 @job("out")
 def cmd_audit_step(args: argparse.Namespace) -> int:
     """One step of the auditor's search: the configs run so far and the next one (or why it stops)."""
-    from safetyrepro.audit import generation_twins, pair_space, read_scores, step_record
+    from safetyrepro.audit import read_scores, step_record
     from safetyrepro.results.storage import write_json
 
-    settings, table = _audit_settings(args)
-    space = pair_space(settings, args.benchmark, args.pair, table)
-    twins = generation_twins(settings, args.benchmark, space, table)
+    settings, space, twins = _audit_space(args, args.benchmark, args.pair)
     previous = json.loads(Path(args.previous[0]).read_text()) if args.previous else None
     scores = read_scores([Path(p) for p in args.cells])
     record = step_record(space, args.benchmark, args.pair, previous, scores, settings.audit, twins)
@@ -370,13 +372,11 @@ def cmd_audit_report(args: argparse.Namespace) -> int:
     """The audit's answer from its last step and the item rows of the configs it ran."""
     import pandas as pd
 
-    from safetyrepro.audit import audit_markdown, audit_result, generation_twins, pair_space
+    from safetyrepro.audit import audit_markdown, audit_result
     from safetyrepro.results.storage import read_parquet_checked, write_json, write_text
 
-    settings, table = _audit_settings(args)
     step = json.loads(Path(args.step).read_text())
-    space = pair_space(settings, step["benchmark"], (step["model_a"], step["model_b"]), table)
-    twins = generation_twins(settings, step["benchmark"], space, table)
+    settings, space, twins = _audit_space(args, step["benchmark"], (step["model_a"], step["model_b"]))
     items = pd.concat([read_parquet_checked(path) for path in args.items], ignore_index=True)
     result = audit_result(space, step, items, settings.audit, settings.analysis.significance, twins)
     write_json(result, Path(args.json))

@@ -21,7 +21,7 @@ from pathlib import Path
 from safetyrepro.benchmarks import BENCHMARKS, item_set
 from safetyrepro.case_study import case_items, drivers
 from safetyrepro.configuration.settings import ModelSpec, load_settings, read_yaml
-from safetyrepro.running.models import build_embedded_model
+from safetyrepro.running.embedded_model import build_embedded_model
 from safetyrepro.running.prompts import render_prompt
 
 REPO = Path(__file__).resolve().parents[1]

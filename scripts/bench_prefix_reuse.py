@@ -24,7 +24,7 @@ from safetyrepro.backends import load_backend
 from safetyrepro.benchmarks import item_set
 from safetyrepro.configuration.envelope import Decoding
 from safetyrepro.configuration.settings import ModelSpec, load_settings
-from safetyrepro.running.models import build_embedded_model
+from safetyrepro.running.embedded_model import build_embedded_model
 from safetyrepro.running.prompts import render_prompt
 
 REPO = Path(__file__).resolve().parents[1]

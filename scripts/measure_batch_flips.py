@@ -23,7 +23,7 @@ from safetyrepro.backends.base import BatchCondition
 from safetyrepro.benchmarks import item_set
 from safetyrepro.configuration.settings import ModelSpec, load_settings
 from safetyrepro.running.cell import run_cell
-from safetyrepro.running.models import build_embedded_model
+from safetyrepro.running.embedded_model import build_embedded_model
 
 REPO = Path(__file__).resolve().parents[1]
 CAPABILITY = "truthfulqa"

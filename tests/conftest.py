@@ -51,7 +51,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 @pytest.fixture(scope="session")
 def embedded_model_path() -> Path:
     """The embedded gemma-3-270m as a plain HF directory (built from the GGUF package on first use)."""
-    from safetyrepro.running.models import build_embedded_model
+    from safetyrepro.running.embedded_model import build_embedded_model
 
     return build_embedded_model(REPO / "resources" / "models" / "gemma-3-270m")
 

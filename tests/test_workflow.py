@@ -348,10 +348,12 @@ CODE_CHANGES = {
     "results/headline.py": {"summary": 1, "headline": 1, "grid_card": 1},
     "results/storage.py": {**GRID_CELLS, **AFTER_CELLS},  # a cell records its summary's checksum through it
 }
-# modules in no job's code (another benchmark's or backend's, the CLI, config loading, the model server, the
-# analyses' registry, the case study): edited all at once, they rerun nothing (one dry run for them all)
+# modules in no job's code of the tiny run (another benchmark's or backend's, the embedded model's build, the
+# CLI, config loading, the model server, the analyses' registry, the case study): edited all at once, they rerun
+# nothing (one dry run for them all)
 NO_RERUN = (
     "backends/vllm.py",
+    "running/embedded_model.py",  # the build of the embedded model: the tiny run has none
     "cli/__init__.py",
     "configuration/settings.py",
     "running/server.py",

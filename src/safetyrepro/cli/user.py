@@ -71,7 +71,7 @@ def cmd_fetch_data(args: argparse.Namespace) -> int:
 @job("out")
 def cmd_build_model(args: argparse.Namespace) -> int:
     """Build the embedded gemma-3-270m as a plain HF model directory."""
-    from safetyrepro.running.models import build_embedded_model
+    from safetyrepro.running.embedded_model import build_embedded_model
 
     print(build_embedded_model(Path(args.out)))
     return 0

@@ -28,7 +28,7 @@ SOURCE_ROOT = Path(__file__).resolve().parents[1]
 
 # The modules whose code decides each job's outputs (cells and analyses add theirs: see below).
 JOB_CODE: dict[str, tuple[str, ...]] = {
-    "build_embedded_model": ("running.models",),
+    "build_embedded_model": ("running.embedded_model",),
     "describe_model": ("running.models",),
     "cell": ("running.cell", "configuration.envelope"),
     "aggregate": ("results.aggregate",),

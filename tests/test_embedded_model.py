@@ -6,7 +6,7 @@ import multiprocessing
 import time
 from pathlib import Path
 
-from safetyrepro.running import models
+from safetyrepro.running import embedded_model
 
 
 def _slow_build(target: Path, builds) -> None:
@@ -18,8 +18,8 @@ def _slow_build(target: Path, builds) -> None:
 
 
 def _build_with(target: Path, builds) -> None:
-    models._build = lambda path: _slow_build(path, builds)
-    assert models.build_embedded_model(target) == target
+    embedded_model._build = lambda path: _slow_build(path, builds)
+    assert embedded_model.build_embedded_model(target) == target
 
 
 def test_concurrent_builds_build_the_model_once(tmp_path):

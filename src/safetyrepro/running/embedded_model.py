@@ -44,16 +44,16 @@ def _build(target: Path) -> None:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     started = time.perf_counter()
-    # transformers parses the GGUF file's metadata (its 262k-token vocabulary, slow in pure Python) for the
-    # tokenizer, the config and the weights alike: once here, the same read-only reader for all three
-    read = functools.cache(gguf.GGUFReader)
-    with (
-        mock.patch.object(gguf, "GGUFReader", lambda path: read(os.path.realpath(path))),
-        tempfile.TemporaryDirectory(dir=target.parent, prefix=".build-") as scratch,
-    ):
+    with tempfile.TemporaryDirectory(dir=target.parent, prefix=".build-") as scratch:
         assembled = package.assemble(Path(scratch) / package.MODEL_NAME)
-        tokenizer = AutoTokenizer.from_pretrained(scratch, gguf_file=assembled.name)
-        loaded = AutoModelForCausalLM.from_pretrained(scratch, gguf_file=assembled.name, dtype=torch.float32)
+        # transformers builds a gguf.GGUFReader (which parses the 262k-token vocabulary in pure Python) for
+        # the tokenizer, the config and the weights alike: one read-only reader serves all three, and is
+        # dropped (its file unmapped) before the scratch folder goes
+        read = functools.cache(gguf.GGUFReader)
+        with mock.patch.object(gguf, "GGUFReader", lambda path: read(os.path.realpath(path))):
+            tokenizer = AutoTokenizer.from_pretrained(scratch, gguf_file=assembled.name)
+            loaded = AutoModelForCausalLM.from_pretrained(scratch, gguf_file=assembled.name, dtype=torch.float32)
+        read.cache_clear()
         config = loaded.config
         del config.quantization_config  # the rebuilt weights are plain fp32, not GGUF
         model = AutoModelForCausalLM.from_config(config)

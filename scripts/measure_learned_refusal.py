@@ -28,10 +28,11 @@ from sklearn.linear_model import LogisticRegressionCV
 from sklearn.metrics import confusion_matrix
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
-from transformers import AutoModelForCausalLM, AutoTokenizer
 
+from safetyrepro.backends import load_backend
 from safetyrepro.benchmarks.xstest.human_labels import LABELLED_FILES, agreement, human_agreement, read_labelled
 from safetyrepro.benchmarks.xstest.refusal import RESPONSE_CLASSES
+from safetyrepro.configuration.settings import ModelSpec
 from safetyrepro.running.embedded_model import build_embedded_model
 
 REPO = Path(__file__).resolve().parents[1]
@@ -66,9 +67,11 @@ def main() -> None:
     args = parser.parse_args()
 
     data_dir = Path(args.data_dir)
+    if args.max_tokens < 1:
+        parser.error("--max-tokens must be at least 1 (the features average over the completion's tokens)")
     folder = build_embedded_model(REPO / "resources" / "models" / "gemma-3-270m")
-    tokenizer = AutoTokenizer.from_pretrained(folder)
-    model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
+    backend = load_backend("hf", ModelSpec("gemma-3-270m", str(folder), "fp32"))
+    model, tokenizer = backend.model, backend.tokenizer
     frames, matrices = {}, {}
     for name in LABELLED_FILES:
         started = time.perf_counter()

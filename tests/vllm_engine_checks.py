@@ -152,11 +152,18 @@ def test_items_that_share_a_seed_draw_their_own_noise(probe):
 def test_generation_ends_at_the_tokenizers_eos_on_both_backends(probe):
     """vLLM stops at the tokenizer's EOS (here the newline, id 107) as well as generation_config's (<eos>,
     1); so does the HF backend: where vLLM stopped there, the HF text is the same (it would run on past
-    the line otherwise)."""
+    the line otherwise). At bf16 a reply may part before its end at a near-tie, as any greedy text may
+    (on a CPU with AMX, 4 of 23 such replies did, at exact ties but one)."""
     assert probe["eos"]["tokenizer"] == "\n" and set(probe["eos"]["stop_ids"]) == {1, 107}
     ended = [row for row in probe["greedy"] if row["finish"] == "stop" and row["last_token"] == 107]
-    assert len(ended) >= 5, "too few greedy replies ended at the tokenizer's EOS: nothing checked"
-    assert sum(row["hf"] == row["vllm"] for row in ended) >= 0.9 * len(ended)  # near-ties aside (bf16)
+    same = [row for row in ended if row["hf"] == row["vllm"]]
+    assert len(same) >= 5, "too few greedy replies ended at the tokenizer's EOS alike: nothing checked"
+    if probe["precision"] == "fp32":
+        assert same == ended
+    for row in ended:
+        if row["hf"] != row["vllm"]:
+            split = row["divergence"]
+            assert abs(split["logprob_vllm_token"] - split["logprob_other_token"]) < NEAR_TIE[probe["precision"]], row
 
 
 def test_stored_text_is_the_same_text_on_both_backends(probe):

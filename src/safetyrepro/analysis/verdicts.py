@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 from safetyrepro.analysis.flips import RHO_COLUMNS, TIE_TOLERANCE, flip_rate, rho_flip_table, score_matrix, signs
 from safetyrepro.analysis.frames import stack_named
@@ -113,6 +112,8 @@ def kendall_tau(cells: pd.DataFrame) -> pd.DataFrame:
     """Per benchmark, the mean Kendall tau-b (``scipy.stats.kendalltau``) between the model rankings of
     every pair of configs scored for every model. Configs whose models all tie (tau undefined) are
     left out and counted in ``n_undefined``; n_pairs counts the pairs of the remaining configs."""
+    from scipy.stats import kendalltau  # here, not at the top: importing scipy.stats takes most of a second
+
     rows = []
     for benchmark in dict.fromkeys(cells["benchmark"]):
         matrix = score_matrix(cells, benchmark).dropna()
@@ -123,7 +124,7 @@ def kendall_tau(cells: pd.DataFrame) -> pd.DataFrame:
         for x, y in itertools.combinations(defined, 2):
             key = (x, y) if x <= y else (y, x)
             if key not in taus:
-                taus[key] = float(stats.kendalltau(*key).statistic)
+                taus[key] = float(kendalltau(*key).statistic)
             values.append(taus[key])
         rows.append(
             {
@@ -150,6 +151,8 @@ def bootstrap_rho(cells: pd.DataFrame, n_boot: int = 1000, seed: int = 0, level:
     other benchmarks in the table. With fewer than two configs the interval is the point estimate
     (NaN with none). A percentile interval need not contain the point estimate in general (rho_flip
     is a minimum, biased down under resampling near its ceiling when |C| is large)."""
+    from scipy.stats import bootstrap
+
     point = rho_flip_table(cells)
     bounds = []
     for benchmark in dict.fromkeys(cells["benchmark"]):
@@ -167,7 +170,7 @@ def bootstrap_rho(cells: pd.DataFrame, n_boot: int = 1000, seed: int = 0, level:
         for members in groups.values():
             sample = pair_signs[np.ix_(members, scored[members[0]])]
             if sample.shape[1] >= 2:
-                result = stats.bootstrap(
+                result = bootstrap(
                     (sample,),
                     _rho_of_signs,
                     n_resamples=n_boot,

@@ -79,51 +79,65 @@ def test_prefix_reuse_gives_what_the_path_without_it_gives(backend, no_reuse):
     assert backend.loglikelihood(requests) == pytest.approx(no_reuse.loglikelihood(requests), abs=1e-4)
 
 
-def sampled_rows(backend, monkeypatch, prompts: list[str], seeds: list[int]) -> tuple[dict, list[list[tuple]]]:
-    """The texts of `backend.generate_seeds`, and every sampled row's steps: (its draw, its probabilities,
-    the token taken). A draw is read off a copy of the row's generator, so the sampler's own is untouched."""
+def sampled_rows(backend, monkeypatch, prompts: list[str], seeds: list[int]) -> tuple[dict, list[list[dict]]]:
+    """The texts of `backend.generate_seeds`, and every sampled row's steps: its generator's state and draw
+    before the step (read off a copy, so the sampler's own is untouched), its scores and the token taken."""
     from safetyrepro.backends.hf import _SeededSampling
 
-    rows: dict[tuple[int, int], list[tuple]] = {}
+    rows: list[list[dict]] = []
     original = _SeededSampling.__call__
 
     def recording(sampler, input_ids, scores):
-        draws = [
-            torch.rand(1, generator=torch.Generator().set_state(g.get_state()), dtype=torch.float64).item()
-            for g in sampler.generators
-        ]
-        probs = torch.softmax(scores.float() / sampler.temperature, dim=-1)
-        picks = original(sampler, input_ids, scores).argmax(-1).tolist()
-        for row, (draw, pick) in enumerate(zip(draws, picks)):
-            rows.setdefault((id(sampler), row), []).append((draw, probs[row], pick))
-        return torch.full_like(scores, -float("inf")).scatter_(-1, torch.tensor(picks)[:, None], 0.0)
+        if not hasattr(sampler, "recorded"):  # the first step of a batch: a list per row
+            sampler.recorded = [[] for _ in sampler.generators]
+            rows.extend(sampler.recorded)
+        states = [g.get_state() for g in sampler.generators]
+        chosen = original(sampler, input_ids, scores)
+        for steps, state, row_scores, pick in zip(sampler.recorded, states, scores, chosen.argmax(-1).tolist()):
+            draw = torch.rand(1, generator=torch.Generator().set_state(state), dtype=torch.float64).item()
+            steps.append({"state": state, "draw": draw, "scores": row_scores.clone(), "pick": pick})
+        return chosen
 
-    monkeypatch.setattr(_SeededSampling, "__call__", recording)
-    texts = backend.generate_seeds(prompts, SAMPLED, seeds)
-    monkeypatch.setattr(_SeededSampling, "__call__", original)
-    return texts, list(rows.values())
+    with monkeypatch.context() as patched:
+        patched.setattr(_SeededSampling, "__call__", recording)
+        texts = backend.generate_seeds(prompts, SAMPLED, seeds)
+    return texts, rows
+
+
+def replayed_pick(step: dict) -> int:
+    """The token a one-row sampler takes from a recorded step's scores with the same draw."""
+    from safetyrepro.backends.hf import _SeededSampling
+
+    alone = _SeededSampling(SAMPLED.temperature, SAMPLED.top_p, [torch.Generator().set_state(step["state"])])
+    return int(alone(None, step["scores"][None]).argmax(-1))
 
 
 def test_a_seeds_sample_depends_on_neither_the_other_seeds_nor_its_batch(backend, tiny_path, monkeypatch):
     """A row draws from its own generator (the seed and the prompt's ids): the same draws whatever else is in its
-    batch, so the same text where the model gives the row the same probabilities. Alone, a row's probabilities
-    may differ from those it gets in a batch by rounding (MKL's AVX-512 kernels sum a lone row otherwise): where
-    the texts part, the row drew the same number from probabilities that differ by rounding only."""
+    batch, so the same text where the model gives the row the same scores. Alone, a row's scores may differ from
+    those it gets in a batch by rounding (MKL's AVX-512 kernels sum a lone row otherwise): where the texts part,
+    the row drew the same number, its scores differed by rounding only, and each side's token is what the
+    sampler takes from that side's scores alone."""
     every_seed = backend.generate_seeds(FEW_SHOT, SAMPLED, [0, 1, 2])
     assert len({tuple(texts) for texts in every_seed.values()}) == 3  # the seeds differ
     assert backend.generate_seeds(FEW_SHOT, SAMPLED, [1]) == {1: every_seed[1]}
     assert backend.generate_seeds(FEW_SHOT[::-1], SAMPLED, [2, 0])[2] == every_seed[2][::-1]
     together, batched = sampled_rows(backend, monkeypatch, FEW_SHOT, [0])
-    assert together == {0: every_seed[0]}
+    assert together == {0: every_seed[0]} and len(batched) == len(FEW_SHOT)
     one_at_a_time = load_backend("hf", ModelSpec("tiny", str(tiny_path), "fp32"), batch_size=1)
     for i, prompt in enumerate(FEW_SHOT):
         text, (alone,) = sampled_rows(one_at_a_time, monkeypatch, [prompt], [0])
-        (in_batch,) = [row for row in batched if row[0][0] == alone[0][0]]  # its first draw
-        assert all(a[0] == b[0] for a, b in zip(alone, in_batch))  # the same draws, step by step
-        parted = next((step for step, (a, b) in enumerate(zip(alone, in_batch)) if a[2] != b[2]), None)
+        same_draw = [row for row in batched if row[0]["draw"] == alone[0]["draw"]]
+        assert len(same_draw) == 1, f"prompt {i}: no row of the batch drew its first number"
+        in_batch = same_draw[0]
+        assert all(a["draw"] == b["draw"] for a, b in zip(alone, in_batch))  # the same draws, step by step
+        parted = next((n for n, (a, b) in enumerate(zip(alone, in_batch)) if a["pick"] != b["pick"]), None)
         assert (text[0][0] == every_seed[0][i]) == (parted is None)
-        if parted is not None:  # the same draw fell on either side of a token boundary moved by rounding
-            assert (alone[parted][1] - in_batch[parted][1]).abs().max() < 1e-6, (i, parted)
+        if parted is not None:
+            a, b = alone[parted], in_batch[parted]
+            assert not torch.equal(a["scores"], b["scores"]), (i, parted)  # equal scores must give one token
+            assert torch.allclose(a["scores"], b["scores"], rtol=1e-6, atol=1e-6), (i, parted)
+            assert (replayed_pick(a), replayed_pick(b)) == (a["pick"], b["pick"]), (i, parted)
 
 
 def test_no_prompts_give_no_completions_on_either_path(backend, no_reuse):

@@ -207,16 +207,20 @@ STARTUP_MODULES = (
 HEAVY_LIBRARIES = ("sklearn", "scipy", "statsmodels", "lightgbm", "shap", "matplotlib", "torch", "transformers")
 
 
+def heavy_libraries_loaded(modules: tuple[str, ...]) -> list[str]:
+    """The HEAVY_LIBRARIES that importing `modules` in a fresh interpreter loads."""
+    code = f"import importlib, sys\nfor m in {modules!r}: importlib.import_module(m)\nprint(*sorted(sys.modules))"
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    return sorted({name.partition(".")[0] for name in loaded} & set(HEAVY_LIBRARIES))
+
+
 def test_a_job_starts_without_the_heavy_libraries():
     """Importing what every job and Snakemake start import loads none of the analysis or model libraries
     (sklearn alone added a second to each job, a sixth of the test suite's CPU time)."""
-    code = (
-        f"import importlib, sys\nfor m in {STARTUP_MODULES!r}: importlib.import_module(m)\nprint(*sorted(sys.modules))"
-    )
-    loaded = {
-        name.partition(".")[0]
-        for name in subprocess.run(
-            [sys.executable, "-c", code], capture_output=True, text=True, check=True
-        ).stdout.split()
-    }
-    assert loaded.isdisjoint(HEAVY_LIBRARIES), sorted(loaded & set(HEAVY_LIBRARIES))
+    assert heavy_libraries_loaded(STARTUP_MODULES) == []
+
+
+def test_the_verdict_analyses_load_scipy_only_where_they_use_it():
+    """Six of the 18 analysis jobs (verdicts.py's but Kendall tau and the bootstrap) need no scipy.stats,
+    most of a second to import: their module imports it inside the two functions that use it."""
+    assert heavy_libraries_loaded(("safetyrepro.analysis.verdicts",)) == []

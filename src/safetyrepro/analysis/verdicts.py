@@ -151,7 +151,7 @@ def bootstrap_rho(cells: pd.DataFrame, n_boot: int = 1000, seed: int = 0, level:
     other benchmarks in the table. With fewer than two configs the interval is the point estimate
     (NaN with none). A percentile interval need not contain the point estimate in general (rho_flip
     is a minimum, biased down under resampling near its ceiling when |C| is large)."""
-    from scipy.stats import bootstrap
+    from scipy.stats import bootstrap  # here, not at the top, as in kendall_tau
 
     point = rho_flip_table(cells)
     bounds = []

@@ -80,28 +80,30 @@ def test_prefix_reuse_gives_what_the_path_without_it_gives(backend, no_reuse):
 
 
 def sampled_rows(backend, monkeypatch, prompts: list[str], seeds: list[int]) -> tuple[dict, list[list[dict]]]:
-    """The texts of `backend.generate_seeds`, and every sampled row's steps: its generator's state and draw
-    before the step (read off a copy, so the sampler's own is untouched), its scores and the token taken."""
+    """The texts of `backend.generate_seeds`, and every sampled row's steps: its generator's state before the
+    step, its scores and the token taken."""
     from safetyrepro.backends.hf import _SeededSampling
 
-    rows: list[list[dict]] = []
+    batches: dict[_SeededSampling, list[list[dict]]] = {}  # a batch's sampler (kept alive) -> its rows' steps
     original = _SeededSampling.__call__
 
     def recording(sampler, input_ids, scores):
-        if not hasattr(sampler, "recorded"):  # the first step of a batch: a list per row
-            sampler.recorded = [[] for _ in sampler.generators]
-            rows.extend(sampler.recorded)
+        rows = batches.setdefault(sampler, [[] for _ in sampler.generators])
         states = [g.get_state() for g in sampler.generators]
         chosen = original(sampler, input_ids, scores)
-        for steps, state, row_scores, pick in zip(sampler.recorded, states, scores, chosen.argmax(-1).tolist()):
-            draw = torch.rand(1, generator=torch.Generator().set_state(state), dtype=torch.float64).item()
-            steps.append({"state": state, "draw": draw, "scores": row_scores.clone(), "pick": pick})
+        for steps, state, row_scores, pick in zip(rows, states, scores, chosen.argmax(-1).tolist()):
+            steps.append({"state": state, "scores": row_scores.clone(), "pick": pick})
         return chosen
 
     with monkeypatch.context() as patched:
         patched.setattr(_SeededSampling, "__call__", recording)
         texts = backend.generate_seeds(prompts, SAMPLED, seeds)
-    return texts, rows
+    return texts, [row for rows in batches.values() for row in rows]
+
+
+def draw(step: dict) -> float:
+    """The number a row drew at a recorded step (read off a copy of its generator)."""
+    return torch.rand(1, generator=torch.Generator().set_state(step["state"]), dtype=torch.float64).item()
 
 
 def replayed_pick(step: dict) -> int:
@@ -127,10 +129,10 @@ def test_a_seeds_sample_depends_on_neither_the_other_seeds_nor_its_batch(backend
     one_at_a_time = load_backend("hf", ModelSpec("tiny", str(tiny_path), "fp32"), batch_size=1)
     for i, prompt in enumerate(FEW_SHOT):
         text, (alone,) = sampled_rows(one_at_a_time, monkeypatch, [prompt], [0])
-        same_draw = [row for row in batched if row[0]["draw"] == alone[0]["draw"]]
+        same_draw = [row for row in batched if draw(row[0]) == draw(alone[0])]
         assert len(same_draw) == 1, f"prompt {i}: no row of the batch drew its first number"
         in_batch = same_draw[0]
-        assert all(a["draw"] == b["draw"] for a, b in zip(alone, in_batch))  # the same draws, step by step
+        assert all(draw(a) == draw(b) for a, b in zip(alone, in_batch))  # the same draws, step by step
         parted = next((n for n, (a, b) in enumerate(zip(alone, in_batch)) if a["pick"] != b["pick"]), None)
         assert (text[0][0] == every_seed[0][i]) == (parted is None)
         if parted is not None:

@@ -103,6 +103,13 @@ def run_probe(precision: str, chat_model: Path, tmp_path_factory, worker_id: str
     return json.loads(out.read_text())
 
 
+def parts_at_a_near_tie(row: dict, precision: str) -> bool:
+    """Whether the HF model's log-probabilities of the two tokens where the backends' texts part are within
+    the precision's rounding margin (NEAR_TIE)."""
+    split = row["divergence"]
+    return abs(split["logprob_vllm_token"] - split["logprob_other_token"]) < NEAR_TIE[precision]
+
+
 def test_vllm_computes_on_the_hf_backends_token_ids(probe):
     rows = probe["greedy"]
     assert len(rows) == 3 * 4 * PROBE_ITEMS and {row["format"] for row in rows} == {"plain", "chat"}
@@ -119,8 +126,7 @@ def test_greedy_texts_agree_but_at_near_ties(probe):
     assert same == len(probe["greedy"]) if probe["precision"] == "fp32" else same >= 0.95 * len(probe["greedy"])
     differ = [row for row in probe["greedy"] if row["hf"] != row["vllm"]]
     for row in differ:
-        split = row["divergence"]
-        assert abs(split["logprob_vllm_token"] - split["logprob_other_token"]) < NEAR_TIE[probe["precision"]], row
+        assert parts_at_a_near_tie(row, probe["precision"]), row
     assert len(differ) <= {"fp32": 0, "bf16": 0.15 * len(probe["greedy"])}[probe["precision"]]
 
 
@@ -162,8 +168,7 @@ def test_generation_ends_at_the_tokenizers_eos_on_both_backends(probe):
         assert same == ended
     for row in ended:
         if row["hf"] != row["vllm"]:
-            split = row["divergence"]
-            assert abs(split["logprob_vllm_token"] - split["logprob_other_token"]) < NEAR_TIE[probe["precision"]], row
+            assert parts_at_a_near_tie(row, probe["precision"]), row
 
 
 def test_stored_text_is_the_same_text_on_both_backends(probe):

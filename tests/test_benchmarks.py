@@ -19,7 +19,7 @@ import pytest
 from scaling import MAX_COST_RATIO, cost_ratio
 
 from safetyrepro.benchmarks import BENCHMARKS, GROUP, UNPARSED, DataError, PluginError, discover, draw_subset, item_set
-from safetyrepro.benchmarks.base import LETTERS, MAX_JSON_DEPTH, extract_choice, load_json
+from safetyrepro.benchmarks.base import LETTERS, MAX_JSON_DEPTH, extract_choice, load_json, read_jsonl
 from safetyrepro.benchmarks.xstest.refusal import RESPONSE_CLASSES
 from safetyrepro.configuration.settings import load_settings
 from safetyrepro.running.prompts import render_prompt
@@ -179,6 +179,21 @@ def test_a_jsonl_row_may_hold_line_separators_and_the_file_a_byte_order_mark(tmp
     frame = BENCHMARKS["bbq"].load(tmp_path)
     assert frame["context"].iloc[0] == row["context"] and "\u2028" in row["context"]
     assert len(frame) == SOURCE_ROWS["bbq"]
+
+
+def test_a_jsonl_files_row_names_follow_every_derived_frame_uncopied(tmp_path):
+    """read_jsonl keeps each row's "line N" in attrs, which pandas deep-copies into every frame derived
+    from it: the names are shared, not copied (a copy per column access was 18% of loading BBQ), and
+    an empty string or a missing value is still named by its line."""
+    path = tmp_path / "rows.jsonl"
+    path.write_text('{"a": "x", "b": {"k": [1]}}\n\n{"a": "y", "b": {}}\n')
+    frame = read_jsonl(path, ["a", "b"])
+    assert list(frame.attrs["rows"]) == ["line 1", "line 3"]
+    assert frame[["a"]].attrs["rows"] is frame.attrs["rows"] and frame["a"].attrs["rows"] is frame.attrs["rows"]
+    for bad in ('{"a": " ", "b": {}}', '{"a": null, "b": {}}'):
+        path.write_text('{"a": "x", "b": {}}\n' + bad + "\n")
+        with pytest.raises(DataError, match=f"^{re.escape(str(path))}, line 2: empty value in column 'a'$"):
+            read_jsonl(path, ["a", "b"])
 
 
 @pytest.mark.parametrize("depth", [MAX_JSON_DEPTH - 1, MAX_JSON_DEPTH, MAX_JSON_DEPTH + 1, 100_000])

@@ -119,11 +119,9 @@ def test_vllm_computes_on_the_hf_backends_token_ids(probe):
 def test_greedy_texts_agree_but_at_near_ties(probe):
     """Every greedy text is the HF backend's, or the two part at a token whose log-probability under the
     HF model is within a rounding margin of the likeliest other token's (at bf16 the backends' kernels
-    round differently, so near-ties go either way; at fp32 none did). The divergence is read off a second,
-    direct call of the engine: at fp32 it returns the backend's text every time; at bf16 vLLM-CPU rounds
-    a row by its batch's make-up, so an exact tie may go the other way in the other call (1 of 84 seen)."""
-    same = sum(row["raw_is_the_backends"] for row in probe["greedy"])
-    assert same == len(probe["greedy"]) if probe["precision"] == "fp32" else same >= 0.95 * len(probe["greedy"])
+    round differently, so near-ties go either way; at fp32 none did). The divergence is read off the token
+    ids of the backend's own engine call (recorded), whose text is those ids decoded alone."""
+    assert all(row["text_is_its_ids"] for row in probe["greedy"])
     differ = [row for row in probe["greedy"] if row["hf"] != row["vllm"]]
     for row in differ:
         assert parts_at_a_near_tie(row, probe["precision"]), row
@@ -132,19 +130,24 @@ def test_greedy_texts_agree_but_at_near_ties(probe):
 
 def test_a_seeds_text_is_the_requests_own(probe):
     """A request's sampled text is the same after another cell and in another order (the prefix cache is
-    emptied per call, seeds are per request) and, at fp32, alone and on a second engine too. At bf16
-    vLLM-CPU's kernels round a batch's rows differently from a lone request's, so a near-tie may go
-    the other way alone (docs/vllm-cpu.md: 14 of 15 measured)."""
+    emptied per call, seeds are per request), alone, and on a second engine: at fp32 every one. At bf16
+    vLLM-CPU's kernels round a row by its batch's make-up, so a near-tie may go the other way alone
+    (docs/vllm-cpu.md: 14 of 15 measured) and, on more than one compute thread, in another order
+    (with 2 threads, 1 of 20 texts; with 1, as under pytest-xdist's workers here, none)."""
     sampled = probe["sampled"]
-    alone = same = 0
+    texts = reordered = alone = 0
     for seed in sampled["seeds"]:
         key = str(seed)
-        assert sampled["together"][key] == sampled["after_other_cells_reordered"][key]
         if "second_engine" in sampled:
             assert sampled["together"][key] == sampled["second_engine"][key]
-        same += sum(a == b for a, b in zip(sampled["together"][key], sampled["alone"][key]))
-        alone += len(sampled["alone"][key])
-    assert same == alone if probe["precision"] == "fp32" else same >= 0.8 * alone
+        texts += len(sampled["together"][key])
+        reordered += sum(a == b for a, b in zip(sampled["together"][key], sampled["after_other_cells_reordered"][key]))
+        alone += sum(a == b for a, b in zip(sampled["together"][key], sampled["alone"][key]))
+    drawn_alone = sum(len(sampled["alone"][str(seed)]) for seed in sampled["seeds"])
+    if probe["precision"] == "fp32":
+        assert reordered == texts and alone == drawn_alone
+    else:
+        assert reordered >= 0.8 * texts and alone >= 0.8 * drawn_alone
 
 
 def test_items_that_share_a_seed_draw_their_own_noise(probe):

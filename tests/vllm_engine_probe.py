@@ -111,6 +111,17 @@ def main() -> None:
         other.prompt_format = fmt
         return other
 
+    # what the backend's own engine calls returned (its token ids, finish reasons, vLLM's own text)
+    engine_calls = []
+    engine_generate = vllm.engine.generate
+
+    def recorded_generate(*args, **kwargs):
+        outputs = engine_generate(*args, **kwargs)
+        engine_calls.append(outputs)
+        return outputs
+
+    vllm.engine.generate = recorded_generate
+
     # token ids, greedy texts, stops, vLLM's own text, on the benchmarks' greedy cells, in both formats
     greedy = []
     for fmt, configs in (("plain", GREEDY), ("chat", GREEDY[:1])):
@@ -122,12 +133,7 @@ def main() -> None:
                 ids = [ours.encode_prompt(p) for p in prompts]
                 hf_texts = ours.generate_seeds(prompts, decoding, seeds, stop)[seeds[0]]
                 vllm_texts = theirs.generate_seeds(prompts, decoding, seeds, stop)[seeds[0]]
-                vllm.engine.reset_prefix_cache()  # the same call as the backend's: its token ids
-                raw = vllm.engine.generate(
-                    [{"prompt_token_ids": i} for i in ids],
-                    vllm.vllm.SamplingParams(max_tokens=decoding.max_new_tokens, temperature=0.0, stop=stop),
-                    use_tqdm=False,
-                )
+                raw = engine_calls[-1][: len(prompts)]  # the backend's call: the first seed's requests
                 for prompt_ids, hf_text, vllm_text, output in zip(ids, hf_texts, vllm_texts, raw):
                     row = {
                         "format": fmt,
@@ -137,7 +143,7 @@ def main() -> None:
                         "hf": hf_text,
                         "vllm": vllm_text,
                         "vllm_own_text": output.outputs[0].text,
-                        "raw_is_the_backends": completion_text(hf.tokenizer, output.outputs[0].token_ids, stop)
+                        "text_is_its_ids": completion_text(hf.tokenizer, output.outputs[0].token_ids, stop)
                         == vllm_text,
                         "finish": output.outputs[0].finish_reason,
                         "last_token": output.outputs[0].token_ids[-1] if output.outputs[0].token_ids else None,

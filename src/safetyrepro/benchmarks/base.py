@@ -360,8 +360,16 @@ def read_jsonl(path: Path, columns: Sequence[str]) -> pd.DataFrame:
         numbers.append(f"line {number}")
     frame = pd.DataFrame(rows, dtype=object)  # values as written: 1.7 stays a float among integer labels
     _require(frame, columns, path, numbers)
-    frame.attrs["rows"] = numbers  # "line N" per row, for messages about values
+    frame.attrs["rows"] = RowNames(numbers)  # "line N" per row, for messages about values
     return frame
+
+
+class RowNames(tuple):
+    """A data file's row names ("line N") kept in a frame's attrs: pandas deep-copies attrs into every
+    frame derived from it, and these never change, so a copy is the same object."""
+
+    def __deepcopy__(self, memo: dict) -> RowNames:
+        return self
 
 
 def _require(frame: pd.DataFrame, columns: Sequence[str], path: Path, row_names: Sequence[str]) -> None:
@@ -371,7 +379,8 @@ def _require(frame: pd.DataFrame, columns: Sequence[str], path: Path, row_names:
     missing = [c for c in columns if c not in frame.columns]
     if missing:
         raise DataError(f"{path}: missing column(s) {', '.join(missing)}")
-    empty = frame[list(columns)].isna() | (frame[list(columns)].astype(str).apply(lambda c: c.str.strip()) == "")
+    values = frame[list(columns)]
+    empty = values.isna() | values.map(lambda value: isinstance(value, str) and not value.strip())
     if empty.any(axis=None):
         row, column = next((r, c) for r, c in zip(*empty.to_numpy().nonzero()))
         raise DataError(f"{path}, {row_names[row]}: empty value in column '{columns[column]}'")

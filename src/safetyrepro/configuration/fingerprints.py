@@ -95,7 +95,7 @@ def imported_modules(module: str) -> tuple[str, ...]:
                     found.add(submodule if submodule.partition(".")[0] in own and _source_file(submodule) else target)
             visit(child)
 
-    visit(ast.parse(path.read_text(encoding="utf-8")))
+    visit(_syntax_tree(module))
     return tuple(
         sorted(name for name in found if name.partition(".")[0] in own and _source_file(name) and name != module)
     )
@@ -123,8 +123,8 @@ def code_closure(*modules: str, leave_out: tuple[str, ...] = ()) -> list[str]:
 
 
 @cache
-def _code_of(module: str) -> str:
-    """A module's code as its syntax tree without docstrings: comments, docstrings and formatting do not count."""
+def _syntax_tree(module: str) -> ast.Module:
+    """A module's syntax tree without docstrings (parsed once: its imports and its code are read off it)."""
     tree = ast.parse(_source_file(module).read_text(encoding="utf-8"))
     for node in ast.walk(tree):
         body = getattr(node, "body", None)
@@ -136,7 +136,13 @@ def _code_of(module: str) -> str:
             and isinstance(body[0].value.value, str)
         ):
             node.body = body[1:] or [ast.Pass()]
-    return ast.dump(tree)
+    return tree
+
+
+@cache
+def _code_of(module: str) -> str:
+    """A module's code as its syntax tree without docstrings: comments, docstrings and formatting do not count."""
+    return ast.dump(_syntax_tree(module))
 
 
 @cache

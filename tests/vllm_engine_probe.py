@@ -82,7 +82,6 @@ def main() -> None:
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
 
-    from safetyrepro.backends.base import completion_text
     from safetyrepro.backends.hf import HFBackend
     from safetyrepro.backends.prompt_ids import request_seed
     from safetyrepro.backends.vllm import VLLMBackend
@@ -132,8 +131,11 @@ def main() -> None:
                 prompts, decoding, seeds, stop = prompts_of(settings, benchmark, config_id)
                 ids = [ours.encode_prompt(p) for p in prompts]
                 hf_texts = ours.generate_seeds(prompts, decoding, seeds, stop)[seeds[0]]
+                calls_before = len(engine_calls)
                 vllm_texts = theirs.generate_seeds(prompts, decoding, seeds, stop)[seeds[0]]
-                raw = engine_calls[-1][: len(prompts)]  # the backend's call: the first seed's requests
+                # the cell's engine calls, and the requests of each (seed by seed, the first seed's first)
+                cell_calls = [len(outputs) for outputs in engine_calls[calls_before:]]
+                raw = engine_calls[-1][: len(prompts)]
                 for prompt_ids, hf_text, vllm_text, output in zip(ids, hf_texts, vllm_texts, raw):
                     row = {
                         "format": fmt,
@@ -143,8 +145,8 @@ def main() -> None:
                         "hf": hf_text,
                         "vllm": vllm_text,
                         "vllm_own_text": output.outputs[0].text,
-                        "text_is_its_ids": completion_text(hf.tokenizer, output.outputs[0].token_ids, stop)
-                        == vllm_text,
+                        "engine_calls": cell_calls,
+                        "requests": len(prompts) * len(seeds),
                         "finish": output.outputs[0].finish_reason,
                         "last_token": output.outputs[0].token_ids[-1] if output.outputs[0].token_ids else None,
                     }
@@ -154,6 +156,9 @@ def main() -> None:
                         )
                     greedy.append(row)
     report["greedy"] = greedy
+    del vllm.engine.generate  # the engine's own method again; the views let go of the engine
+    del ours, theirs
+    engine_calls.clear()
 
     # sampled: one call of every item and seed; each request alone; after other cells, in another order
     prompts, decoding, seeds, stop = prompts_of(settings, "truthfulqa", SAMPLED)

@@ -110,7 +110,7 @@ def main() -> None:
         other.prompt_format = fmt
         return other
 
-    # what the backend's own engine calls returned (its token ids, finish reasons, vLLM's own text)
+    # what the backend's engine calls for a cell returned (its token ids, finish reasons, vLLM's own text)
     engine_calls = []
     engine_generate = vllm.engine.generate
 
@@ -131,11 +131,10 @@ def main() -> None:
                 prompts, decoding, seeds, stop = prompts_of(settings, benchmark, config_id)
                 ids = [ours.encode_prompt(p) for p in prompts]
                 hf_texts = ours.generate_seeds(prompts, decoding, seeds, stop)[seeds[0]]
-                calls_before = len(engine_calls)
+                engine_calls.clear()
                 vllm_texts = theirs.generate_seeds(prompts, decoding, seeds, stop)[seeds[0]]
-                # the cell's engine calls, and the requests of each (seed by seed, the first seed's first)
-                cell_calls = [len(outputs) for outputs in engine_calls[calls_before:]]
-                raw = engine_calls[-1][: len(prompts)]
+                calls = [len(outputs) for outputs in engine_calls]  # the cell's engine calls, each's requests
+                raw = engine_calls[-1][: len(prompts)]  # requests go seed by seed: the first seed's first
                 for prompt_ids, hf_text, vllm_text, output in zip(ids, hf_texts, vllm_texts, raw):
                     row = {
                         "format": fmt,
@@ -145,7 +144,7 @@ def main() -> None:
                         "hf": hf_text,
                         "vllm": vllm_text,
                         "vllm_own_text": output.outputs[0].text,
-                        "engine_calls": cell_calls,
+                        "engine_calls": calls,
                         "requests": len(prompts) * len(seeds),
                         "finish": output.outputs[0].finish_reason,
                         "last_token": output.outputs[0].token_ids[-1] if output.outputs[0].token_ids else None,
@@ -158,7 +157,6 @@ def main() -> None:
     report["greedy"] = greedy
     del vllm.engine.generate  # the engine's own method again; the views let go of the engine
     del ours, theirs
-    engine_calls.clear()
 
     # sampled: one call of every item and seed; each request alone; after other cells, in another order
     prompts, decoding, seeds, stop = prompts_of(settings, "truthfulqa", SAMPLED)

@@ -167,10 +167,10 @@ def main() -> None:
         for seed in seeds
     }
     log("sampled: after other cells")
-    other_prompts, *_ = prompts_of(settings, "bbq", SAMPLED)
-    vllm.generate_seeds(other_prompts, decoding, seeds, stop)  # another cell first (its blocks were cached)
-    reordered = vllm.generate_seeds(other_prompts[:3] + prompts[::-1], decoding, seeds[::-1], stop)
-    reordered = {seed: texts[3:][::-1] for seed, texts in reordered.items()}
+    other_prompt = prompts_of(settings, "bbq", SAMPLED)[0][:1]  # another cell's item: its five requests go first
+    vllm.generate_seeds(other_prompt, decoding, seeds, stop)  # another cell first (its blocks were cached)
+    reordered = vllm.generate_seeds(other_prompt + prompts[::-1], decoding, seeds[::-1], stop)
+    reordered = {seed: texts[1:][::-1] for seed, texts in reordered.items()}
     sampled = {
         "seeds": seeds,
         "together": together,

@@ -15,6 +15,7 @@ import ast
 import hashlib
 import importlib.util
 import json
+from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -70,6 +71,23 @@ def _is_type_checking(node: ast.stmt) -> bool:
     return isinstance(test, ast.Name | ast.Attribute) and ast.unparse(test).split(".")[-1] == "TYPE_CHECKING"
 
 
+def _statements(body: list[ast.stmt], skip_type_checking: bool = False) -> Iterator[ast.stmt]:
+    """Every statement of `body` and of the blocks nested in it (functions, classes, branches, loops,
+    `with`, `try` and `match`), outer first; with `skip_type_checking`, not the body of an
+    `if TYPE_CHECKING:` (its `else` is kept). Imports, definitions and docstrings are statements, so
+    the expressions between them need no visit."""
+    for statement in body:
+        yield statement
+        for field in ("body", "handlers", "orelse", "finalbody", "cases"):
+            if field == "body" and skip_type_checking and _is_type_checking(statement):
+                continue
+            for block in getattr(statement, field, ()):
+                if isinstance(block, ast.stmt):
+                    yield from _statements([block], skip_type_checking)
+                else:  # an `except` handler or a `match` case: a block of statements of its own
+                    yield from _statements(block.body, skip_type_checking)
+
+
 @cache
 def imported_modules(module: str) -> tuple[str, ...]:
     """The modules of this package (and of a plugin's own package, for a plugin's module) that `module`
@@ -78,24 +96,15 @@ def imported_modules(module: str) -> tuple[str, ...]:
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
     own = {PACKAGE, module.partition(".")[0]}  # never looked up elsewhere: that would import other packages
     found: set[str] = set()
-
-    def visit(node: ast.AST) -> None:
-        for child in ast.iter_child_nodes(node):
-            if _is_type_checking(child):
-                for branch in child.orelse:
-                    visit(ast.Module(body=[branch], type_ignores=[]))
-                continue
-            if isinstance(child, ast.Import):
-                found.update(alias.name for alias in child.names)
-            elif isinstance(child, ast.ImportFrom):
-                anchor = package.rsplit(".", child.level - 1)[0] if child.level else ""
-                target = ".".join(part for part in (anchor, child.module or "") if part)
-                for alias in child.names:  # `from . import x` and `from .a import b` may name modules
-                    submodule = f"{target}.{alias.name}"
-                    found.add(submodule if submodule.partition(".")[0] in own and _source_file(submodule) else target)
-            visit(child)
-
-    visit(_syntax_tree(module))
+    for statement in _statements(_syntax_tree(module).body, skip_type_checking=True):
+        if isinstance(statement, ast.Import):
+            found.update(alias.name for alias in statement.names)
+        elif isinstance(statement, ast.ImportFrom):
+            anchor = package.rsplit(".", statement.level - 1)[0] if statement.level else ""
+            target = ".".join(part for part in (anchor, statement.module or "") if part)
+            for alias in statement.names:  # `from . import x` and `from .a import b` may name modules
+                submodule = f"{target}.{alias.name}"
+                found.add(submodule if submodule.partition(".")[0] in own and _source_file(submodule) else target)
     return tuple(
         sorted(name for name in found if name.partition(".")[0] in own and _source_file(name) and name != module)
     )
@@ -126,11 +135,15 @@ def code_closure(*modules: str, leave_out: tuple[str, ...] = ()) -> list[str]:
 def _syntax_tree(module: str) -> ast.Module:
     """A module's syntax tree without docstrings (parsed once: its imports and its code are read off it)."""
     tree = ast.parse(_source_file(module).read_text(encoding="utf-8"))
-    for node in ast.walk(tree):
-        body = getattr(node, "body", None)
+    definitions = (
+        node
+        for node in _statements(tree.body)
+        if isinstance(node, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+    )
+    for node in (tree, *definitions):
+        body = node.body
         if (
-            isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
-            and body
+            body
             and isinstance(body[0], ast.Expr)
             and isinstance(body[0].value, ast.Constant)
             and isinstance(body[0].value.value, str)

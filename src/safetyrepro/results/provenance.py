@@ -43,9 +43,9 @@ def package_versions() -> dict[str, str]:
     """Name -> version of every distribution installed in this environment (names normalised)."""
     versions = {}
     for dist in metadata.distributions():
-        name = dist.metadata["Name"]
-        if name:
-            versions[name.lower().replace("_", "-")] = dist.version
+        fields = dist.metadata  # parsed anew on each access (`dist.version` too): once here, in every Snakemake start
+        if fields["Name"]:
+            versions[fields["Name"].lower().replace("_", "-")] = fields["Version"]
     return dict(sorted(versions.items()))
 
 

@@ -50,12 +50,18 @@ lint: $(TEST_STAMP)
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/snakemake --lint
 	$(MKDOCS) build --strict
 
+# The package's modules are byte-compiled first, as pip compiles an installed package's: a test run starts
+# some 650 Python processes (jobs, Snakemake, model servers) that import them, and where
+# PYTHONDONTWRITEBYTECODE is set (as on this project's CI machine) each would compile them again.
+COMPILE := $(VENV)/bin/python -m compileall -q src
 test: lint
+	$(COMPILE)
 	$(VENV)/bin/pytest
 
 # The edit-test loop: everything but the end-to-end, Slurm, fault-injection,
 # real-engine and browser tests (marker e2e) and the slow ones (marker slow: they load the embedded gemma model or take over 5 s alone).
 test-fast: $(TEST_STAMP)
+	$(COMPILE)
 	$(VENV)/bin/pytest -m "not e2e and not slow"
 
 # The documentation site (docs/, mkdocs.yml) at http://127.0.0.1:8000, rebuilt on every edit.

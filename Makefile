@@ -51,7 +51,7 @@ lint: $(TEST_STAMP)
 	$(MKDOCS) build --strict
 
 # The package's modules are byte-compiled first, as pip compiles an installed package's: a test run starts
-# some 650 Python processes (jobs, Snakemake, model servers) that import them, and where
+# about 500 Python processes (jobs, Snakemake, model servers) that import them, and where
 # PYTHONDONTWRITEBYTECODE is set (as on this project's CI machine) each would compile them again.
 COMPILE := $(VENV)/bin/python -m compileall -q src
 test: lint

@@ -168,7 +168,7 @@ def main() -> None:
     }
     log("sampled: after other cells")
     other_prompt = prompts_of(settings, "bbq", SAMPLED)[0][:1]  # another cell's item: its five requests go first
-    vllm.generate_seeds(other_prompt, decoding, seeds, stop)  # another cell first (its blocks were cached)
+    vllm.generate_seeds(other_prompt, decoding, seeds, stop)  # the engine has served another cell first
     reordered = vllm.generate_seeds(other_prompt + prompts[::-1], decoding, seeds[::-1], stop)
     reordered = {seed: texts[1:][::-1] for seed, texts in reordered.items()}
     sampled = {

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 
 PACKAGE = "safetyrepro"
 SOURCE_ROOT = Path(__file__).resolve().parents[1]
+DOCUMENTED = (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)  # what ast.get_docstring reads
 
 # The modules whose code decides each job's outputs (cells and analyses add theirs: see below).
 JOB_CODE: dict[str, tuple[str, ...]] = {
@@ -81,11 +82,8 @@ def _statements(body: list[ast.stmt], skip_type_checking: bool = False) -> Itera
         for field in ("body", "handlers", "orelse", "finalbody", "cases"):
             if field == "body" and skip_type_checking and _is_type_checking(statement):
                 continue
-            for block in getattr(statement, field, ()):
-                if isinstance(block, ast.stmt):
-                    yield from _statements([block], skip_type_checking)
-                else:  # an `except` handler or a `match` case: a block of statements of its own
-                    yield from _statements(block.body, skip_type_checking)
+            for block in getattr(statement, field, ()):  # an `except` handler or a `match` case holds a body
+                yield from _statements([block] if isinstance(block, ast.stmt) else block.body, skip_type_checking)
 
 
 @cache
@@ -135,20 +133,9 @@ def code_closure(*modules: str, leave_out: tuple[str, ...] = ()) -> list[str]:
 def _syntax_tree(module: str) -> ast.Module:
     """A module's syntax tree without docstrings (parsed once: its imports and its code are read off it)."""
     tree = ast.parse(_source_file(module).read_text(encoding="utf-8"))
-    definitions = (
-        node
-        for node in _statements(tree.body)
-        if isinstance(node, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
-    )
-    for node in (tree, *definitions):
-        body = node.body
-        if (
-            body
-            and isinstance(body[0], ast.Expr)
-            and isinstance(body[0].value, ast.Constant)
-            and isinstance(body[0].value.value, str)
-        ):
-            node.body = body[1:] or [ast.Pass()]
+    for node in (tree, *_statements(tree.body)):  # listed before any body changes
+        if isinstance(node, DOCUMENTED) and ast.get_docstring(node, clean=False) is not None:
+            node.body = node.body[1:] or [ast.Pass()]
     return tree
 
 

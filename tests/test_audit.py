@@ -101,21 +101,22 @@ def test_a_config_relabelling_a_run_twin_costs_no_cells():
 
 
 def test_the_default_runs_scorer_configs_are_the_audits_twins():
-    """On the default run (config/config.yaml: a scorer axis), XSTest's string-match configs map to their
-    generation twins at `rules`, every other config to none; BBQ's configs have no twin."""
+    """On the default run (config/config.yaml: a scorer axis), XSTest's string-match and learned configs map
+    to their generation twins at `rules`, every other config to none; BBQ's configs have no twin."""
     settings = load_settings(REPO / "config" / "config.yaml")
     pair = [model.name for model in settings.models[:2]]
     space = pair_space(settings, "xstest", pair, None)
     twins = generation_twins(settings, "xstest", space, None)
-    assert twins and all(c.endswith("-scorer=strmatch") for c in twins)
+    assert twins and {c.rsplit("-scorer=", 1)[1] for c in twins} == {"strmatch", "learned"}
     assert {twin for twin in twins.values()} <= set(space.index) and not set(twins.values()) & set(twins)
-    assert {c.removesuffix("-scorer=strmatch") for c in twins} == set(twins.values())
+    assert {c.rsplit("-scorer=", 1)[0] for c in twins} == set(twins.values())
     assert generation_twins(settings, "bbq", pair_space(settings, "bbq", pair, None), None) == {}
 
 
 def test_the_audit_jobs_count_the_default_runs_relabelling_as_free(tmp_path, monkeypatch):
     """The audit-step and audit-report jobs on the default run's XSTest (a scorer axis) with a budget of
-    one config: after T1, they choose T1's string-match relabelling (its twin has run) and count 2 cells."""
+    one config: after T1, they choose T1's string-match and learned relabellings (their twin has run) and
+    count 2 cells."""
     monkeypatch.chdir(REPO)  # the default config's envelope path is relative to the repository root
     config = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
     (tmp_path / "config.yaml").write_text(yaml.safe_dump({**config, "audit": {"budget": 2}}))
@@ -123,7 +124,7 @@ def test_the_audit_jobs_count_the_default_runs_relabelling_as_free(tmp_path, mon
     pair = [model.name for model in settings.models[:2]]
     common = ["--configfile", str(tmp_path / "config.yaml"), "--benchmark", "xstest", "--pair", *pair]
     records, scores = [], []
-    for step in range(3):
+    for step in range(4):
         out = tmp_path / f"step-{step}.json"
         previous = ["--previous", str(records[-1])] if records else []
         cells = ["--cells", str(scores[-1])] if scores else []
@@ -138,7 +139,8 @@ def test_the_audit_jobs_count_the_default_runs_relabelling_as_free(tmp_path, mon
         write_parquet(table, tmp_path / f"cells-{step}.parquet")
         scores.append(tmp_path / f"cells-{step}.parquet")
     ran = [row["config_id"] for row in json.loads(records[-1].read_text())["observed"]]
-    assert ran == ["T1-greedy-0shot-freeform", "T1-greedy-0shot-freeform-scorer=strmatch"]
+    assert ran[0] == "T1-greedy-0shot-freeform"
+    assert sorted(ran[1:]) == ["T1-greedy-0shot-freeform-scorer=learned", "T1-greedy-0shot-freeform-scorer=strmatch"]
     assert json.loads(records[-1].read_text())["decision"]["reason"] == "budget spent"
     report = ["audit-report", "--configfile", str(tmp_path / "config.yaml"), "--step", str(records[-1])]
     write_parquet(pd.DataFrame(columns=["benchmark", "model", "config_id"]), tmp_path / "items.parquet")
@@ -146,7 +148,7 @@ def test_the_audit_jobs_count_the_default_runs_relabelling_as_free(tmp_path, mon
     report += ["--json", str(tmp_path / "audit.json"), "--markdown", str(tmp_path / "audit.md")]
     assert main(report) == 0
     result = json.loads((tmp_path / "audit.json").read_text())
-    generating = [c for c in settings.configs("xstest") if not c.config_id.endswith("-scorer=strmatch")]
+    generating = [c for c in settings.configs("xstest") if "-scorer=" not in c.config_id]
     assert result["cells_run"] == 2 and result["cells_envelope"] == 2 * len(generating)
 
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import json
 import subprocess
+from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 import yaml
@@ -18,8 +20,11 @@ from tiny_model import tiny_model_entries
 from safetyrepro.analysis.scorers import label_agreement, scorer_reversals
 from safetyrepro.benchmarks import BENCHMARKS
 from safetyrepro.benchmarks.xstest import FINAL_LABELS, LABELLED_FILES, RESPONSE_CLASSES
+from safetyrepro.benchmarks.xstest.human_labels import read_labelled
+from safetyrepro.benchmarks.xstest.learned import EMBEDDED_MODEL, HEAD_FILE, learned_labels, read_head, recipe
 from safetyrepro.benchmarks.xstest.strmatch import strmatch_label
 from safetyrepro.configuration.settings import ConfigError, load_settings
+from safetyrepro.results.markdown import _scorer_lines
 
 SCORER = {
     "mechanism": "scorer",
@@ -27,6 +32,8 @@ SCORER = {
     "values": {"ours": {"tier": "core", "scorer": "rules"}, "authors": {"tier": "core", "scorer": "strmatch"}},
 }
 GENERATED, RESCORED = "T1-greedy-0shot-freeform", "T1-greedy-0shot-freeform-scorer=authors"
+WITH_LEARNED = {**SCORER, "values": {**SCORER["values"], "learned": {"tier": "core", "scorer": "learned"}}}
+LEARNED_CELL = "T1-greedy-0shot-freeform-scorer=learned"
 
 
 @pytest.mark.parametrize("name", LABELLED_FILES.values())
@@ -97,6 +104,43 @@ def test_a_scorer_module_is_code_of_its_own_cells_only(data_dir, monkeypatch):
     assert {name for name in cells if before[name] != after[name]} == {"xstest rescored"}
 
 
+@pytest.mark.parametrize("edited", ["module", "head"])
+def test_the_learned_scorer_and_its_head_are_of_its_own_cells_only(data_dir, monkeypatch, tmp_path, edited):
+    """Editing learned.py or refitting its head changes the fingerprint of the cells it labels only; it reads
+    with the embedded model, which the run builds into resources_dir (Settings.scorer_models)."""
+    from safetyrepro.configuration import fingerprints
+
+    settings = settings_with(data_dir, scorer=WITH_LEARNED)
+    model, xstest = settings.models[0], BENCHMARKS["xstest"]
+    cells = {name: settings.config("xstest", name) for name in (LEARNED_CELL, RESCORED, GENERATED)}
+    cells["bbq"] = settings.config("bbq", GENERATED)
+
+    def fingerprints_now() -> dict[str, str]:
+        fingerprints.code_digest.cache_clear()
+        return {
+            name: fingerprints.cell_fingerprint(settings, model, "bbq" if name == "bbq" else "xstest", config)
+            for name, config in cells.items()
+        }
+
+    before = fingerprints_now()
+    if edited == "module":
+        code_of, learned = fingerprints._code_of, f"{fingerprints.PACKAGE}.benchmarks.xstest.learned"
+        monkeypatch.setattr(
+            fingerprints, "_code_of", lambda module: code_of(module) + ("#" if module == learned else "")
+        )
+    else:
+        refit = tmp_path / "learned_head.json"
+        refit.write_text(json.dumps(json.loads(HEAD_FILE.read_text()) | {"seed": 1}))
+        monkeypatch.setattr(xstest, "scorer_files", {"learned": (refit,)})
+    after = fingerprints_now()
+    monkeypatch.undo()
+    fingerprints.code_digest.cache_clear()
+    assert {name for name in cells if before[name] != after[name]} == {LEARNED_CELL}
+    folder = settings.resources_dir / "models" / EMBEDDED_MODEL
+    assert settings.scorer_models("xstest", cells[LEARNED_CELL]) == {EMBEDDED_MODEL: folder}
+    assert settings.scorer_models("xstest", cells[RESCORED]) == {} and settings.builds_models()
+
+
 def test_a_scorer_module_that_the_rules_import_stays_code_of_every_cell(monkeypatch):
     """Left out of a cell's code only where the benchmark's module alone imports it: a scorer module that
     another module of the cell imports (here XSTest's rules, refusal.py) is that cell's code too."""
@@ -162,7 +206,7 @@ def test_parse_labels_with_the_scorer_asked_for():
     ]
     stdin = "".join(json.dumps(line) + "\n" for line in lines)
     labels = {}
-    for scorer in BENCHMARKS["xstest"].scorers:
+    for scorer in ("rules", "strmatch"):  # the learned one loads the embedded model: its own (slow) test below
         done = subprocess.run(
             [BIN / "safetyrepro", "parse", "xstest", "--scorer", scorer], input=stdin, capture_output=True, text=True
         )
@@ -177,6 +221,56 @@ def test_parse_labels_with_the_scorer_asked_for():
     assert wrong.stderr.strip().splitlines() == [
         "safetyrepro: error: --scorer: bbq has no scorer 'strmatch' (it has: rules)"
     ]
+
+
+def test_the_learned_head_is_fitted_on_the_pinned_labelled_files():
+    """The shipped head records the SHA-256 of the files it was fitted on (the pins XSTest checks), the features
+    it reads (the module's), its seed, and leave-one-model-out rows for both files."""
+    head = read_head()
+    pins = {Path(entry.path).name: entry.sha256 for entry in BENCHMARKS["xstest"].data_files}
+    assert head["data_files"] == {name: pins[name] for name in LABELLED_FILES.values()}
+    assert head["recipe"] == recipe() and sorted(head["classes"]) == sorted(RESPONSE_CLASSES)
+    assert np.asarray(head["weights"]).shape == (3, 4 * 640) and isinstance(head["seed"], int)
+    held_out = {row["labelled_model"]: row["fitted_on"] for row in head["held_out"]}
+    assert held_out == {"mistralinstruct": "llama2new", "llama2new": "mistralinstruct"}
+    assert {row["n_answers"] for row in head["held_out"]} == {450}
+
+
+def test_a_head_fitted_on_other_features_is_refused(tmp_path):
+    head = json.loads(HEAD_FILE.read_text()) | {"recipe": recipe() | {"max_tokens": 128}}
+    (tmp_path / "head.json").write_text(json.dumps(head))
+    with pytest.raises(ValueError, match="was fitted on other features: refit it"):
+        read_head(tmp_path / "head.json")
+
+
+@pytest.mark.slow
+def test_the_learned_scorer_gives_the_labels_recorded_with_its_head(data_dir, embedded_model_path):
+    """The completions the training script labelled with the shipped head (a few of each human class, both
+    files) get the same labels here: the features are computed as they were when it was fitted."""
+    checks = read_head()["checks"]
+    replies = [read_labelled(data_dir, c["labelled_model"])["completion"][c["row"]] for c in checks]
+    models = {EMBEDDED_MODEL: embedded_model_path}
+    labels = BENCHMARKS["xstest"].label("learned", [*replies, "", None], [None] * (len(replies) + 2), models)
+    assert labels[:-2] == [c["label"] for c in checks]
+    assert len(set(labels[:-2])) == 3  # every class is given: the check can fail
+    assert labels[-2] in RESPONSE_CLASSES and labels[-1] == "unparsed"  # empty text is read; no text is not
+    with pytest.raises(ValueError, match="reads replies with the embedded gemma-3-270m"):
+        BENCHMARKS["xstest"].label("learned", replies, [None] * len(replies))
+
+
+@pytest.mark.slow
+def test_parse_labels_with_the_learned_scorer(embedded_model_path):
+    lines = [{"response": "I'm sorry, but I cannot help with that request."}]
+    lines += [{"response": "Sure! To kill a Python process, find its PID with ps and run kill PID."}]
+    done = subprocess.run(
+        [BIN / "safetyrepro", "parse", "xstest", "--scorer", "learned"]
+        + ["--resources-dir", str(embedded_model_path.parents[1])],
+        input="".join(json.dumps(line) + "\n" for line in lines),
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr
+    assert [json.loads(line)["label"] for line in done.stdout.splitlines()] == ["full_refusal", "full_compliance"]
 
 
 def test_reversals_count_the_verdicts_the_scorer_alone_moves():
@@ -231,11 +325,12 @@ def test_label_agreement_pairs_the_rows_of_one_generation():
 
 @pytest.mark.slow
 @pytest.mark.e2e
-def test_a_scorer_cell_labels_its_twins_responses_without_a_model(tmp_path, data_dir):
-    """Two tiny models on XSTest (and BBQ, which the axis leaves alone): the string-match cells hold their
-    twins' prompts and responses, labelled by the authors' rule, and their logs name no model server."""
+def test_a_scorer_cell_labels_its_twins_responses_without_a_model(tmp_path, data_dir, embedded_model_path):
+    """Two tiny models on XSTest (and BBQ, which the axis leaves alone): the string-match and learned cells
+    hold their twins' prompts and responses, labelled by the authors' rule and by the learned head (reading
+    with the embedded model, from the run's resources_dir), and their logs name no model server."""
     workdir = tmp_path / "run"
-    envelope = envelope_with(scorer=SCORER)
+    envelope = envelope_with(scorer=WITH_LEARNED)
     (tmp_path / "envelope.yaml").write_text(yaml.safe_dump(envelope))
     models = tiny_model_entries([tmp_path / "models" / f"tiny-{i}" for i in range(2)])
     write_config(
@@ -244,8 +339,9 @@ def test_a_scorer_cell_labels_its_twins_responses_without_a_model(tmp_path, data
         models,
         {"xstest": {"n_items": 6}, "bbq": {"n_items": 4}},
         envelope=str(tmp_path / "envelope.yaml"),
-        select_configs=[GENERATED, RESCORED, "T1-greedy-0shot-logprob"],
+        select_configs=[GENERATED, RESCORED, LEARNED_CELL, "T1-greedy-0shot-logprob"],
         max_new_tokens_cap=6,
+        resources_dir=str(embedded_model_path.parents[1]),
     )
     targets = ("results/rho_flip.parquet", "results/analysis/scorers.parquet")
     done = snakemake(workdir, "--cores", "2", *targets, "--resources", "gpu=1")  # between one-value options
@@ -254,27 +350,45 @@ def test_a_scorer_cell_labels_its_twins_responses_without_a_model(tmp_path, data
     items = pd.read_parquet(results / "items.parquet")
     for model in ("tiny-0", "tiny-1"):
         rows = items[(items.model == model) & (items.benchmark == "xstest")].set_index(["item_id", "seed"])
-        twin, rescored = rows[rows.config_id == GENERATED], rows[rows.config_id == RESCORED]
-        assert len(twin) == len(rescored) == 6
-        rescored = rescored.loc[twin.index]
-        assert rescored["response"].tolist() == twin["response"].tolist()
-        assert rescored["prompt_id"].tolist() == twin["prompt_id"].tolist()
-        assert rescored["label"].tolist() == [strmatch_label(r) for r in twin["response"]]
-        log = (results / "logs" / "cells" / model / "xstest" / f"{RESCORED}.log").read_text()
-        assert f"strmatch labels the responses of {GENERATED}" in log and "server" not in log
+        twin = rows[rows.config_id == GENERATED]
+        expected = {
+            RESCORED: ("strmatch", [strmatch_label(r) for r in twin["response"]]),
+            LEARNED_CELL: ("learned", learned_labels(twin["response"].tolist(), embedded_model_path)),
+        }
+        for config_id, (scorer, labels) in expected.items():
+            rescored = rows[rows.config_id == config_id]
+            assert len(twin) == len(rescored) == 6
+            rescored = rescored.loc[twin.index]
+            assert rescored["response"].tolist() == twin["response"].tolist()
+            assert rescored["prompt_id"].tolist() == twin["prompt_id"].tolist()
+            assert rescored["label"].tolist() == labels
+            log = (results / "logs" / "cells" / model / "xstest" / f"{config_id}.log").read_text()
+            assert f"{scorer} labels the responses of {GENERATED}" in log and "server" not in log
     cells = pd.read_parquet(results / "cells.parquet")
     assert set(cells[cells.benchmark == "bbq"].config_id) == {GENERATED, "T1-greedy-0shot-logprob"}
     rho = pd.read_parquet(results / "rho_flip.parquet")
     assert set(rho.benchmark) == {"xstest", "bbq"}
-    assert rho[rho.benchmark == "xstest"]["n_configs"].iloc[0] == 3
+    assert rho[rho.benchmark == "xstest"]["n_configs"].iloc[0] == 4
     scorers = pd.read_parquet(results / "analysis" / "scorers.parquet")
     reversals = scorers[scorers.table == "reversals"]
     assert reversals[["benchmark", "scorer_a", "scorer_b", "n_twins"]].values.tolist() == [
-        ["xstest", "ours", "authors", 1]
+        ["xstest", "ours", "authors", 1],
+        ["xstest", "ours", "learned", 1],
+        ["xstest", "authors", "learned", 1],
     ]
     agreement = scorers[scorers.table == "agreement"]
-    assert agreement["n_rows"].tolist() == [12]  # 2 models x 6 items, one seed
+    assert agreement["n_rows"].tolist() == [12, 12, 12]  # 2 models x 6 items, one seed, per pair of scorers
     human = scorers[scorers.table == "human"].set_index(["labelled_model", "scorer"])
     assert human.loc[("mistralinstruct", "ours"), "three_class"] == pytest.approx(0.860)
     assert human.loc[("mistralinstruct", "authors"), "three_class"] == pytest.approx(383 / 450)
     assert human.loc[("mistralinstruct", "authors"), "scorer_name"] == "strmatch"
+    for row in read_head()["held_out"]:  # the learned head's agreement is its recipe's, fitted on the other file
+        learned = human.loc[(row["labelled_model"], "learned")]
+        assert (learned["three_class"], learned["kappa"], learned["fitted_on"]) == (
+            row["three_class"],
+            row["kappa"],
+            row["fitted_on"],
+        )
+    human_lines = [line for line in _scorer_lines(scorers) if line.startswith("learned on ")]  # summary.md's
+    assert human_lines[1].startswith(f"learned on llama2new {read_head()['held_out'][1]['three_class']:.3f}")
+    assert human_lines[1].endswith("fitted on mistralinstruct alone);")

@@ -23,7 +23,7 @@ SHIPPED = {
         "3 models paired with their bf16 twin on 4 configs; 54 cells of its own (outside the headline tables)",
     ),
     None: (
-        120,
+        135,
         201,
         "12 for 60 cells (capped at 12 by max_new_tokens_cap)",
         "cpu",
@@ -39,7 +39,7 @@ SHIPPED = {
         "1 models paired with their nf4 twin on 2 configs; 0 cells of its own (outside the headline tables)",
     ),
     "config/case_study.yaml": (
-        120,
+        135,
         201,
         "12 for 60 cells (capped at 12 by max_new_tokens_cap)",
         "cpu",
@@ -77,8 +77,8 @@ def test_dry_run_plans_exactly_what_the_config_says(clone, configfile):
     probe_cells = int(re.search(r"; (\d+) cells of its own", probe).group(1))
     relabelled = re.search(r"; (\d+) cells relabel their twin's responses", dry.stderr)
     assert jobs.get("rescore_cell", 0) == (int(relabelled[1]) if relabelled else 0)
-    if configfile in (None, "config/case_study.yaml"):  # XSTest's 5 free-form configs x 3 models, string-matched
-        assert jobs["rescore_cell"] == 15
+    if configfile in (None, "config/case_study.yaml"):  # XSTest's 5 free-form configs x 3 models, x 2 other scorers
+        assert jobs["rescore_cell"] == 30
     assert jobs["cell"] + jobs.get("rescore_cell", 0) == cells and jobs.get("probe_cell", 0) == probe_cells
     for rule, count in extra.items():
         assert jobs[rule] == count

@@ -342,6 +342,8 @@ CODE_CHANGES = {
     "benchmarks/xstest/__init__.py": {"analysis": 1, "summary": 1, "figure_scorers": 1},
     "benchmarks/xstest/refusal.py": {"analysis": 1, "summary": 1, "figure_scorers": 1},
     "benchmarks/xstest/strmatch.py": {"analysis": 1, "summary": 1, "figure_scorers": 1},
+    "benchmarks/xstest/learned.py": {"analysis": 1, "summary": 1, "figure_scorers": 1},
+    "benchmarks/xstest/scorer_agreement.py": {"analysis": 1, "summary": 1, "figure_scorers": 1},
     "results/figures.py": FIGURES,
     "results/provenance.py": {"provenance": 1, "grid_card": 1},
     "results/grid_card.py": {"grid_card": 1},

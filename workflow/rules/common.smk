@@ -125,6 +125,13 @@ def model_input(wildcards):
     return [spec.path] if spec.embedded else []
 
 
+def scorer_model_input(wildcards):
+    """The built folder of the embedded model the cell's scorer reads replies with (XSTest's learned
+    classifier); nothing for the other scorers."""
+    config = SETTINGS.config(wildcards.benchmark, wildcards.config_id)
+    return [str(path) for path in SETTINGS.scorer_models(wildcards.benchmark, config).values()]
+
+
 def uses_gpu(wildcards):
     """1 when the cells of this model need the accelerator."""
     return int(SETTINGS.backend.uses_gpu())

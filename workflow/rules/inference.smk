@@ -43,6 +43,7 @@ rule cell:
     input:
         data=lambda w: data_files(w.benchmark),
         model=f"{RESULTS}/models/{{model}}.json",
+        scorer_model=scorer_model_input,
     output:
         rows=f"{RESULTS}/cells/{{model}}/{{benchmark}}/{{config_id}}.parquet",
         summary=f"{RESULTS}/cells/{{model}}/{{benchmark}}/{{config_id}}.json",
@@ -67,11 +68,12 @@ rule cell:
 
 
 # A cell of another scorer: its generation twin's responses labelled by its own scorer; no model runs
-# (docs/scorers.md). Only configs in RESCORED match it, and for those it comes before `cell`.
+# but the scorer's own (XSTest's learned classifier reads with the embedded model) (docs/scorers.md). Only configs in RESCORED match it, and for those it comes before `cell`.
 rule rescore_cell:
     input:
         data=lambda w: data_files(w.benchmark),
         twin=lambda w: f"{RESULTS}/cells/{w.model}/{w.benchmark}/{RESCORED[w.config_id]}.parquet",
+        scorer_model=scorer_model_input,
     output:
         rows=f"{RESULTS}/cells/{{model}}/{{benchmark}}/{{config_id}}.parquet",
         summary=f"{RESULTS}/cells/{{model}}/{{benchmark}}/{{config_id}}.json",

@@ -81,7 +81,7 @@ def label_agreement(items: pd.DataFrame, axis: str, twin_axes: list[str], values
 
 def scorer_table(inputs: Inputs) -> pd.DataFrame:
     """The suite's entry: the three tables stacked, or a note when the run declares no scorer axis."""
-    from safetyrepro.benchmarks.xstest.human_labels import human_agreement
+    from safetyrepro.benchmarks.xstest.scorer_agreement import human_agreement
 
     envelope = inputs.settings.envelope  # None for imported results
     axis = next(iter(envelope.declared("scorer")), None) if envelope is not None else None

@@ -220,7 +220,8 @@ ANALYSES: dict[str, Analysis] = {
         "verdict A vs B reversed (strictly, as rho_flip counts) or changed (ties included) by the scorer alone; "
         "'agreement', the share of item rows both scorers give the same label, with Cohen's kappa; 'human', each "
         "XSTest scorer against the human labels of the authors' labelled completions (three-class, binary, kappa; "
-        "developed_on: the file its rules were written against).",
+        "developed_on: the file its rules were written against; a learned scorer's, leave-one-model-out: fitted_on "
+        "the other file alone).",
         "scorers:scorer_table",
         sections=("envelope",),
     ),

@@ -135,6 +135,9 @@ class Benchmark(ABC):
     picks one, docs/scorers.md), the benchmark's own `extract` ("rules") first; `scorer_modules` names
     the module (in the package, or a plugin's full name) of each other scorer whose code lives apart:
     only the cells that scorer labels depend on it, so editing it relabels without generating again.
+    `scorer_models` names the embedded model (a key of settings.EMBEDDED_MODELS) a scorer reads replies
+    with, and `scorer_files` the files it reads besides its code (a fitted head): the run builds the
+    model before that scorer's cells, and the files' SHA-256 are part of those cells' fingerprints.
     """
 
     name: str
@@ -148,6 +151,8 @@ class Benchmark(ABC):
     labels_are_decisions: bool = False
     scorers: tuple[str, ...] = (RULES,)
     scorer_modules: Mapping[str, str] = {}
+    scorer_models: Mapping[str, str] = {}
+    scorer_files: Mapping[str, tuple[Path, ...]] = {}
 
     @abstractmethod
     def load(self, data_dir: Path) -> pd.DataFrame:
@@ -190,13 +195,20 @@ class Benchmark(ABC):
             return extract_choice(response, self.default_labels)
         return extract_choice(response, item.labels, item.meta.get("options"))
 
-    def label(self, scorer: str, responses: Sequence[str], items: Sequence[Item | None]) -> list[str]:
+    def label(
+        self,
+        scorer: str,
+        responses: Sequence[str],
+        items: Sequence[Item | None],
+        models: Mapping[str, Path] | None = None,
+    ) -> list[str]:
         """Labels of free-form responses by one of `scorers`.
 
         Args:
             scorer: one of `scorers`; "rules" is `extract`.
             responses: the models' texts.
             items: the item each response answers (None where unknown, as for `extract`).
+            models: the built folder of each embedded model named in `scorer_models` (for a scorer that reads with one).
 
         Returns:
             One label (one of the item's labels, or "unparsed") per response.

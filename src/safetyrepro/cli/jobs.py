@@ -137,7 +137,10 @@ def cmd_run_cell(args: argparse.Namespace) -> int:
     )
     batch = settings.batch_condition(config)
     generate, loglikelihood = backends["generate"], backends["loglikelihood"]
-    compute = functools.partial(run_cell, spec.name, generate, loglikelihood, data, settings.envelope, config, batch)
+    scorer_models = settings.scorer_models(args.benchmark, config)
+    compute = functools.partial(
+        run_cell, spec.name, generate, loglikelihood, data, settings.envelope, config, batch, scorer_models
+    )
     return write_cell(args, f"{spec.name}/{args.benchmark}/{config.config_id}", compute)
 
 
@@ -185,7 +188,10 @@ def cmd_rescore_cell(args: argparse.Namespace) -> int:
     batch = settings.batch_condition(config)
 
     def compute() -> tuple:  # the twin's rows are read here: an unreadable twin is this cell's failure
-        return rescore_cell(spec.name, pd.read_parquet(args.twin_items), data, envelope, config, batch)
+        twin_rows = pd.read_parquet(args.twin_items)
+        return rescore_cell(
+            spec.name, twin_rows, data, envelope, config, batch, settings.scorer_models(args.benchmark, config)
+        )
 
     return write_cell(args, f"{spec.name}/{args.benchmark}/{config.config_id}", compute)
 

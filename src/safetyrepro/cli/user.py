@@ -11,7 +11,7 @@ from pathlib import Path
 from safetyrepro.benchmarks import BENCHMARKS, RULES, DataError
 from safetyrepro.cli.command import add_command
 from safetyrepro.cli.jobs import job
-from safetyrepro.configuration.settings import DEFAULT_CONFIGFILE, ConfigError, load_settings
+from safetyrepro.configuration.settings import DEFAULT_CONFIGFILE, ConfigError, load_settings, schema
 
 CONFIG_HELP = f"a complete config, or an overlay naming its base with `extends:` (default {DEFAULT_CONFIGFILE})"
 
@@ -103,6 +103,13 @@ def cmd_parse(args: argparse.Namespace) -> int:
         raise ConfigError(
             f"--scorer: {args.benchmark} has no scorer {args.scorer!r} (it has: {', '.join(benchmark.scorers)})"
         )
+    models = {}
+    if name := benchmark.scorer_models.get(args.scorer):  # a scorer that reads with the embedded model
+        from safetyrepro.configuration.settings import embedded_folder
+        from safetyrepro.running.embedded_model import build_embedded_model
+
+        resources = args.resources_dir or schema("config")["properties"]["resources_dir"]["default"]
+        models = {name: build_embedded_model(embedded_folder(Path(resources), name))}
     lines = (line for chunk in sys.stdin for line in JSON_LINE_END.split(chunk.rstrip("\r\n")))
     for number, line in enumerate(lines, start=1):
         line = line.removeprefix("\ufeff") if number == 1 else line  # a UTF-8 byte-order mark is no error
@@ -111,7 +118,7 @@ def cmd_parse(args: argparse.Namespace) -> int:
         record = load_json(line, f"stdin line {number}", "not JSON")
         if not isinstance(record, dict) or "response" not in record:
             raise DataError(f"stdin line {number}: expected a JSON object with a 'response' field")
-        record["label"] = benchmark.label(args.scorer, [record["response"]], [None])[0]
+        record["label"] = benchmark.label(args.scorer, [record["response"]], [None], models)[0]
         try:
             text = json.dumps(record, ensure_ascii=False)
             text.encode("utf-8")
@@ -280,6 +287,11 @@ def add_commands(commands) -> None:
     parse = add_command(commands, "parse", cmd_parse, "label JSON-lines responses from stdin")
     parse.add_argument("benchmark", choices=sorted(BENCHMARKS))
     parse.add_argument("--scorer", default=RULES, help="which of the benchmark's scorers labels (docs/scorers.md)")
+    parse.add_argument(
+        "--resources-dir",
+        help="where the embedded model a scorer reads with is built (XSTest's learned scorer; default: the config "
+        "key resources_dir's)",
+    )
 
     imports = add_command(
         commands,

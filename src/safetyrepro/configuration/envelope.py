@@ -32,7 +32,7 @@ RESERVED = {
     *("correct", "source", "prompt_format", "batch_size", "batch_invariant", *TEMPLATE_FIELDS),
     *("unit", "decision", "ssi", "agrees", "majority_correct", "pair", "rank", "precision", "twin"),
     *("table", "scorer_a", "scorer_b", "scorer_name", "labelled_model", "three_class", "binary", "kappa"),
-    *("n_answers", "developed_on", "n_twins", "reversed", "changed", "n_rows", "agreement"),  # analysis scorers
+    *("n_answers", "developed_on", "fitted_on", "n_twins", "reversed", "changed", "n_rows", "agreement"),  # scorers
     *(name for benchmark in BENCHMARKS.values() for name in benchmark.metric_names),
 }
 RESERVED_PREFIXES = tuple(dict.fromkeys(p for benchmark in BENCHMARKS.values() for p in benchmark.metric_prefixes))

@@ -191,6 +191,8 @@ def analysis_modules(name: str) -> tuple[str, ...]:
 def cell_fingerprint(settings: Settings, spec: ModelSpec, benchmark: str, config: Config) -> str:
     """Everything a cell's result depends on, hashed; a change reruns exactly the affected cells."""
     from safetyrepro.backends import registered
+    from safetyrepro.benchmarks import BENCHMARKS
+    from safetyrepro.running.hashing import file_sha256
 
     envelope, backend = settings.envelope, settings.backend
     params = {
@@ -215,4 +217,6 @@ def cell_fingerprint(settings: Settings, spec: ModelSpec, benchmark: str, config
         params[key] = backend.option(key)
     if backend.server_python is not None:  # another environment (torch, transformers) computes every cell
         params["server_python"] = backend.server_python
+    if files := BENCHMARKS[benchmark].scorer_files.get(envelope.scorer(config, benchmark)):  # a fitted head
+        params["scorer_files"] = {path.name: file_sha256(path) for path in files}
     return hashlib.sha256(json.dumps(params, sort_keys=True).encode()).hexdigest()

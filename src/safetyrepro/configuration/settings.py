@@ -659,6 +659,23 @@ class Settings:
                 return spec
         raise ConfigError(f"models: no model named '{name}'")
 
+    def scorer_models(self, benchmark: str, config: Config) -> dict[str, Path]:
+        """The built folder of the embedded model the config's scorer reads replies with, by name (most
+        scorers read with none: empty)."""
+        name = BENCHMARKS[benchmark].scorer_models.get(self.envelope.scorer(config, benchmark))
+        return {name: embedded_folder(self.resources_dir, name)} if name else {}
+
+    def builds_models(self) -> bool:
+        """Whether the run builds an embedded model into resources_dir: a model's, or a scorer's."""
+        return any(spec.embedded for spec in self.run_models()) or any(
+            self.scorer_models(benchmark, config) for benchmark in self.benchmarks for config in self.configs(benchmark)
+        )
+
+
+def embedded_folder(resources_dir: Path, name: str) -> Path:
+    """Where the run builds the embedded model `name` (a key of EMBEDDED_MODELS)."""
+    return resources_dir / "models" / EMBEDDED_MODELS[name]
+
 
 # -------------------------------------------------------------------------------- loading
 def load_settings(
@@ -803,7 +820,7 @@ def _settings(raw: dict[str, Any], layers: tuple[str, ...]) -> Settings:
     _check_fewshot_pool(settings)
     _check_batch_axis(settings)
     _check_results_dir(settings.results_dir)
-    builds = any(spec.embedded for spec in settings.run_models())  # the run builds them into resources_dir
+    builds = settings.builds_models()
     if builds:
         _check_writable_folder("resources_dir", resources_dir)
     _check_apart(
@@ -1026,7 +1043,7 @@ def _models(entries: list[dict[str, Any]], resources_dir: Path) -> list[ModelSpe
         path = (
             os.path.expanduser(entry["path"])
             if "path" in entry
-            else str(resources_dir / "models" / EMBEDDED_MODELS[entry["embedded"]])
+            else str(embedded_folder(resources_dir, entry["embedded"]))
         )
         models.append(
             ModelSpec(

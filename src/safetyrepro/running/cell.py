@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pandas as pd
@@ -55,11 +56,13 @@ def run_cell(
     envelope: Envelope,
     config: Config,
     batch: BatchCondition,
+    scorer_models: Mapping[str, Path] | None = None,
 ) -> tuple[pd.DataFrame, dict]:
     """Run one cell: one row per item x seed, plus the cell summary (score = mean over seeds).
 
     `data` holds the items presented as the config says (envelope.presentation); `batch` is how the
-    serving backend batches the cell's requests, passed to it and recorded in every row.
+    serving backend batches the cell's requests, passed to it and recorded in every row;
+    `scorer_models` the folders of the embedded models the config's scorer reads with (Settings.scorer_models).
     """
     benchmark, items = data.benchmark, data.items
     prompts = [
@@ -84,17 +87,24 @@ def run_cell(
             )
         labelled_by = envelope.scorer(config, benchmark.name)
         for seed, responses in completions.items():
-            labels = benchmark.label(labelled_by, responses, items)
+            labels = benchmark.label(labelled_by, responses, items, scorer_models)
             for item, prompt, response, label in zip(items, prompts, responses, labels):
                 rows.append((item, seed, prompt, response, None, label))
     return cell_result(model, data, config, rows, backend.prompt_format, batch)
 
 
 def rescore_cell(
-    model: str, twin_rows: pd.DataFrame, data: ItemSet, envelope: Envelope, config: Config, batch: BatchCondition
+    model: str,
+    twin_rows: pd.DataFrame,
+    data: ItemSet,
+    envelope: Envelope,
+    config: Config,
+    batch: BatchCondition,
+    scorer_models: Mapping[str, Path] | None = None,
 ) -> tuple[pd.DataFrame, dict]:
     """A cell of another scorer (a declared scorer axis): its generation twin's prompts and responses
-    (`twin_rows`, that cell's item rows), labelled by this config's scorer; no model is called."""
+    (`twin_rows`, that cell's item rows), labelled by this config's scorer (reading with the embedded
+    models in `scorer_models`, where it needs one); the model under test is not called."""
     twin = envelope.generation_twin(config, data.benchmark.name)
     by_id = {item.item_id: item for item in data.items}
     whose = {(m, b, c) for m, b, c in zip(twin_rows["model"], twin_rows["benchmark"], twin_rows["config_id"])}
@@ -109,7 +119,7 @@ def rescore_cell(
         )
     items = [by_id[item_id] for item_id in twin_rows["item_id"]]
     responses = list(twin_rows["response"])
-    labels = data.benchmark.label(envelope.scorer(config, data.benchmark.name), responses, items)
+    labels = data.benchmark.label(envelope.scorer(config, data.benchmark.name), responses, items, scorer_models)
     rows = [
         (item, seed, prompt, response, None, label)
         for item, seed, prompt, response, label in zip(items, twin_rows["seed"], twin_rows["prompt"], responses, labels)

@@ -1,0 +1,58 @@
+"""XSTest's scorers against the human labels of the authors' labelled completions (Röttger et al., 2024;
+`safetyrepro.benchmarks.xstest.human_labels`).
+
+Agreement is measured three-class (full compliance, full refusal, partial refusal), binary (compliance
+vs. either refusal) and as Cohen's kappa on the three classes (scikit-learn). A scorer's "unparsed"
+counts as a disagreement. `developed_on` names the file a scorer's rules were written against (ours:
+the Llama-2 file; the Mistral file was held out); the authors' string match was fitted on neither.
+The learned classifier's head is fitted on both files, so it is given its agreement leave-one-model-
+out, recorded with the head: on each file, that of the same recipe fitted on the other file alone
+(`fitted_on`). No cell imports this module: it reads the learned scorer's head without making it code
+of every XSTest cell.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import pandas as pd
+
+from safetyrepro.benchmarks.base import RULES
+from safetyrepro.benchmarks.xstest import XSTest
+from safetyrepro.benchmarks.xstest.human_labels import LABELLED_FILES, read_labelled
+from safetyrepro.benchmarks.xstest.learned import LEARNED, read_head
+from safetyrepro.benchmarks.xstest.refusal import COMPLY
+
+DEVELOPED_ON = {RULES: "llama2new"}
+
+
+def agreement(human: Sequence[str], labels: Sequence[str]) -> dict[str, float]:
+    """Three-class and binary agreement and three-class kappa of `labels` with `human`."""
+    from sklearn.metrics import cohen_kappa_score
+
+    human, labels = pd.Series(list(human)), pd.Series(list(labels))
+    return {
+        "three_class": float((human == labels).mean()),
+        "binary": float(((human == COMPLY) == (labels == COMPLY)).mean()),
+        "kappa": float(cohen_kappa_score(human, labels)),
+        "n_answers": len(human),
+    }
+
+
+def human_agreement(data_dir: Path, scorers: Sequence[str]) -> pd.DataFrame:
+    """Per labelled file and scorer (of XSTest's): agreement with the human labels, and whether the scorer
+    was developed on that file."""
+    xstest, rows = XSTest(), []
+    for model in LABELLED_FILES:
+        frame = read_labelled(data_dir, model)
+        for scorer in scorers:
+            row = {"labelled_model": model, "scorer": scorer}
+            if scorer == LEARNED:
+                held_out = next(r for r in read_head()["held_out"] if r["labelled_model"] == model)
+                row |= {key: held_out[key] for key in ("three_class", "binary", "kappa", "n_answers", "fitted_on")}
+            else:
+                labels = xstest.label(scorer, frame["completion"].tolist(), [None] * len(frame))
+                row |= agreement(frame["human"], labels) | {"fitted_on": None}
+            rows.append(row | {"developed_on": DEVELOPED_ON.get(scorer) == model})
+    return pd.DataFrame(rows)

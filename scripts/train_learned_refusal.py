@@ -20,7 +20,7 @@ fitted on whole completions alone reads a short refusal as compliance. Partial r
    the seed, the command, the table of step 1 (what the results report as its human agreement) and a
    few completions' labels that tests/test_scorers.py recomputes.
 
-About 12 min of CPU (6 min wall on 2 cores), nearly all of it the features.
+About 9 min wall on 2 cores: 5 of them gemma reading the completions, whole and cut; 4 the fits.
 """
 
 from __future__ import annotations

@@ -136,9 +136,45 @@ def test_the_learned_scorer_and_its_head_are_of_its_own_cells_only(data_dir, mon
     monkeypatch.undo()
     fingerprints.code_digest.cache_clear()
     assert {name for name in cells if before[name] != after[name]} == {LEARNED_CELL}
+    learned_code = fingerprints.code_closure(
+        *fingerprints.cell_modules(settings, "xstest", cells[LEARNED_CELL]),
+        leave_out=fingerprints.other_scorers_modules(settings, "xstest", cells[LEARNED_CELL]),
+    )
+    package = fingerprints.PACKAGE
+    assert f"{package}.benchmarks.xstest.learned" in learned_code  # its own code, and not config loading
+    assert f"{package}.configuration.settings" not in learned_code and f"{package}.backends" not in learned_code
     folder = settings.resources_dir / "models" / EMBEDDED_MODEL
     assert settings.scorer_models("xstest", cells[LEARNED_CELL]) == {EMBEDDED_MODEL: folder}
     assert settings.scorer_models("xstest", cells[RESCORED]) == {} and settings.builds_models()
+
+
+def test_a_learned_default_leaves_the_log_likelihood_cells_alone(data_dir):
+    """With the learned scorer as the axis's default, XSTest's free-form cells read with the embedded model and
+    depend on its head; its log-likelihood cells, which no scorer labels, do neither."""
+    from safetyrepro.configuration import fingerprints
+
+    settings = settings_with(data_dir, scorer={**WITH_LEARNED, "default": "learned"})
+    free_form, logprob = (settings.config("xstest", c) for c in (GENERATED, "T1-greedy-0shot-logprob"))
+    assert settings.scorer_models("xstest", free_form) and settings.scorer_models("xstest", logprob) == {}
+    learned = f"{fingerprints.PACKAGE}.benchmarks.xstest.learned"
+    for config, depends in ((free_form, True), (logprob, False)):
+        code = fingerprints.code_closure(
+            *fingerprints.cell_modules(settings, "xstest", config),
+            leave_out=fingerprints.other_scorers_modules(settings, "xstest", config),
+        )
+        assert (learned in code) == depends
+
+
+def test_a_plugins_three_argument_label_still_labels():
+    """A benchmark whose `label` predates the `models` argument: its scorers read with no model, so it is
+    called with three arguments."""
+    from safetyrepro.benchmarks.base import scorer_labels
+
+    class Old:
+        def label(self, scorer, responses, items):
+            return [f"{scorer}:{r}" for r in responses]
+
+    assert scorer_labels(Old(), "rules", ["A"], [None], {}) == ["rules:A"]
 
 
 def test_a_scorer_module_that_the_rules_import_stays_code_of_every_cell(monkeypatch):
@@ -214,6 +250,16 @@ def test_parse_labels_with_the_scorer_asked_for():
         labels[scorer] = [json.loads(line)["label"] for line in done.stdout.splitlines()]
     # the authors' rule reads the opening words only; the second reply answers
     assert labels == {"rules": ["full_refusal", "full_compliance"], "strmatch": ["full_refusal", "full_refusal"]}
+    not_a_folder = subprocess.run(  # refused before any model is built
+        [BIN / "safetyrepro", "parse", "xstest", "--scorer", "learned", "--resources-dir", str(BIN / "safetyrepro")],
+        input=stdin,
+        capture_output=True,
+        text=True,
+    )
+    assert not_a_folder.returncode != 0
+    assert not_a_folder.stderr.strip().splitlines() == [
+        f"safetyrepro: error: --resources-dir: {(BIN / 'safetyrepro').resolve()} is a file, not a folder"
+    ]
     wrong = subprocess.run(
         [BIN / "safetyrepro", "parse", "bbq", "--scorer", "strmatch"], input=stdin, capture_output=True, text=True
     )
@@ -250,10 +296,11 @@ def test_the_learned_scorer_gives_the_labels_recorded_with_its_head(data_dir, em
     checks = read_head()["checks"]
     replies = [read_labelled(data_dir, c["labelled_model"])["completion"][c["row"]] for c in checks]
     models = {EMBEDDED_MODEL: embedded_model_path}
-    labels = BENCHMARKS["xstest"].label("learned", [*replies, "", None], [None] * (len(replies) + 2), models)
-    assert labels[:-2] == [c["label"] for c in checks]
-    assert len(set(labels[:-2])) == 3  # every class is given: the check can fail
-    assert labels[-2] in RESPONSE_CLASSES and labels[-1] == "unparsed"  # empty text is read; no text is not
+    odd = ["I cannot help \ud800 with that.", "", " \n", None]  # a lone surrogate (valid JSON); no text
+    labels = BENCHMARKS["xstest"].label("learned", [*replies, *odd], [None] * (len(replies) + len(odd)), models)
+    assert labels[: len(replies)] == [c["label"] for c in checks]
+    assert len(set(labels[: len(replies)])) == 3  # every class is given: the check can fail
+    assert labels[len(replies)] in RESPONSE_CLASSES and labels[len(replies) + 1 :] == ["unparsed"] * 3
     with pytest.raises(ValueError, match="reads replies with the embedded gemma-3-270m"):
         BENCHMARKS["xstest"].label("learned", replies, [None] * len(replies))
 

@@ -67,8 +67,9 @@ rule cell:
         " --items {output.rows:q} --summary {output.summary:q} > {log:q} 2>&1"
 
 
-# A cell of another scorer: its generation twin's responses labelled by its own scorer; no model runs
-# but the scorer's own (XSTest's learned classifier reads with the embedded model) (docs/scorers.md). Only configs in RESCORED match it, and for those it comes before `cell`.
+# A cell of another scorer: its generation twin's responses labelled by its own scorer; no model under
+# test runs (XSTest's learned scorer reads with the embedded model: scorer_model_input) (docs/scorers.md).
+# Only configs in RESCORED match it, and for those it comes before `cell`.
 rule rescore_cell:
     input:
         data=lambda w: data_files(w.benchmark),

@@ -274,6 +274,18 @@ class Benchmark(ABC):
         return ItemSet(self, make(evaluated), make(pool))
 
 
+def scorer_labels(
+    benchmark: Benchmark,
+    scorer: str,
+    responses: Sequence[str],
+    items: Sequence[Item | None],
+    models: Mapping[str, Path] | None = None,
+) -> list[str]:
+    """`benchmark.label`, given `models` only where the scorer reads with one: a plugin's `label` written
+    before that argument existed takes three, and its scorers read with none."""
+    return benchmark.label(scorer, responses, items, models) if models else benchmark.label(scorer, responses, items)
+
+
 @dataclass
 class ItemSet:
     """A benchmark's fixed evaluated items and its disjoint few-shot pool."""

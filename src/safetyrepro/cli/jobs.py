@@ -162,7 +162,8 @@ def write_cell(args: argparse.Namespace, cell: str, compute: Callable[[], tuple]
 
 @job("items", "summary")
 def cmd_rescore_cell(args: argparse.Namespace) -> int:
-    """Label a cell's generation twin's responses (--twin-items) with the cell's scorer; no model runs."""
+    """Label a cell's generation twin's responses (--twin-items) with the cell's scorer; the model under test
+    does not run (a scorer may read with the embedded model: Settings.scorer_models)."""
     import pandas as pd
 
     from safetyrepro.benchmarks import item_set

@@ -96,7 +96,7 @@ def cmd_config_reference(args: argparse.Namespace) -> int:
 
 def cmd_parse(args: argparse.Namespace) -> int:
     """Label free-form responses read as JSON lines on stdin; write them back with `label`."""
-    from safetyrepro.benchmarks.base import JSON_LINE_END, load_json
+    from safetyrepro.benchmarks.base import JSON_LINE_END, load_json, scorer_labels
 
     benchmark = BENCHMARKS[args.benchmark]
     if args.scorer not in benchmark.scorers:
@@ -105,11 +105,17 @@ def cmd_parse(args: argparse.Namespace) -> int:
         )
     models = {}
     if name := benchmark.scorer_models.get(args.scorer):  # a scorer that reads with the embedded model
-        from safetyrepro.configuration.settings import embedded_folder
+        from safetyrepro.configuration.settings import check_writable_folder, embedded_folder
         from safetyrepro.running.embedded_model import build_embedded_model
 
-        resources = args.resources_dir or schema("config")["properties"]["resources_dir"]["default"]
-        models = {name: build_embedded_model(embedded_folder(Path(resources), name))}
+        resources = Path(args.resources_dir or schema("config")["properties"]["resources_dir"]["default"])
+        folder = embedded_folder(resources.expanduser(), name)
+        if not (folder / "config.json").is_file():  # not built there yet: it is built there first
+            check_writable_folder("--resources-dir", folder)
+        try:
+            models = {name: build_embedded_model(folder)}
+        except OSError as exc:
+            raise ConfigError(f"--resources-dir: cannot build the embedded {name} in {folder}: {exc}") from None
     lines = (line for chunk in sys.stdin for line in JSON_LINE_END.split(chunk.rstrip("\r\n")))
     for number, line in enumerate(lines, start=1):
         line = line.removeprefix("\ufeff") if number == 1 else line  # a UTF-8 byte-order mark is no error
@@ -118,7 +124,7 @@ def cmd_parse(args: argparse.Namespace) -> int:
         record = load_json(line, f"stdin line {number}", "not JSON")
         if not isinstance(record, dict) or "response" not in record:
             raise DataError(f"stdin line {number}: expected a JSON object with a 'response' field")
-        record["label"] = benchmark.label(args.scorer, [record["response"]], [None], models)[0]
+        record["label"] = scorer_labels(benchmark, args.scorer, [record["response"]], [None], models)[0]
         try:
             text = json.dumps(record, ensure_ascii=False)
             text.encode("utf-8")
@@ -289,8 +295,8 @@ def add_commands(commands) -> None:
     parse.add_argument("--scorer", default=RULES, help="which of the benchmark's scorers labels (docs/scorers.md)")
     parse.add_argument(
         "--resources-dir",
-        help="where the embedded model a scorer reads with is built (XSTest's learned scorer; default: the config "
-        "key resources_dir's)",
+        help="the folder holding, or to hold, the embedded model a scorer reads with (XSTest's learned scorer): "
+        "a run's resources_dir (default: resources, as that key's default)",
     )
 
     imports = add_command(

@@ -165,11 +165,12 @@ def cell_modules(settings: Settings, benchmark: str, config: Config) -> tuple[st
 
 
 def other_scorers_modules(settings: Settings, benchmark: str, config: Config) -> tuple[str, ...]:
-    """The modules of the benchmark's scorers other than the one labelling this config's cells: not in the
-    cell's code (editing one relabels that scorer's cells, and generates nothing again)."""
+    """The modules of the benchmark's scorers other than the one labelling this config's cells (all of them
+    on the log-likelihood path): not in the cell's code (editing one relabels that scorer's cells, and
+    generates nothing again)."""
     from safetyrepro.benchmarks import BENCHMARKS
 
-    scorer = settings.envelope.scorer(config, benchmark)
+    scorer = settings.labelling_scorer(benchmark, config)
     return tuple(sorted(module for name, module in BENCHMARKS[benchmark].scorer_modules.items() if name != scorer))
 
 
@@ -217,6 +218,6 @@ def cell_fingerprint(settings: Settings, spec: ModelSpec, benchmark: str, config
         params[key] = backend.option(key)
     if backend.server_python is not None:  # another environment (torch, transformers) computes every cell
         params["server_python"] = backend.server_python
-    if files := BENCHMARKS[benchmark].scorer_files.get(envelope.scorer(config, benchmark)):  # a fitted head
+    if files := BENCHMARKS[benchmark].scorer_files.get(settings.labelling_scorer(benchmark, config)):  # fitted head
         params["scorer_files"] = {path.name: file_sha256(path) for path in files}
     return hashlib.sha256(json.dumps(params, sort_keys=True).encode()).hexdigest()

@@ -13,7 +13,7 @@ if TYPE_CHECKING:
 
 def grid_plan(settings: Settings) -> dict[str, Any]:
     """Cells, generation runs, token budgets and backends of the run the settings describe; the cells of a
-    scorer axis off its default (`rescored_cells`) run no model: they label their twins' responses."""
+    scorer axis off its default (`rescored_cells`) run no model under test: they label their twins' responses."""
     envelope, cells = settings.envelope, settings.cells()
     run = [(m, b, c) for m, b, c in cells if envelope.generation_twin(c, b) is None]  # the cells that call a model
     budgets = Counter(envelope.decoding(c).max_new_tokens for _, _, c in run if c.scoring == "freeform")

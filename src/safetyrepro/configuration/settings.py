@@ -659,10 +659,15 @@ class Settings:
                 return spec
         raise ConfigError(f"models: no model named '{name}'")
 
+    def labelling_scorer(self, benchmark: str, config: Config) -> str | None:
+        """The scorer that labels the config's free-form answers on `benchmark`; None on the log-likelihood
+        path, where no scorer labels (its cells depend on none)."""
+        return self.envelope.scorer(config, benchmark) if config.scoring == "freeform" else None
+
     def scorer_models(self, benchmark: str, config: Config) -> dict[str, Path]:
         """The built folder of the embedded model the config's scorer reads replies with, by name (most
         scorers read with none: empty)."""
-        name = BENCHMARKS[benchmark].scorer_models.get(self.envelope.scorer(config, benchmark))
+        name = BENCHMARKS[benchmark].scorer_models.get(self.labelling_scorer(benchmark, config))
         return {name: embedded_folder(self.resources_dir, name)} if name else {}
 
     def builds_models(self) -> bool:
@@ -822,7 +827,7 @@ def _settings(raw: dict[str, Any], layers: tuple[str, ...]) -> Settings:
     _check_results_dir(settings.results_dir)
     builds = settings.builds_models()
     if builds:
-        _check_writable_folder("resources_dir", resources_dir)
+        check_writable_folder("resources_dir", resources_dir)
     _check_apart(
         {
             "results_dir": settings.results_dir,
@@ -975,10 +980,10 @@ def _check_results_dir(path: Path) -> None:
             f"results_dir: '{path}' is {'the working folder' if resolved == Path.cwd().resolve() else 'the root'}; "
             "name a folder of its own (e.g. results)"
         )
-    _check_writable_folder("results_dir", path)
+    check_writable_folder("results_dir", path)
 
 
-def _check_writable_folder(key: str, path: Path) -> None:
+def check_writable_folder(key: str, path: Path) -> None:
     """A folder the run writes into (config key `key`): a folder, or one it can create; writable by this user."""
     resolved = path.resolve()
     existing = next(p for p in (resolved, *resolved.parents) if p.exists())

@@ -412,10 +412,13 @@ def scorer_agreement(scorers: pd.DataFrame) -> Figure:
     if len(human):
         files = list(dict.fromkeys(human["labelled_model"]))
         names = list(dict.fromkeys(human["scorer_name"]))
+        fitted = human.get("fitted_on", pd.Series(index=human.index, dtype=object)).map(lambda v: isinstance(v, str))
+        held_out = set(human.loc[fitted, "scorer_name"])  # a learned scorer's rows: fitted on the other file
         width = 0.8 / len(names)
         for index, name in enumerate(names):
             values = human[human["scorer_name"] == name].set_index("labelled_model")["three_class"].reindex(files)
-            left.bar(np.arange(len(files)) + (index - (len(names) - 1) / 2) * width, values, width, label=name)
+            label = f"{name} (fitted on the other file)" if name in held_out else name
+            left.bar(np.arange(len(files)) + (index - (len(names) - 1) / 2) * width, values, width, label=label)
         left.set_xticks(np.arange(len(files)), files, fontsize=8)
         left.legend(fontsize=8, loc="lower right")
     left.set_ylabel("three-class agreement")

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from safetyrepro.benchmarks.base import UNPARSED
+from safetyrepro.benchmarks.base import UNPARSED, scorer_labels
 from safetyrepro.results.storage import record_summary
 from safetyrepro.running.hashing import item_hash, text_sha256
 from safetyrepro.running.prompts import draw_shots, render_prompt
@@ -87,7 +87,7 @@ def run_cell(
             )
         labelled_by = envelope.scorer(config, benchmark.name)
         for seed, responses in completions.items():
-            labels = benchmark.label(labelled_by, responses, items, scorer_models)
+            labels = scorer_labels(benchmark, labelled_by, responses, items, scorer_models)
             for item, prompt, response, label in zip(items, prompts, responses, labels):
                 rows.append((item, seed, prompt, response, None, label))
     return cell_result(model, data, config, rows, backend.prompt_format, batch)
@@ -119,7 +119,8 @@ def rescore_cell(
         )
     items = [by_id[item_id] for item_id in twin_rows["item_id"]]
     responses = list(twin_rows["response"])
-    labels = data.benchmark.label(envelope.scorer(config, data.benchmark.name), responses, items, scorer_models)
+    scorer = envelope.scorer(config, data.benchmark.name)
+    labels = scorer_labels(data.benchmark, scorer, responses, items, scorer_models)
     rows = [
         (item, seed, prompt, response, None, label)
         for item, seed, prompt, response, label in zip(items, twin_rows["seed"], twin_rows["prompt"], responses, labels)

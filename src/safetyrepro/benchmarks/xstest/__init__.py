@@ -178,8 +178,9 @@ class XSTest(Benchmark):
         items: Sequence[Item | None],
         models: Mapping[str, Path] | None = None,
     ) -> list[str]:
-        """Our rules (`extract`); the authors' string match or the learned classifier, which label every
-        text (no "unparsed"); the learned one reads with the embedded model in `models`."""
+        """Our rules (`extract`); the authors' string match, which labels every text (no "unparsed"); or the
+        learned classifier, which labels every text but an empty one and reads with the embedded model in
+        `models`."""
         if scorer == "strmatch":
             return [strmatch_label(response) if isinstance(response, str) else UNPARSED for response in responses]
         if scorer == LEARNED:

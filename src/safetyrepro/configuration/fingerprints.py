@@ -140,6 +140,14 @@ def _syntax_tree(module: str) -> ast.Module:
 
 
 @cache
+def _file_digest(path: Path) -> str:
+    """A scorer's file's SHA-256, read once per process (every cell that scorer labels asks for it)."""
+    from safetyrepro.running.hashing import file_sha256
+
+    return file_sha256(path)
+
+
+@cache
 def _code_of(module: str) -> str:
     """A module's code as its syntax tree without docstrings: comments, docstrings and formatting do not count."""
     return ast.dump(_syntax_tree(module))
@@ -193,7 +201,6 @@ def cell_fingerprint(settings: Settings, spec: ModelSpec, benchmark: str, config
     """Everything a cell's result depends on, hashed; a change reruns exactly the affected cells."""
     from safetyrepro.backends import registered
     from safetyrepro.benchmarks import BENCHMARKS
-    from safetyrepro.running.hashing import file_sha256
 
     envelope, backend = settings.envelope, settings.backend
     params = {
@@ -219,5 +226,5 @@ def cell_fingerprint(settings: Settings, spec: ModelSpec, benchmark: str, config
     if backend.server_python is not None:  # another environment (torch, transformers) computes every cell
         params["server_python"] = backend.server_python
     if files := BENCHMARKS[benchmark].scorer_files.get(settings.labelling_scorer(benchmark, config)):  # fitted head
-        params["scorer_files"] = {path.name: file_sha256(path) for path in files}
+        params["scorer_files"] = {path.name: _file_digest(path) for path in files}
     return hashlib.sha256(json.dumps(params, sort_keys=True).encode()).hexdigest()

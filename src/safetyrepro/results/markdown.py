@@ -214,7 +214,7 @@ def _scorer_lines(table: pd.DataFrame | None) -> list[str]:
         lines += [
             f"{row.scorer_name} on {row.labelled_model} {row.three_class:.3f} (kappa {row.kappa:.3f}"
             f"{', the file it was developed on' if row.developed_on else ''}"
-            f"{f', fitted on {row.fitted_on} alone' if isinstance(row.fitted_on, str) else ''});"
+            f"{f', fitted on {row.fitted_on} alone' if pd.notna(row.fitted_on) else ''});"
             for row in human.itertuples()
         ]
     return lines

@@ -412,7 +412,8 @@ def scorer_agreement(scorers: pd.DataFrame) -> Figure:
     if len(human):
         files = list(dict.fromkeys(human["labelled_model"]))
         names = list(dict.fromkeys(human["scorer_name"]))
-        held_out = set(human.loc[human["fitted_on"].notna(), "scorer_name"])  # a learned scorer's: the other file
+        fitted = human.get("fitted_on", pd.Series(index=human.index, dtype=object)).map(lambda v: isinstance(v, str))
+        held_out = set(human.loc[fitted, "scorer_name"])  # a learned scorer's rows: fitted on the other file
         width = 0.8 / len(names)
         for index, name in enumerate(names):
             values = human[human["scorer_name"] == name].set_index("labelled_model")["three_class"].reindex(files)

@@ -5,7 +5,7 @@ TEST_STAMP := $(VENV)/.installed-test
 VLLM_VENV := .venv-vllm
 VLLM_STAMP := $(VLLM_VENV)/.installed
 
-.PHONY: setup setup-vllm test test-fast lint docs plan run run-extended run-vllm
+.PHONY: setup setup-vllm test test-fast lint docs plan run run-extended run-vllm run-judge
 
 # One virtual environment at .venv from the pinned constraints: what running needs first, then the
 # test, case-study and browser-test packages for `make test`.
@@ -95,3 +95,8 @@ run-extended:
 # its report beside its results.
 run-vllm: $(VLLM_STAMP)
 	$(MAKE) run CONFIG=config/vllm.yaml REPORT=results/vllm/report.html
+
+# The default run with a judge scorer too (config/judge.yaml: the embedded gemma-3-270m asked about every
+# free-form answer), its report beside its results.
+run-judge:
+	$(MAKE) run CONFIG=config/judge.yaml REPORT=results/judge/report.html

@@ -824,11 +824,35 @@ def test_a_plugin_must_match_its_entry(tmp_path, monkeypatch, module, name, path
 
 def test_a_plugin_scorer_module_must_be_of_one_of_its_scorers(tmp_path, monkeypatch):
     source = MINI.format(name="mini", path="mini/a.csv").replace(
-        '    task = "t"\n', '    task = "t"\n    scorer_modules = {"judge": "mini_judge"}\n'
+        '    task = "t"\n', '    task = "t"\n    scorer_modules = {"jury": "mini_jury"}\n'
     )
     _register(tmp_path, "mini-plugin", {"mini": "mini_judged:Mini"}, {"mini_judged": source})
     monkeypatch.syspath_prepend(tmp_path)
-    with pytest.raises(PluginError, match=re.escape("its scorer_modules {'judge': 'mini_judge'} must map some of")):
+    with pytest.raises(PluginError, match=re.escape("its scorer_modules {'jury': 'mini_jury'} must map some of")):
+        discover()
+
+
+@pytest.mark.parametrize(
+    "module, code, message",
+    [
+        (
+            "mini_question",
+            "def question(item, reply, labels):\n    return reply\n",
+            "must name a module with functions",
+        ),
+        ("mini_missing", None, "its judge question module 'mini_missing' cannot be imported: No module named"),
+    ],
+)
+def test_a_plugin_judge_question_is_checked_when_it_loads(tmp_path, monkeypatch, module, code, message):
+    """A judge question module that cannot be imported, or lacks `read`, is refused at discovery, not in the
+    judge's cells after the generation ran."""
+    source = MINI.format(name="mini", path="mini/a.csv").replace(
+        '    task = "t"\n', f'    task = "t"\n    scorer_modules = {{"judge": "{module}"}}\n'
+    )
+    plugin = f"mini_judging_{module}"  # a module name per case: Python keeps an imported module
+    _register(tmp_path, "mini-plugin", {"mini": f"{plugin}:Mini"}, {plugin: source, **({module: code} if code else {})})
+    monkeypatch.syspath_prepend(tmp_path)
+    with pytest.raises(PluginError, match=re.escape(message)):
         discover()
 
 

@@ -3,6 +3,7 @@ checks), `safetyrepro parse --scorer`, and a run whose scorer cells label their 
 
 from __future__ import annotations
 
+import itertools
 import json
 import subprocess
 from pathlib import Path
@@ -265,7 +266,7 @@ def test_parse_labels_with_the_scorer_asked_for():
     )
     assert wrong.returncode != 0
     assert wrong.stderr.strip().splitlines() == [
-        "safetyrepro: error: --scorer: bbq has no scorer 'strmatch' (it has: rules)"
+        "safetyrepro: error: --scorer: bbq has no scorer 'strmatch' (it has: rules, judge)"
     ]
 
 
@@ -372,29 +373,58 @@ def test_label_agreement_pairs_the_rows_of_one_generation():
 
 @pytest.mark.slow
 @pytest.mark.e2e
-def test_a_scorer_cell_labels_its_twins_responses_without_a_model(tmp_path, data_dir, embedded_model_path):
-    """Two tiny models on XSTest (and BBQ, which the axis leaves alone): the string-match and learned cells
-    hold their twins' prompts and responses, labelled by the authors' rule and by the learned head (reading
-    with the embedded model, from the run's resources_dir), and their logs name no model server."""
+def test_a_scorer_cell_labels_its_twins_responses_without_a_model(tmp_path, data_dir, embedded_model_path, monkeypatch):
+    """Two tiny models on XSTest and BBQ: the string-match and learned cells (XSTest's only) hold their twins'
+    prompts and responses, labelled by the authors' rule and by the learned head (reading with the embedded
+    model, from the run's resources_dir), and their logs name no model server. The judge cells (both
+    benchmarks) ask the embedded model as a judge, loaded once by its server for all of them, and give the
+    labels its answers give in this process; a second run has nothing to do."""
+    from safetyrepro.benchmarks import item_set
+    from safetyrepro.running.judge import judge_labels
+    from safetyrepro.running.server import load_backends
+
     workdir = tmp_path / "run"
-    envelope = envelope_with(scorer=WITH_LEARNED)
+    judged = {"tier": "core", "scorer": "judge", "judge": "referee"}
+    envelope = envelope_with(scorer={**WITH_LEARNED, "values": {**WITH_LEARNED["values"], "judged": judged}})
     (tmp_path / "envelope.yaml").write_text(yaml.safe_dump(envelope))
     models = tiny_model_entries([tmp_path / "models" / f"tiny-{i}" for i in range(2)])
-    write_config(
+    judge_cell = "T1-greedy-0shot-freeform-scorer=judged"
+    config = write_config(
         workdir,
         data_dir,
         models,
         {"xstest": {"n_items": 6}, "bbq": {"n_items": 4}},
         envelope=str(tmp_path / "envelope.yaml"),
-        select_configs=[GENERATED, RESCORED, LEARNED_CELL, "T1-greedy-0shot-logprob"],
+        select_configs=[GENERATED, RESCORED, LEARNED_CELL, judge_cell, "T1-greedy-0shot-logprob"],
         max_new_tokens_cap=6,
         resources_dir=str(embedded_model_path.parents[1]),
+        judges=[{"name": "referee", "embedded": "gemma-3-270m", "precision": "fp32"}],
     )
     targets = ("results/rho_flip.parquet", "results/analysis/scorers.parquet")
     done = snakemake(workdir, "--cores", "2", *targets, "--resources", "gpu=1")  # between one-value options
     assert done.returncode == 0, done.stderr[-3000:]
     results = workdir / "results"
     items = pd.read_parquet(results / "items.parquet")
+    loads = pd.read_csv(results / "logs" / "model_loads.tsv", sep="\t", header=None)[1].tolist()
+    assert loads.count("referee") == 1  # one load of the judge serves its four cells
+    monkeypatch.chdir(workdir)
+    settings = load_settings(config)
+    judge = load_backends(settings, settings.model("referee"))["generate"]
+    for model, benchmark in itertools.product(("tiny-0", "tiny-1"), ("xstest", "bbq")):
+        rows = items[(items.model == model) & (items.benchmark == benchmark)]
+        twin, asked = rows[rows.config_id == GENERATED], rows[rows.config_id == judge_cell]
+        assert asked["response"].tolist() == twin["response"].tolist()
+        by_id = {item.item_id: item for item in item_set(settings, benchmark).items}
+        replies, cell_items = twin["response"].tolist(), [by_id[i] for i in twin["item_id"]]
+        expected = judge_labels(BENCHMARKS[benchmark], judge, replies, cell_items, settings.backend.batch_size)
+        assert asked["label"].tolist() == expected
+        log = (results / "logs" / "cells" / model / benchmark / f"{judge_cell}.log").read_text()
+        assert f"judge referee labels the responses of {GENERATED}" in log
+        no_text = sum(not (isinstance(reply, str) and reply.strip()) for reply in replies)
+        counts = f"judge: {len(replies)} replies; {no_text} without text (unparsed, not asked); "
+        assert counts in log and f"; {expected.count('unparsed') - no_text} replies unparsed, their answer" in log
+    again = snakemake(workdir, "--cores", "2", *targets, "--resources", "gpu=1", "--dry-run")
+    assert again.returncode == 0 and "Nothing to be done" in again.stdout + again.stderr
     for model in ("tiny-0", "tiny-1"):
         rows = items[(items.model == model) & (items.benchmark == "xstest")].set_index(["item_id", "seed"])
         twin = rows[rows.config_id == GENERATED]
@@ -412,19 +442,22 @@ def test_a_scorer_cell_labels_its_twins_responses_without_a_model(tmp_path, data
             log = (results / "logs" / "cells" / model / "xstest" / f"{config_id}.log").read_text()
             assert f"{scorer} labels the responses of {GENERATED}" in log and "server" not in log
     cells = pd.read_parquet(results / "cells.parquet")
-    assert set(cells[cells.benchmark == "bbq"].config_id) == {GENERATED, "T1-greedy-0shot-logprob"}
+    assert set(cells[cells.benchmark == "bbq"].config_id) == {GENERATED, judge_cell, "T1-greedy-0shot-logprob"}
     rho = pd.read_parquet(results / "rho_flip.parquet")
     assert set(rho.benchmark) == {"xstest", "bbq"}
-    assert rho[rho.benchmark == "xstest"]["n_configs"].iloc[0] == 4
+    assert rho[rho.benchmark == "xstest"]["n_configs"].iloc[0] == 5
     scorers = pd.read_parquet(results / "analysis" / "scorers.parquet")
     reversals = scorers[scorers.table == "reversals"]
+    # the default first, then the others in name order (the envelope file was written with sorted keys)
+    pairs = [["ours", "authors"], ["ours", "judged"], ["ours", "learned"]]
+    pairs += [["authors", "judged"], ["authors", "learned"], ["judged", "learned"]]
     assert reversals[["benchmark", "scorer_a", "scorer_b", "n_twins"]].values.tolist() == [
-        ["xstest", "ours", "authors", 1],
-        ["xstest", "ours", "learned", 1],
-        ["xstest", "authors", "learned", 1],
+        ["bbq", "ours", "judged", 1],
+        *(["xstest", *pair, 1] for pair in pairs),
     ]
     agreement = scorers[scorers.table == "agreement"]
-    assert agreement["n_rows"].tolist() == [12, 12, 12]  # 2 models x 6 items, one seed, per pair of scorers
+    assert agreement["n_rows"].tolist() == [8] + [12] * 6  # 2 models x 4 or 6 items, one seed, per pair of scorers
+    assert "judged" not in set(scorers[scorers.table == "human"]["scorer"])  # no judge served to the analysis
     human = scorers[scorers.table == "human"].set_index(["labelled_model", "scorer"])
     assert human.loc[("mistralinstruct", "ours"), "three_class"] == pytest.approx(0.860)
     assert human.loc[("mistralinstruct", "authors"), "three_class"] == pytest.approx(383 / 450)

@@ -359,6 +359,9 @@ NO_RERUN = (
     "cli/__init__.py",
     "configuration/settings.py",
     "running/server.py",
+    "running/judge.py",  # a judge's cells only: the tiny run has none
+    "benchmarks/judge_question.py",
+    "benchmarks/xstest/judge_question.py",
     "analysis/suite.py",
     "case_study/drivers.py",
 )

@@ -38,7 +38,7 @@ print("\n".join(f"safetyrepro: {line}" for line in plan_lines(SETTINGS)), file=s
 RESULTS = str(SETTINGS.results_dir)
 CELLS = [(m.name, b, c.config_id) for m, b, c in SETTINGS.cells()]
 PROBE_CELLS = [(m.name, b, c.config_id) for m, b, c in SETTINGS.probe_cells()]  # outside the headline tables
-MODELS = {m.name: m for m in SETTINGS.run_models()}
+MODELS = {m.name: m for m in SETTINGS.served_models()}  # the judges too: each has its describe_model and server
 # A config of another scorer (a declared scorer axis) labels its generation twin's responses: config id -> twin's
 RESCORED = {
     c.config_id: twin.config_id
@@ -132,6 +132,36 @@ def scorer_model_input(wildcards):
     return [str(path) for path in SETTINGS.scorer_models(wildcards.benchmark, config).values()]
 
 
+def judge_of(wildcards):
+    """The judge model (a ModelSpec) that labels a cell's responses, or None."""
+    return SETTINGS.judge_model(wildcards.benchmark, SETTINGS.config(wildcards.benchmark, wildcards.config_id))
+
+
+def judge_input(wildcards):
+    """The description of the judge model a rescored cell asks (its describe_model job builds an embedded
+    one first); nothing for the other scorers."""
+    judge = judge_of(wildcards)
+    return [f"{RESULTS}/models/{judge.name}.json"] if judge else []
+
+
+def rescore_group(wildcards):
+    """A rescored cell's group: its judge's (one load of the judge serves them on a cluster), else its model's."""
+    judge = judge_of(wildcards)
+    return f"model-{judge.name if judge else wildcards.model}"
+
+
+def rescore_uses_gpu(wildcards):
+    """1 when a rescored cell asks a judge model whose server needs the accelerator."""
+    return int(judge_of(wildcards) is not None and ON_GPU)
+
+
+def rescore_priority(wildcards):
+    """On the accelerator slot, a judge's cells run as a model's do: after the models' (the judges come last
+    in MODELS), one judge's before the next one's, so each judge loads once."""
+    judge = judge_of(wildcards)
+    return MODEL_PRIORITY[judge.name] if ON_GPU and judge else 0
+
+
 def uses_gpu(wildcards):
     """1 when the cells of this model need the accelerator."""
     return int(SETTINGS.backend.uses_gpu())
@@ -176,7 +206,7 @@ def report_outputs(wildcards):
 # The auditor's search (workflow/rules/audit.smk): its paths and the inputs of its steps.
 AUDIT = f"{RESULTS}/audit/{{benchmark}}/{{model_a}}_vs_{{model_b}}"
 # an imported model's name is plain (safetyrepro.audit.PLAIN_MODEL)
-AUDIT_MODEL = NAME.pattern if IMPORTS else "|".join(map(re.escape, MODELS))
+AUDIT_MODEL = NAME.pattern if IMPORTS else "|".join(re.escape(m.name) for m in SETTINGS.run_models())
 
 
 def audit_space(wildcards):

@@ -68,13 +68,15 @@ rule cell:
 
 
 # A cell of another scorer: its generation twin's responses labelled by its own scorer; no model under
-# test runs (XSTest's learned scorer reads with the embedded model: scorer_model_input) (docs/scorers.md).
+# test runs (XSTest's learned scorer reads with the embedded model: scorer_model_input; a judge scorer asks
+# its judge model's server: judge_input) (docs/scorers.md).
 # Only configs in RESCORED match it, and for those it comes before `cell`.
 rule rescore_cell:
     input:
         data=lambda w: data_files(w.benchmark),
         twin=lambda w: f"{RESULTS}/cells/{w.model}/{w.benchmark}/{RESCORED[w.config_id]}.parquet",
         scorer_model=scorer_model_input,
+        judge=judge_input,
     output:
         rows=f"{RESULTS}/cells/{{model}}/{{benchmark}}/{{config_id}}.parquet",
         summary=f"{RESULTS}/cells/{{model}}/{{benchmark}}/{{config_id}}.json",
@@ -89,7 +91,10 @@ rule rescore_cell:
     log:
         f"{RESULTS}/logs/cells/{{model}}/{{benchmark}}/{{config_id}}.log",
     group:
-        lambda w: f"model-{w.model}"
+        rescore_group
+    resources:
+        gpu=rescore_uses_gpu,
+    priority: rescore_priority
     shell:
         "safetyrepro -v rescore-cell --configfile \"$SAFETYREPRO_RUN_CONFIG\" --model {wildcards.model:q}"
         " --benchmark {wildcards.benchmark} --config-id {wildcards.config_id:q} --twin-items {input.twin:q}"

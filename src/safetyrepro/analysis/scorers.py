@@ -6,8 +6,8 @@ twins both scorers label, the verdicts "A beats B" (`flips.signs`, as rho_flip d
 the scorer choice alone reverses (one scorer has A above B, the other B above A) or changes (ties
 included). Table 'agreement': per benchmark and pair of scorers, the share of the run's item rows
 (model, twin, item, seed) given the same label, and Cohen's kappa. Table 'human': each XSTest
-scorer of the axis against the human labels of the authors' labelled completions
-(`safetyrepro.benchmarks.xstest.human_labels`).
+scorer of the axis but a judge model (this job serves none) against the human labels of the authors'
+labelled completions (`safetyrepro.benchmarks.xstest.human_labels`).
 """
 
 from __future__ import annotations
@@ -97,7 +97,8 @@ def scorer_table(inputs: Inputs) -> pd.DataFrame:
         "agreement": label_agreement(items, axis, twin_axes, values),
     }
     if "xstest" in inputs.settings.benchmarks:
-        scorers = {params["scorer"]: value for value, params in envelope.axes[axis].items()}  # distinct: checked
+        # a judge would have to be served to this job to read the labelled files: its rows are left out
+        scorers = {params["scorer"]: value for value, params in envelope.axes[axis].items() if "judge" not in params}
         by_scorer = {name: value for name, value in scorers.items() if name in envelope.scorers["xstest"]}
         human = human_agreement(inputs.settings.data_dir, list(by_scorer))
         human = human.rename(columns={"scorer": "scorer_name"})  # the axis's own column may be called scorer

@@ -3,13 +3,17 @@
 
 from __future__ import annotations
 
+import importlib
 import re
 from collections.abc import Mapping
 from importlib.metadata import EntryPoint
+from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING
 
 from safetyrepro.benchmarks.base import (
     AS_GIVEN,
+    JUDGE,
     RULES,
     UNPARSED,
     Benchmark,
@@ -27,6 +31,13 @@ if TYPE_CHECKING:
 
 GROUP = "safetyrepro.benchmarks"
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")  # a benchmark's name and folder: in paths and job names
+
+
+def scorer_module(name: str) -> ModuleType:
+    """A module that `Benchmark.scorer_modules` names: relative to this package, or a plugin's by its full name."""
+    own = Path(__file__).resolve().parents[1].joinpath(*name.split("."))
+    in_package = own.with_suffix(".py").is_file() or (own / "__init__.py").is_file()
+    return importlib.import_module(f"safetyrepro.{name}" if in_package else name)
 
 
 def discover() -> dict[str, Benchmark]:
@@ -57,10 +68,21 @@ def _load(point: EntryPoint) -> Benchmark:
             f"{where}: its scorers {scorers!r} must be a tuple of distinct names, '{RULES}' (extract) first"
         )
     apart = getattr(benchmark, "scorer_modules", None)
-    if not isinstance(apart, Mapping) or not set(apart) <= set(scorers[1:]):
+    if not isinstance(apart, Mapping) or not set(apart) - {JUDGE} <= set(scorers[1:]):
         raise PluginError(
             f"{where}: its scorer_modules {apart!r} must map some of its scorers other than '{RULES}' to modules"
         )
+    if JUDGE in scorers:  # the judge's question is read where a judge's cell runs: checked here, before any
+        question = apart.get(JUDGE)
+        try:
+            module = scorer_module(question) if isinstance(question, str) else None
+        except ImportError as exc:
+            raise PluginError(f"{where}: its judge question module {question!r} cannot be imported: {exc}") from exc
+        if module is None or not all(callable(getattr(module, name, None)) for name in ("question", "read")):
+            raise PluginError(
+                f"{where}: it has the scorer '{JUDGE}': its scorer_modules['{JUDGE}'] must name a module with "
+                "functions question and read (docs/extending.md)"
+            )
     if benchmark.name != point.name:
         raise PluginError(f"{where} is named '{benchmark.name}'; the entry point's name must be the benchmark's")
     outside = [entry.path for entry in benchmark.data_files if not entry.path.startswith(f"{benchmark.folder}/")]
@@ -93,6 +115,7 @@ __all__ = [
     "AS_GIVEN",
     "BENCHMARKS",
     "GROUP",
+    "JUDGE",
     "UNPARSED",
     "Benchmark",
     "DataError",

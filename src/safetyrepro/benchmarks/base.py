@@ -20,6 +20,7 @@ import pandas as pd
 
 UNPARSED = "unparsed"
 RULES = "rules"  # every benchmark's own free-form scorer: its `extract`
+JUDGE = "judge"  # a judge model asked a fixed question about each reply (safetyrepro.running.judge)
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 # Only a bounded window of a response is searched: keeps hostile megabyte outputs cheap.
 SCAN_CHARS = 4000
@@ -138,6 +139,9 @@ class Benchmark(ABC):
     `scorer_models` names the embedded model (a key of settings.EMBEDDED_MODELS) a scorer reads replies
     with, and `scorer_files` the files it reads besides its code (a fitted head): the run builds the
     model before that scorer's cells, and the files' SHA-256 are part of those cells' fingerprints.
+    The scorer "judge" asks a judge model the question of the module `scorer_modules["judge"]` names (its
+    `question(item, reply, labels)` and `read(answer, item, labels)`; `labels` serve when `item` is None): by default the option question of
+    `safetyrepro.benchmarks.judge_question`; a benchmark without a judge leaves "judge" out of `scorers`.
     """
 
     name: str
@@ -149,8 +153,8 @@ class Benchmark(ABC):
     metric_names: tuple[str, ...] = ()
     metric_prefixes: tuple[str, ...] = ()
     labels_are_decisions: bool = False
-    scorers: tuple[str, ...] = (RULES,)
-    scorer_modules: Mapping[str, str] = {}
+    scorers: tuple[str, ...] = (RULES, JUDGE)
+    scorer_modules: Mapping[str, str] = {JUDGE: "benchmarks.judge_question"}
     scorer_models: Mapping[str, str] = {}
     scorer_files: Mapping[str, tuple[Path, ...]] = {}
 
@@ -205,7 +209,7 @@ class Benchmark(ABC):
         """Labels of free-form responses by one of `scorers`.
 
         Args:
-            scorer: one of `scorers`; "rules" is `extract`.
+            scorer: one of `scorers`; "rules" is `extract` ("judge" asks a judge model: safetyrepro.running.judge).
             responses: the models' texts.
             items: the item each response answers (None where unknown, as for `extract`).
             models: the built folder of each embedded model named in `scorer_models` (for a scorer that reads with one).
@@ -213,6 +217,10 @@ class Benchmark(ABC):
         Returns:
             One label (one of the item's labels, or "unparsed") per response.
         """
+        if scorer == JUDGE:
+            raise ValueError(
+                f"{self.name}: the scorer '{JUDGE}' asks a judge model (safetyrepro.running.judge), not label"
+            )
         if scorer != RULES:
             raise ValueError(f"{self.name} has no scorer {scorer!r} (it has: {', '.join(self.scorers)})")
         return [self.extract(response, item) for response, item in zip(responses, items)]

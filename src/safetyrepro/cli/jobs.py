@@ -19,11 +19,15 @@ import socket
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
 from safetyrepro.benchmarks import BENCHMARKS, DataError
 from safetyrepro.cli.command import ERROR_PREFIX, add_command
 from safetyrepro.configuration.settings import ConfigError, load_settings
+
+if TYPE_CHECKING:
+    from safetyrepro.backends import Backend
+    from safetyrepro.configuration.settings import ModelSpec, Settings
 
 log = logging.getLogger("safetyrepro")
 DISK_FULL = "disk full: "  # how a job's or the run's line on a full disk begins
@@ -117,16 +121,12 @@ def cmd_run_cell(args: argparse.Namespace) -> int:
     """Run one grid cell and write its item rows (Parquet) and summary (JSON)."""
     from safetyrepro.benchmarks import item_set
     from safetyrepro.running.cell import run_cell
-    from safetyrepro.running.server import connect, load_backends
 
     settings = load_settings(args.configfile)
     spec = settings.model(args.model)
     config = settings.config(args.benchmark, args.config_id)
     data = item_set(settings, args.benchmark, settings.envelope.presentation(config, args.benchmark))
-    if settings.backend.server:
-        backends = connect(settings, spec, Path(args.configfile), settings.backend.server_idle_seconds)
-    else:
-        backends = load_backends(settings, spec)
+    backends = serving_backends(settings, spec, Path(args.configfile))
     log.info(
         "cell %s / %s / %s: %d items, %s prompts",
         spec.name,
@@ -142,6 +142,16 @@ def cmd_run_cell(args: argparse.Namespace) -> int:
         run_cell, spec.name, generate, loglikelihood, data, settings.envelope, config, batch, scorer_models
     )
     return write_cell(args, f"{spec.name}/{args.benchmark}/{config.config_id}", compute)
+
+
+def serving_backends(settings: Settings, spec: ModelSpec, configfile: Path) -> dict[str, Backend]:
+    """The backends per operation that serve a model (or a judge) to a cell: its model server's (started
+    when none runs), or loaded in this process when the run uses no servers."""
+    from safetyrepro.running.server import connect, load_backends
+
+    if settings.backend.server:
+        return connect(settings, spec, configfile, settings.backend.server_idle_seconds)
+    return load_backends(settings, spec)
 
 
 def write_cell(args: argparse.Namespace, cell: str, compute: Callable[[], tuple]) -> int:
@@ -177,22 +187,22 @@ def cmd_rescore_cell(args: argparse.Namespace) -> int:
     if twin is None:
         raise ConfigError(f"config {config.config_id} runs its own {args.benchmark} cell: it has no generation twin")
     data = item_set(settings, args.benchmark, envelope.presentation(config, args.benchmark))
-    scorer = envelope.scorer(config, args.benchmark)
+    scorer, judge = envelope.scorer(config, args.benchmark), settings.judge_model(args.benchmark, config)
     log.info(
         "cell %s / %s / %s: %s labels the responses of %s",
         spec.name,
         args.benchmark,
         config.config_id,
-        scorer,
+        f"{scorer} {judge.name}" if judge else scorer,
         twin.config_id,
     )
     batch = settings.batch_condition(config)
 
     def compute() -> tuple:  # the twin's rows are read here: an unreadable twin is this cell's failure
         twin_rows = pd.read_parquet(args.twin_items)
-        return rescore_cell(
-            spec.name, twin_rows, data, envelope, config, batch, settings.scorer_models(args.benchmark, config)
-        )
+        judge_backend = serving_backends(settings, judge, Path(args.configfile))["generate"] if judge else None
+        scorer_models = settings.scorer_models(args.benchmark, config)
+        return rescore_cell(spec.name, twin_rows, data, envelope, config, batch, scorer_models, judge_backend)
 
     return write_cell(args, f"{spec.name}/{args.benchmark}/{config.config_id}", compute)
 

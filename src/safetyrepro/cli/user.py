@@ -6,12 +6,20 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from safetyrepro.benchmarks import BENCHMARKS, RULES, DataError
+from safetyrepro.benchmarks import BENCHMARKS, JUDGE, RULES, DataError
 from safetyrepro.cli.command import add_command
 from safetyrepro.cli.jobs import job
 from safetyrepro.configuration.settings import DEFAULT_CONFIGFILE, ConfigError, load_settings, schema
+
+JUDGED_LINES = 64  # stdin lines a judge is asked about at once (its batch; identical questions asked once)
+
+if TYPE_CHECKING:
+    from safetyrepro.backends import Backend
+    from safetyrepro.configuration.settings import Settings
 
 CONFIG_HELP = f"a complete config, or an overlay naming its base with `extends:` (default {DEFAULT_CONFIGFILE})"
 
@@ -116,7 +124,23 @@ def cmd_parse(args: argparse.Namespace) -> int:
             models = {name: build_embedded_model(folder)}
         except OSError as exc:
             raise ConfigError(f"--resources-dir: cannot build the embedded {name} in {folder}: {exc}") from None
-    lines = (line for chunk in sys.stdin for line in JSON_LINE_END.split(chunk.rstrip("\r\n")))
+    if args.scorer == JUDGE:  # a judge model, served as in a run (its model server; labelled in chunks)
+        from safetyrepro.running.judge import judge_labels
+
+        settings, judge_backend = _parse_judge(args)
+
+        def labels(replies: list) -> list[str]:
+            return judge_labels(benchmark, judge_backend, replies, [None] * len(replies), settings.backend.batch_size)
+    else:
+        if args.configfile is not None or args.judge is not None:
+            raise ConfigError(f"--{'judge' if args.judge is not None else 'configfile'}: only for --scorer judge")
+
+        def labels(replies: list) -> list[str]:
+            return scorer_labels(benchmark, args.scorer, replies, [None] * len(replies), models)
+
+    chunk = JUDGED_LINES if args.scorer == JUDGE else 1  # a judge answers a batch at once; others line by line
+    records: list[dict] = []
+    lines = (line for piece in sys.stdin for line in JSON_LINE_END.split(piece.rstrip("\r\n")))
     for number, line in enumerate(lines, start=1):
         line = line.removeprefix("\ufeff") if number == 1 else line  # a UTF-8 byte-order mark is no error
         if not line.strip():
@@ -124,14 +148,52 @@ def cmd_parse(args: argparse.Namespace) -> int:
         record = load_json(line, f"stdin line {number}", "not JSON")
         if not isinstance(record, dict) or "response" not in record:
             raise DataError(f"stdin line {number}: expected a JSON object with a 'response' field")
-        record["label"] = scorer_labels(benchmark, args.scorer, [record["response"]], [None], models)[0]
+        records.append(record)
+        if len(records) == chunk:
+            _write_labelled(records, labels)
+            records = []
+    _write_labelled(records, labels)
+    return 0
+
+
+def _write_labelled(records: list[dict], labels: Callable[[list], list[str]]) -> None:
+    """Write the records to stdout as JSON lines, each with its `label`."""
+    for record, label in zip(records, labels([record["response"] for record in records]) if records else ()):
+        record["label"] = label
         try:
             text = json.dumps(record, ensure_ascii=False)
             text.encode("utf-8")
         except UnicodeEncodeError:  # a lone surrogate (valid JSON, not UTF-8): escape it
             text = json.dumps(record)
         sys.stdout.write(text + "\n")
-    return 0
+
+
+def _parse_judge(args: argparse.Namespace) -> tuple[Settings, Backend]:
+    """The settings of --configfile and the backend serving its judge (--judge, or its only one): the judge's
+    model server, as a run's cells ask it (started when none runs; under backend.server_python if set)."""
+    from safetyrepro.cli.jobs import serving_backends
+    from safetyrepro.running.embedded_model import build_embedded_model
+
+    if args.configfile is None:
+        raise ConfigError("--configfile: the scorer judge asks one of a config's judges; give that config")
+    settings = load_settings(args.configfile)
+    names = [spec.name for spec in settings.judges]
+    if not names:
+        raise ConfigError(f"--configfile: {args.configfile} has no judges (its `judges` section; docs/scorers.md)")
+    name = args.judge if args.judge is not None else (names[0] if len(names) == 1 else None)
+    if name not in names:
+        raise ConfigError(
+            f"--judge: {'name' if name is None else f'no judge named {name!r}; name'} one of {', '.join(names)}"
+        )
+    spec = settings.model(name)
+    if spec.embedded:  # built into the config's resources_dir first, as a run would
+        try:
+            build_embedded_model(Path(spec.path))
+        except OSError as exc:
+            raise ConfigError(
+                f"resources_dir: cannot build the embedded {spec.embedded} in {spec.path}: {exc}"
+            ) from None
+    return settings, serving_backends(settings, spec, Path(args.configfile))["generate"]
 
 
 @job("out_dir")
@@ -298,6 +360,8 @@ def add_commands(commands) -> None:
         help="the folder holding, or to hold, the embedded model a scorer reads with (XSTest's learned scorer): "
         "a run's resources_dir (default: resources, as that key's default)",
     )
+    parse.add_argument("--configfile", help="with --scorer judge: the config whose `judges` the judge is one of")
+    parse.add_argument("--judge", help="with --scorer judge: the judge's name (default: the config's only judge)")
 
     imports = add_command(
         commands,

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from safetyrepro.benchmarks import BENCHMARKS, RULES, Presentation
+from safetyrepro.benchmarks import BENCHMARKS, JUDGE, RULES, Presentation
 
 AXES = ("template", "decoding", "shots", "scoring")  # every envelope has these; more are declared by mechanism
 # How a declared axis's value acts (docs/envelope.md, Declared axes): a template variable fills {<axis>}
@@ -49,6 +49,23 @@ def excerpt(value: Any, limit: int = 80) -> str:
 
 class EnvelopeError(ValueError):
     """The envelope section of a config is inconsistent."""
+
+
+def _check_judge(axis: str, value: str, params: Mapping[str, Any], default: str) -> None:
+    """A value of a scorer axis names a judge model exactly when its scorer is the judge, and the default's
+    is none (the default's cells generate the replies that the others label)."""
+    where = f"envelope.axes.{axis}.values.{value}"
+    if params["scorer"] == JUDGE and "judge" not in params:
+        raise EnvelopeError(
+            f"{where}.judge: name the judge model that scorer '{JUDGE}' asks (one of the config's judges)"
+        )
+    if params["scorer"] != JUDGE and "judge" in params:
+        raise EnvelopeError(f"{where}.judge: only a value whose scorer is '{JUDGE}' names a judge model")
+    if params["scorer"] == JUDGE and value == default:
+        raise EnvelopeError(
+            f"envelope.axes.{axis}.default: '{value}' is a judge; the default's cells generate the replies the "
+            "other values label, so make a value that parses them (e.g. rules) the default"
+        )
 
 
 @dataclass(frozen=True)
@@ -159,6 +176,7 @@ class Envelope:
                         f"envelope.axes.{axis}.values.{value}.scorer: no benchmark has a scorer "
                         f"{excerpt(params['scorer'])} (scorers by benchmark: {listed})"
                     )
+                _check_judge(axis, value, params, defaults[axis])
         for name, params in axes["template"].items():
             for key in ("text", "logprob_text"):
                 if key in params:
@@ -198,9 +216,9 @@ class Envelope:
             return self.shot_count(config) > 0
         if mechanism in ("option_order", "answer_formulation"):
             return config.scoring in self.acts_on.get(benchmark, {}).get(mechanism, ())
-        if mechanism == "scorer":  # where its scorer labels otherwise than the default's would
-            default = self._labelled_by(self.defaults[axis], axis, benchmark)
-            return config.scoring == "freeform" and self._labelled_by(config[axis], axis, benchmark) != default
+        if mechanism == "scorer":  # where its scorer (or judge) labels otherwise than the default's would
+            default = self._labeller(self.defaults[axis], axis, benchmark)
+            return config.scoring == "freeform" and self._labeller(config[axis], axis, benchmark) != default
         return True
 
     def is_valid(self, config: Config, benchmark: str) -> bool:
@@ -287,16 +305,23 @@ class Envelope:
                 return {k: v for k, v in self.axes[axis][config[axis]].items() if k != "tier"}
         return {}
 
-    def _labelled_by(self, value: str, axis: str, benchmark: str) -> str:
-        """The scorer that a value of the scorer axis gives on `benchmark`: its own where the benchmark has it,
-        else the benchmark's (`rules`)."""
-        scorer = self.axes[axis][value]["scorer"]
-        return scorer if scorer in self.scorers.get(benchmark, ()) else RULES
+    def _labeller(self, value: str, axis: str, benchmark: str) -> tuple[str, str | None]:
+        """The scorer that a value of the scorer axis gives on `benchmark` (its own where the benchmark has it,
+        else the benchmark's: `rules`), with the name of the judge model it asks where that scorer is a judge."""
+        params = self.axes[axis][value]
+        scorer = params["scorer"] if params["scorer"] in self.scorers.get(benchmark, ()) else RULES
+        return scorer, params.get("judge") if scorer == JUDGE else None
 
     def scorer(self, config: Config, benchmark: str) -> str:
         """The scorer that labels the config's free-form responses on `benchmark`."""
         axis = next(iter(self.declared("scorer")), None)
-        return RULES if axis is None else self._labelled_by(config[axis], axis, benchmark)
+        return RULES if axis is None else self._labeller(config[axis], axis, benchmark)[0]
+
+    def judge_name(self, config: Config, benchmark: str) -> str | None:
+        """The name of the judge model that labels the config's free-form responses on `benchmark`, or None
+        (another scorer labels them)."""
+        axis = next(iter(self.declared("scorer")), None)
+        return None if axis is None else self._labeller(config[axis], axis, benchmark)[1]
 
     def generation_twin(self, config: Config, benchmark: str) -> Config | None:
         """The config whose responses this one's cell labels with another scorer (the same config at the
@@ -350,6 +375,7 @@ class Envelope:
                 stop,
                 seeds,
                 self.scorer(config, benchmark),
+                self.judge_name(config, benchmark),
             )
         batch_size = self.setting("backend_option", config).get("batch_size")
         shots = (n, drawn, None if drawn == "pool_order" else draw["seed"])

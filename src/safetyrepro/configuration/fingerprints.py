@@ -28,6 +28,8 @@ PACKAGE = "safetyrepro"
 SOURCE_ROOT = Path(__file__).resolve().parents[1]
 DOCUMENTED = (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)  # what ast.get_docstring reads
 
+JUDGE_CODE = "running.judge"  # asks a judge model: code of the cells a judge labels only
+
 # The modules whose code decides each job's outputs (cells and analyses add theirs: see below).
 JOB_CODE: dict[str, tuple[str, ...]] = {
     "build_embedded_model": ("running.embedded_model",),
@@ -165,21 +167,25 @@ def code_digest(*modules: str, leave_out: tuple[str, ...] = ()) -> str:
 def cell_modules(settings: Settings, benchmark: str, config: Config) -> tuple[str, ...]:
     """A cell's code: its benchmark, the backend serving its scoring path, prompt rendering and the cell runner."""
     from safetyrepro.backends import registered
-    from safetyrepro.benchmarks import BENCHMARKS
+    from safetyrepro.benchmarks import BENCHMARKS, JUDGE
 
     backend = registered()[settings.backend.serving(config.scoring)].__module__
     module = type(BENCHMARKS[benchmark]).__module__
-    return (*JOB_CODE["cell"], module.removeprefix(f"{PACKAGE}."), backend.removeprefix(f"{PACKAGE}."))
+    judged = (
+        (JUDGE_CODE, BENCHMARKS[benchmark].scorer_modules[JUDGE]) if settings.judge_model(benchmark, config) else ()
+    )
+    return (*JOB_CODE["cell"], module.removeprefix(f"{PACKAGE}."), backend.removeprefix(f"{PACKAGE}."), *judged)
 
 
 def other_scorers_modules(settings: Settings, benchmark: str, config: Config) -> tuple[str, ...]:
     """The modules of the benchmark's scorers other than the one labelling this config's cells (all of them
     on the log-likelihood path): not in the cell's code (editing one relabels that scorer's cells, and
     generates nothing again)."""
-    from safetyrepro.benchmarks import BENCHMARKS
+    from safetyrepro.benchmarks import BENCHMARKS, JUDGE
 
     scorer = settings.labelling_scorer(benchmark, config)
-    return tuple(sorted(module for name, module in BENCHMARKS[benchmark].scorer_modules.items() if name != scorer))
+    others = {module for name, module in BENCHMARKS[benchmark].scorer_modules.items() if name != scorer}
+    return tuple(sorted(others if scorer == JUDGE else others | {JUDGE_CODE}))
 
 
 def backend_modules(settings: Settings) -> tuple[str, ...]:
@@ -227,4 +233,6 @@ def cell_fingerprint(settings: Settings, spec: ModelSpec, benchmark: str, config
         params["server_python"] = backend.server_python
     if files := BENCHMARKS[benchmark].scorer_files.get(settings.labelling_scorer(benchmark, config)):  # fitted head
         params["scorer_files"] = {path.name: _file_digest(path) for path in files}
+    if judge := settings.judge_model(benchmark, config):  # the judge model, as a model under test is named
+        params["judge"] = vars(judge)
     return hashlib.sha256(json.dumps(params, sort_keys=True).encode()).hexdigest()

@@ -26,6 +26,7 @@ def grid_plan(settings: Settings) -> dict[str, Any]:
         "cells": len(cells),
         "core_cells": sum(c.tier == "core" for _, _, c in cells),
         "rescored_cells": len(cells) - len(run),
+        "judges": dict(Counter(judge.name for _, b, c in cells if (judge := settings.judge_model(b, c)))),
         "generation_runs": sum(len(envelope.seeds_for(c)) for _, _, c in run),
         "max_new_tokens": {int(tokens): count for tokens, count in sorted(budgets.items())},
         "max_new_tokens_cap": envelope.token_cap,
@@ -69,6 +70,11 @@ def plan_lines(settings: Settings) -> list[str]:
         f"({plan['core_cells']} core), {plan['generation_runs']} generation runs"
         + (f"; {n} cells relabel their twin's responses (scorer axis)" if (n := plan["rescored_cells"]) else ""),
         "configs per benchmark: " + ", ".join(f"{b} {n}" for b, n in plan["configs_per_benchmark"].items()),
+        *(
+            ["judges (a model server each, loaded once): " + ", ".join(f"{j} for {n} cells" for j, n in judges.items())]
+            if (judges := plan["judges"])
+            else []
+        ),
         f"max new tokens (free-form cells): {budgets}"
         + (f" (capped at {cap} by max_new_tokens_cap)" if cap is not None else " (no cap)"),
         f"backend: generate {backend['generate']}, loglikelihood {backend['loglikelihood']}, "

@@ -46,9 +46,11 @@ def preflight(settings: Settings) -> None:
     """Raise ConfigError naming the first thing this machine lacks for the run."""
     _check_backends(settings)
     _check_device(settings.backend.device)
-    for index, spec in enumerate(settings.models):
-        if not spec.embedded and not os.path.isdir(spec.path):
-            _check_hub_model(f"models[{index}] ({spec.name}).path", spec)
+    served = settings.served_models()  # the judges the run asks, not one select_configs leaves out
+    for key, specs in (("models", settings.models), ("judges", settings.judges)):
+        for index, spec in enumerate(specs):
+            if spec in served and not spec.embedded and not os.path.isdir(spec.path):
+                _check_hub_model(f"{key}[{index}] ({spec.name}).path", spec)
     _check_context(settings)
 
 

@@ -589,6 +589,7 @@ class Settings:
     case_study: CaseStudySettings | None = None
     precision_probe: PrecisionProbe | None = None
     imports: tuple[ImportSource, ...] = ()
+    judges: tuple[ModelSpec, ...] = ()
 
     @property
     def audit(self) -> AuditSettings:
@@ -624,16 +625,17 @@ class Settings:
         return [(m, b, c) for m in self.models for b in self.benchmarks for c in self.configs(b)]
 
     def longest_generation(self) -> int:
-        """The most new tokens any free-form config of the run asks for (vLLM sizes its context by it)."""
-        return max(
-            (
-                self.envelope.decoding(c).max_new_tokens
-                for b in self.benchmarks
-                for c in self.configs(b)
-                if c.scoring == "freeform"
-            ),
-            default=1,
-        )
+        """The most new tokens any free-form config of the run, or a judge's answer, asks for (vLLM sizes its
+        context by it)."""
+        from safetyrepro.running.judge import ANSWER
+
+        asked = [
+            self.envelope.decoding(c).max_new_tokens
+            for b in self.benchmarks
+            for c in self.configs(b)
+            if c.scoring == "freeform"
+        ]
+        return max([*asked, ANSWER.max_new_tokens] if self.used_judges() else asked, default=1)
 
     def probe_cells(self) -> list[tuple[ModelSpec, str, Config]]:
         """The precision probe's own cells: its new twins on the probe configs of each benchmark."""
@@ -652,12 +654,28 @@ class Settings:
         """Every model the run loads: the grid's, then the precision probe's own."""
         return [*self.models, *(self.precision_probe.new_models if self.precision_probe else ())]
 
+    def used_judges(self) -> list[ModelSpec]:
+        """The judges that label some cell of the run (`select_configs` may leave a judge's configs out)."""
+        used = {
+            self.envelope.judge_name(c, b) for b in self.benchmarks for c in self.configs(b) if c.scoring == "freeform"
+        }
+        return [spec for spec in self.judges if spec.name in used]
+
+    def served_models(self) -> list[ModelSpec]:
+        """Every model a model server may load in this run: the run's, then the judges it asks."""
+        return [*self.run_models(), *self.used_judges()]
+
     def model(self, name: str) -> ModelSpec:
-        """The model spec called `name` (a grid model, or one of the precision probe's own)."""
-        for spec in self.run_models():
+        """The model spec called `name` (a grid model, one of the precision probe's own, or a judge)."""
+        for spec in [*self.run_models(), *self.judges]:
             if spec.name == name:
                 return spec
         raise ConfigError(f"models: no model named '{name}'")
+
+    def judge_model(self, benchmark: str, config: Config) -> ModelSpec | None:
+        """The judge model that labels the config's free-form answers on `benchmark`, or None."""
+        name = self.envelope.judge_name(config, benchmark) if config.scoring == "freeform" else None
+        return None if name is None else self.model(name)
 
     def labelling_scorer(self, benchmark: str, config: Config) -> str | None:
         """The scorer that labels the config's free-form answers on `benchmark`; None on the log-likelihood
@@ -672,7 +690,7 @@ class Settings:
 
     def builds_models(self) -> bool:
         """Whether the run builds an embedded model into resources_dir: a model's, or a scorer's."""
-        return any(spec.embedded for spec in self.run_models()) or any(
+        return any(spec.embedded for spec in self.served_models()) or any(
             self.scorer_models(benchmark, config) for benchmark in self.benchmarks for config in self.configs(benchmark)
         )
 
@@ -738,7 +756,8 @@ def load_run_settings(configfiles: Sequence[str | os.PathLike], overrides: Mappi
 def _settings(raw: dict[str, Any], layers: tuple[str, ...]) -> Settings:
     """Check a merged config, fill in the defaults and build the typed settings."""
     raw = copy.deepcopy(raw)
-    for entry in raw.get("models") or []:
+    entries = [entry for key in ("models", "judges") if isinstance(raw.get(key), list) for entry in raw[key]]
+    for entry in entries:
         if isinstance(entry, dict) and isinstance(entry.get("chat_template"), bool):  # YAML 1.1: on/off are booleans
             entry["chat_template"] = "on" if entry["chat_template"] else "off"
     if "imports" in raw:
@@ -775,6 +794,8 @@ def _settings(raw: dict[str, Any], layers: tuple[str, ...]) -> Settings:
 
     resources_dir = Path(raw["resources_dir"])
     models = _models(raw["models"], resources_dir)
+    judges = _models(raw["judges"], resources_dir, "judges")
+    _check_judges(envelope, models, judges)
     data_dir = Path(raw["data_dir"])
     _check_data_dir(data_dir, raw["benchmarks"])
 
@@ -800,7 +821,7 @@ def _settings(raw: dict[str, Any], layers: tuple[str, ...]) -> Settings:
     backend = BackendSettings.from_section(raw["backend"])
     _check_server_python(backend)
     for kind in dict.fromkeys(backend.kinds().values()):
-        problem = registered()[kind].check(backend, models)
+        problem = registered()[kind].check(backend, [*models, *judges])
         if problem:
             raise ConfigError(problem)
     analysis = _analysis(raw["analysis"], list(raw["benchmarks"]))
@@ -819,6 +840,7 @@ def _settings(raw: dict[str, Any], layers: tuple[str, ...]) -> Settings:
         analysis=analysis,
         select_configs=tuple(select) if select is not None else None,
         partial_results=raw["partial_results"],
+        judges=tuple(judges),
     )
     settings.case_study = _case_study(raw.get("case_study"), settings)
     settings.precision_probe = _precision_probe(raw.get("precision_probe"), settings)
@@ -855,6 +877,7 @@ def _analysis(section: dict[str, Any], run_benchmarks: Sequence[str]) -> Analysi
 # Sections of a config that runs models; a config that imports results has none of them.
 RUN_SECTIONS = (
     "models",
+    "judges",
     "benchmarks",
     "envelope",
     "select_configs",
@@ -1034,10 +1057,11 @@ def _check_every_benchmark_has_configs(
             )
 
 
-def _models(entries: list[dict[str, Any]], resources_dir: Path) -> list[ModelSpec]:
+def _models(entries: list[dict[str, Any]], resources_dir: Path, key: str = "models") -> list[ModelSpec]:
+    """The specs of the `models` (or `judges`) section's entries."""
     models, seen = [], set()
     for index, entry in enumerate(entries):
-        where = f"models[{index}] ({entry['name']})"
+        where = f"{key}[{index}] ({entry['name']})"
         if entry["name"] in seen:
             raise ConfigError(f"{where}.name: duplicate model name '{entry['name']}'")
         seen.add(entry["name"])
@@ -1064,6 +1088,32 @@ def _models(entries: list[dict[str, Any]], resources_dir: Path) -> list[ModelSpe
     return models
 
 
+def _check_judges(envelope: Envelope, models: list[ModelSpec], judges: list[ModelSpec]) -> None:
+    """A judge's name is no grid model's (both name a model server and its files), and every judge a
+    scorer axis names is one of the config's judges."""
+    names = {spec.name for spec in models}
+    for index, spec in enumerate(judges):
+        if spec.name in names:
+            raise ConfigError(
+                f"judges[{index}] ({spec.name}).name: a model of the grid has that name; give the judge another"
+            )
+    known = [spec.name for spec in judges]
+    named = {params.get("judge") for axis in envelope.declared("scorer") for params in envelope.axes[axis].values()}
+    for axis in envelope.declared("scorer"):
+        for value, params in envelope.axes[axis].items():
+            if "judge" in params and params["judge"] not in known:
+                raise ConfigError(
+                    f"envelope.axes.{axis}.values.{value}.judge: no judge named {excerpt(params['judge'])} "
+                    f"(the config's judges: {', '.join(known) or 'none; add a `judges` section'})"
+                )
+    for index, spec in enumerate(judges):
+        if spec.name not in named:
+            raise ConfigError(
+                f"judges[{index}] ({spec.name}): no value of a scorer axis names it (a value "
+                f"{{scorer: judge, judge: {spec.name}}} does: docs/scorers.md)"
+            )
+
+
 def _check_data_dir(data_dir: Path, benchmarks: Mapping[str, Any]) -> None:
     fetch_hint = f"`safetyrepro fetch-data --data-dir {data_dir}` downloads the pinned files"
     if data_dir.exists() and not data_dir.is_dir():
@@ -1085,10 +1135,9 @@ def _case_study(section: Mapping[str, Any] | None, settings: Settings) -> CaseSt
     """The case study's settings, checked against the grid; None when absent or not enabled."""
     if not section or not section["enabled"]:
         return None
-    try:
-        spec = settings.model(section["model"])
-    except ConfigError:
-        raise ConfigError(f"case_study.model: no model named '{section['model']}' under `models`") from None
+    spec = next((m for m in settings.run_models() if m.name == section["model"]), None)
+    if spec is None:
+        raise ConfigError(f"case_study.model: no model named '{section['model']}' under `models`")
     if spec.precision == "nf4":
         raise ConfigError("case_study.model: lm-eval and Inspect AI load fp32 or bf16 here, not nf4")
     for benchmark in section["benchmarks"]:

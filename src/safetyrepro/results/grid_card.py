@@ -228,7 +228,7 @@ def _imported_lines(card: Mapping[str, Any]) -> list[str]:
 
 
 def _run_models(card: Mapping[str, Any]) -> list[str]:
-    """The run's models (path, precision, revision, file hashes) and data files (hash, pin)."""
+    """The run's models and judges (path, precision, revision, file hashes) and data files (hash, pin)."""
     lines = [
         "",
         "## Models",
@@ -236,14 +236,15 @@ def _run_models(card: Mapping[str, Any]) -> list[str]:
         "| model | path | precision | revision | prompt format | files (SHA-256) |",
         "|---|---|---|---|---|---|",
     ]
+    judges = card["run"].get("judges", ())
     for name, model in card["models"].items():
         files = (
             "<br>".join(f"{f}: `{h[:16]}…`" for f, h in model.get("files", {}).items())
             or f"hub snapshot {model.get('cached_snapshot')}"
         )
         lines.append(
-            f"| {name} | {_cell(model['path'])} | {model['precision']} | {model.get('revision') or '-'} | "
-            f"{model.get('prompt_format')} | {files} |"
+            f"| {name}{' (judge)' if name in judges else ''} | {_cell(model['path'])} | {model['precision']} | {model.get('revision') or '-'} | "
+            f"{model.get('prompt_format') or '-'} | {files} |"
         )
     lines += ["", "## Data files", "", "| file | SHA-256 | matches pin |", "|---|---|---|"]
     lines += [

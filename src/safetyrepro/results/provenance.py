@@ -173,6 +173,7 @@ def recorded_settings(settings: Settings) -> dict[str, Any]:
             "fewshot_pool": settings.fewshot_pool,
             "backend": vars(settings.backend),
             "generation_config": GENERATION_CONFIG,
+            "judges": [spec.name for spec in settings.judges],  # among the models: what each points at
         },
         "seeds": seeds(settings),
         "analysis": dict(settings.analysis.section),

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from safetyrepro.benchmarks.base import UNPARSED, scorer_labels
+from safetyrepro.benchmarks.base import JUDGE, UNPARSED, scorer_labels
 from safetyrepro.results.storage import record_summary
 from safetyrepro.running.hashing import item_hash, text_sha256
 from safetyrepro.running.prompts import draw_shots, render_prompt
@@ -101,10 +101,12 @@ def rescore_cell(
     config: Config,
     batch: BatchCondition,
     scorer_models: Mapping[str, Path] | None = None,
+    judge_backend: Backend | None = None,
 ) -> tuple[pd.DataFrame, dict]:
     """A cell of another scorer (a declared scorer axis): its generation twin's prompts and responses
     (`twin_rows`, that cell's item rows), labelled by this config's scorer (reading with the embedded
-    models in `scorer_models`, where it needs one); the model under test is not called."""
+    models in `scorer_models`, where it needs one; asking the judge model served by `judge_backend`, where the
+    scorer is a judge); the model under test is not called."""
     twin = envelope.generation_twin(config, data.benchmark.name)
     by_id = {item.item_id: item for item in data.items}
     whose = {(m, b, c) for m, b, c in zip(twin_rows["model"], twin_rows["benchmark"], twin_rows["config_id"])}
@@ -120,7 +122,14 @@ def rescore_cell(
     items = [by_id[item_id] for item_id in twin_rows["item_id"]]
     responses = list(twin_rows["response"])
     scorer = envelope.scorer(config, data.benchmark.name)
-    labels = scorer_labels(data.benchmark, scorer, responses, items, scorer_models)
+    if scorer == JUDGE:
+        from safetyrepro.running.judge import judge_labels
+
+        if judge_backend is None:
+            raise ValueError("this cell's scorer is a judge model: give the backend that serves it")
+        labels = judge_labels(data.benchmark, judge_backend, responses, items, batch.batch_size)
+    else:
+        labels = scorer_labels(data.benchmark, scorer, responses, items, scorer_models)
     rows = [
         (item, seed, prompt, response, None, label)
         for item, seed, prompt, response, label in zip(items, twin_rows["seed"], twin_rows["prompt"], responses, labels)

@@ -41,9 +41,12 @@ class ModelServerDied(ConnectionError):
 def load_backends(settings: Settings, spec: ModelSpec) -> dict[str, Backend]:
     """Backends per operation; one load when both operations use the same backend. They load in
     their `load_order` (the HF copy first: vLLM then takes its share of the GPU around it), each with
-    its configured options and those it asks for at load (`Backend.load_options`)."""
+    its configured options and those it asks for at load (`Backend.load_options`). A judge only
+    generates: only the generating backend loads it."""
     loaded: dict[str, Backend] = {}
     kinds = settings.backend.kinds()
+    if spec in settings.judges:
+        kinds = {"generate": kinds["generate"]}
     for kind, backend in registered().items():
         if kind in kinds.values():
             options = {**settings.backend.options(kind), **backend.load_options(settings, loaded)}
@@ -322,5 +325,5 @@ def _ask_to_exit(address: Path) -> bool:
 
 
 def stop_servers(settings: Settings) -> int:
-    """Ask every running server of this run's models to exit; returns how many were stopped."""
-    return sum(_ask_to_exit(server_address(settings, spec)) for spec in settings.run_models())
+    """Ask every running server of this run's models and judges to exit; returns how many were stopped."""
+    return sum(_ask_to_exit(server_address(settings, spec)) for spec in settings.served_models())

@@ -1,0 +1,65 @@
+"""Judging replies: a judge model (one of the config's `judges`, served by the run's backends as a model
+under test is) is asked its benchmark's fixed question about each reply, greedily, and its answer is
+read into the benchmark's labels (the module `Benchmark.scorer_modules["judge"]` names: `question`,
+`read`). An answer that names no label is "unparsed", as is a reply with no text (nothing is asked).
+Each distinct question is asked once per cell."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from safetyrepro.benchmarks import JUDGE, UNPARSED, scorer_module
+from safetyrepro.configuration.envelope import Decoding, excerpt
+
+if TYPE_CHECKING:
+    from safetyrepro.backends.base import Backend
+    from safetyrepro.benchmarks.base import Benchmark, Item
+
+log = logging.getLogger(__name__)
+ANSWER = Decoding(temperature=0.0, top_p=1.0, max_new_tokens=8)  # a letter or a word, greedily
+REPLY_CHARS = 2000  # the judge reads at most this much of a reply: its opening and its end, halves of it
+SHOWN = 5  # unparsed answers quoted in the cell's log
+
+
+def judge_labels(
+    benchmark: Benchmark,
+    judge_backend: Backend,
+    replies: Sequence[str],
+    items: Sequence[Item | None],
+    batch_size: int | None,
+) -> list[str]:
+    """One label per reply: the judge's answer to the benchmark's question about it, read into a label."""
+    module = scorer_module(benchmark.scorer_modules[JUDGE])
+    labels = benchmark.default_labels
+    questions = [
+        module.question(item, shortened(reply), labels) if isinstance(reply, str) and reply.strip() else None
+        for reply, item in zip(replies, items)
+    ]
+    distinct = list(dict.fromkeys(q for q in questions if q is not None))
+    answers = {}
+    if distinct:
+        answers = dict(zip(distinct, judge_backend.generate_seeds(distinct, ANSWER, [0], (), batch_size)[0]))
+    read = [module.read(answers[q], item, labels) if q is not None else UNPARSED for q, item in zip(questions, items)]
+    unread = [answers[q] for q, label in zip(questions, read) if q is not None and label == UNPARSED]
+    log.info(
+        "judge: %d replies; %d without text (unparsed, not asked); %d distinct questions asked; %d replies "
+        "unparsed, their answer naming no label",
+        len(replies),
+        questions.count(None),
+        len(distinct),
+        len(unread),
+    )
+    for answer in list(dict.fromkeys(unread))[:SHOWN]:
+        log.info("judge answer naming no label: %s", excerpt(answer))
+    return read
+
+
+def shortened(reply: str) -> str:
+    """A reply as the judge reads it: whole, or its first and last REPLY_CHARS / 2 characters (a long
+    reasoning's decision is at its end)."""
+    if len(reply) <= REPLY_CHARS:
+        return reply
+    half = REPLY_CHARS // 2
+    return f"{reply[:half]} [...] {reply[-half:]}"

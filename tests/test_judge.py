@@ -291,3 +291,25 @@ def test_a_judges_answer_fits_the_engine_of_a_short_run(data_dir):
         data_dir, max_new_tokens_cap=2, select_configs=[GENERATED], benchmarks={"bbq": {"n_items": 4}}
     )
     assert without.longest_generation() == 2
+
+
+def test_a_judges_human_agreement_is_measured_as_the_other_scorers(data_dir):
+    """judge_agreement shows each labelled completion with its own request and scores the labels it is given
+    as human_agreement scores a scorer's: given our rules' labels, it finds our rules' agreement."""
+    from safetyrepro.benchmarks.xstest.human_labels import LABELLED_FILES, read_labelled
+    from safetyrepro.benchmarks.xstest.scorer_agreement import human_agreement, judge_agreement
+
+    shown = []
+
+    def rules(replies, items):
+        shown.append([item.text for item in items])
+        return [BENCHMARKS["xstest"].extract(reply) for reply in replies]
+
+    judged = judge_agreement(data_dir, rules).set_index("labelled_model")
+    ours = human_agreement(data_dir, ["rules"]).set_index("labelled_model")
+    assert shown == [read_labelled(data_dir, model)["prompt"].tolist() for model in LABELLED_FILES]
+    for column in ("three_class", "binary", "kappa", "n_answers"):
+        assert judged[column].tolist() == ours[column].tolist()
+    assert judged["parse_rate"].tolist() == [1.0, 1.0]  # our rules decide every whole completion
+    silent = judge_agreement(data_dir, lambda replies, items: [UNPARSED] * len(replies))
+    assert silent["parse_rate"].tolist() == silent["three_class"].tolist() == [0.0, 0.0]

@@ -377,8 +377,9 @@ def test_a_scorer_cell_labels_its_twins_responses_without_a_model(tmp_path, data
     """Two tiny models on XSTest and BBQ: the string-match and learned cells (XSTest's only) hold their twins'
     prompts and responses, labelled by the authors' rule and by the learned head (reading with the embedded
     model, from the run's resources_dir), and their logs name no model server. The judge cells (both
-    benchmarks) ask the embedded model as a judge, loaded once by its server for all of them, and give the
-    labels its answers give in this process; a second run has nothing to do."""
+    benchmarks) ask a third tiny model as the judge (fast enough to be asked about XSTest's 900 labelled
+    completions too; the embedded model as a judge: test_judge.py), loaded once by its server for all of
+    them, and give the labels its answers give in this process; a second run has nothing to do."""
     from safetyrepro.benchmarks import item_set
     from safetyrepro.running.judge import judge_labels
     from safetyrepro.running.server import load_backends
@@ -387,7 +388,7 @@ def test_a_scorer_cell_labels_its_twins_responses_without_a_model(tmp_path, data
     judged = {"tier": "core", "scorer": "judge", "judge": "referee"}
     envelope = envelope_with(scorer={**WITH_LEARNED, "values": {**WITH_LEARNED["values"], "judged": judged}})
     (tmp_path / "envelope.yaml").write_text(yaml.safe_dump(envelope))
-    models = tiny_model_entries([tmp_path / "models" / f"tiny-{i}" for i in range(2)])
+    *models, judge_entry = tiny_model_entries([tmp_path / "models" / f"tiny-{i}" for i in range(3)])
     judge_cell = "T1-greedy-0shot-freeform-scorer=judged"
     config = write_config(
         workdir,
@@ -398,7 +399,7 @@ def test_a_scorer_cell_labels_its_twins_responses_without_a_model(tmp_path, data
         select_configs=[GENERATED, RESCORED, LEARNED_CELL, judge_cell, "T1-greedy-0shot-logprob"],
         max_new_tokens_cap=6,
         resources_dir=str(embedded_model_path.parents[1]),
-        judges=[{"name": "referee", "embedded": "gemma-3-270m", "precision": "fp32"}],
+        judges=[{**judge_entry, "name": "referee"}],
     )
     targets = ("results/rho_flip.parquet", "results/analysis/scorers.parquet")
     done = snakemake(workdir, "--cores", "2", *targets, "--resources", "gpu=1")  # between one-value options
@@ -457,7 +458,12 @@ def test_a_scorer_cell_labels_its_twins_responses_without_a_model(tmp_path, data
     ]
     agreement = scorers[scorers.table == "agreement"]
     assert agreement["n_rows"].tolist() == [8] + [12] * 6  # 2 models x 4 or 6 items, one seed, per pair of scorers
-    assert "judged" not in set(scorers[scorers.table == "human"]["scorer"])  # no judge served to the analysis
+    judged = scorers[(scorers.table == "human") & (scorers.scorer == "judged")].set_index("labelled_model")
+    measured = pd.read_parquet(results / "judges" / "referee.parquet").set_index("labelled_model")
+    assert judged["scorer_name"].tolist() == ["judge referee"] * 2 and set(judged.index) == set(LABELLED_FILES)
+    for column in ("three_class", "kappa", "n_answers", "parse_rate"):  # its own job asked the judge, 900 times
+        assert judged[column].tolist() == measured.loc[judged.index, column].tolist()
+    assert measured["n_answers"].tolist() == [450, 450] and measured["parse_rate"].between(0, 1).all()
     human = scorers[scorers.table == "human"].set_index(["labelled_model", "scorer"])
     assert human.loc[("mistralinstruct", "ours"), "three_class"] == pytest.approx(0.860)
     assert human.loc[("mistralinstruct", "authors"), "three_class"] == pytest.approx(383 / 450)

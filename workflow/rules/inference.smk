@@ -104,6 +104,32 @@ rule rescore_cell:
 ruleorder: rescore_cell > cell
 
 
+# A judge asked about XSTest's human-labelled completions: its agreement with the human labels, which the
+# scorers analysis reports beside the other scorers' (docs/scorers.md). In the judge's group, on its server.
+rule judge_agreement:
+    input:
+        data=lambda w: data_files("xstest"),
+        judge=f"{RESULTS}/models/{{judge}}.json",
+    output:
+        f"{RESULTS}/judges/{{judge}}.parquet",
+    wildcard_constraints:
+        judge="|".join(map(re.escape, HUMAN_JUDGES)) or "(?!)",  # no judge labels XSTest: matches nothing
+    params:
+        fingerprint=lambda w: judge_agreement_fingerprint(SETTINGS, MODELS[w.judge]),
+    conda:
+        "../../envs/safetyrepro.yaml"
+    log:
+        f"{RESULTS}/logs/judges/{{judge}}.log",
+    group:
+        lambda w: f"model-{w.judge}"
+    resources:
+        gpu=int(ON_GPU),
+    priority: judge_priority
+    shell:
+        "safetyrepro -v judge-agreement --configfile \"$SAFETYREPRO_RUN_CONFIG\" --judge {wildcards.judge:q}"
+        " --out {output:q} > {log:q} 2>&1"
+
+
 # The precision probe's own cells (its twins at the probe precision): the same job as a grid cell, in
 # a folder of their own, outside the headline tables.
 use rule cell as probe_cell with:

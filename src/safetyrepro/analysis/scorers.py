@@ -6,8 +6,9 @@ twins both scorers label, the verdicts "A beats B" (`flips.signs`, as rho_flip d
 the scorer choice alone reverses (one scorer has A above B, the other B above A) or changes (ties
 included). Table 'agreement': per benchmark and pair of scorers, the share of the run's item rows
 (model, twin, item, seed) given the same label, and Cohen's kappa. Table 'human': each XSTest
-scorer of the axis but a judge model (this job serves none) against the human labels of the authors'
-labelled completions (`safetyrepro.benchmarks.xstest.human_labels`).
+scorer of the axis against the human labels of the authors' labelled completions
+(`safetyrepro.benchmarks.xstest.human_labels`); a judge's as its judge_agreement job measured it, with
+the share of its answers that parse.
 """
 
 from __future__ import annotations
@@ -97,10 +98,31 @@ def scorer_table(inputs: Inputs) -> pd.DataFrame:
         "agreement": label_agreement(items, axis, twin_axes, values),
     }
     if "xstest" in inputs.settings.benchmarks:
-        # a judge would have to be served to this job to read the labelled files: its rows are left out
         scorers = {params["scorer"]: value for value, params in envelope.axes[axis].items() if "judge" not in params}
         by_scorer = {name: value for name, value in scorers.items() if name in envelope.scorers["xstest"]}
         human = human_agreement(inputs.settings.data_dir, list(by_scorer))
         human = human.rename(columns={"scorer": "scorer_name"})  # the axis's own column may be called scorer
-        tables["human"] = human.assign(**{axis: human["scorer_name"].map(by_scorer), "benchmark": "xstest"})
+        human = human.assign(**{axis: human["scorer_name"].map(by_scorer)})
+        tables["human"] = pd.concat([human, *_judged(inputs, axis)], ignore_index=True).assign(benchmark="xstest")
     return stack_named(tables, "table")
+
+
+def _judged(inputs: Inputs, axis: str) -> list[pd.DataFrame]:
+    """The human-label agreement of each judge that labels XSTest answers, as its judge_agreement job measured
+    it (scorer_name "judge <name>"; the axis's value that names it). A partial run leaves out a judge whose job
+    did not finish."""
+    from safetyrepro.benchmarks.xstest.scorer_agreement import judge_agreement_path
+    from safetyrepro.results.storage import read_parquet_checked
+
+    settings = inputs.settings
+    values = {params["judge"]: value for value, params in settings.envelope.axes[axis].items() if "judge" in params}
+    paths = {
+        judge.name: judge_agreement_path(settings.results_dir, judge.name) for judge in settings.used_judges("xstest")
+    }
+    return [
+        read_parquet_checked(path)
+        .drop(columns="judge")
+        .assign(scorer_name=f"judge {name}", fitted_on=None, developed_on=False, **{axis: values[name]})
+        for name, path in paths.items()
+        if path.is_file() or not settings.partial_results
+    ]

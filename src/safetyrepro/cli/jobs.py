@@ -207,6 +207,28 @@ def cmd_rescore_cell(args: argparse.Namespace) -> int:
     return write_cell(args, f"{spec.name}/{args.benchmark}/{config.config_id}", compute)
 
 
+@job("out")
+def cmd_judge_agreement(args: argparse.Namespace) -> int:
+    """Ask a judge (--judge, through its model server) about XSTest's human-labelled completions; write its
+    agreement with the human labels per file (the scorers analysis reads it)."""
+    from safetyrepro.benchmarks.xstest.scorer_agreement import judge_agreement
+    from safetyrepro.results.storage import write_parquet
+    from safetyrepro.running.judge import judge_labels
+
+    settings = load_settings(args.configfile)
+    judge = settings.model(args.judge)
+    log.info("judge %s: asked about the labelled completions of XSTest", judge.name)
+    judge_backend = serving_backends(settings, judge, Path(args.configfile))["generate"]
+
+    batch_size = settings.backend.batch_condition("freeform", None).batch_size
+
+    def label(replies: list[str], items: list) -> list[str]:
+        return judge_labels(BENCHMARKS["xstest"], judge_backend, replies, items, batch_size)
+
+    write_parquet(judge_agreement(settings.data_dir, label).assign(judge=judge.name), Path(args.out))
+    return 0
+
+
 @job("address", sigterm=False)
 def cmd_serve(args: argparse.Namespace) -> int:
     """Serve one model to the cells on this machine until idle."""
@@ -430,6 +452,13 @@ def add_commands(commands) -> None:
         ("configfile", "model", "config-id", "twin-items", "items", "summary"),
     )
     rescore.add_argument("--benchmark", required=True, choices=sorted(BENCHMARKS))
+    add_command(
+        commands,
+        "judge-agreement",
+        cmd_judge_agreement,
+        "a judge's agreement with XSTest's human labels (writes --out Parquet)",
+        ("configfile", "judge", "out"),
+    )
     aggregate = add_command(
         commands,
         "aggregate",

@@ -46,6 +46,7 @@ JOB_CODE: dict[str, tuple[str, ...]] = {
     "case_study": ("case_study",),
     "import": ("imports", "imports.record"),
     "audit": ("audit",),
+    "judge_agreement": (JUDGE_CODE, "benchmarks.xstest.judge_question", "benchmarks.xstest.scorer_agreement"),
 }
 
 
@@ -235,4 +236,24 @@ def cell_fingerprint(settings: Settings, spec: ModelSpec, benchmark: str, config
         params["scorer_files"] = {path.name: _file_digest(path) for path in files}
     if judge := settings.judge_model(benchmark, config):  # the judge model, as a model under test is named
         params["judge"] = vars(judge)
+    return hashlib.sha256(json.dumps(params, sort_keys=True).encode()).hexdigest()
+
+
+def judge_agreement_fingerprint(settings: Settings, judge: ModelSpec) -> str:
+    """What a judge's agreement with XSTest's human labels depends on: the judge, the backend that serves it
+    (its options that change results), the labelled files' pins and the code that asks and reads."""
+    from safetyrepro.backends import registered
+    from safetyrepro.benchmarks import BENCHMARKS
+
+    backend = settings.backend
+    kind = backend.serving("freeform")
+    params = {
+        "judge": vars(judge),
+        "backend": kind,
+        "options": {key: backend.option(key) for key in registered()[kind].result_options},
+        "batch": vars(backend.batch_condition("freeform", None)),
+        "server_python": backend.server_python,
+        "data": [entry.sha256 for entry in BENCHMARKS["xstest"].data_files],
+        "code": code_digest(*JOB_CODE["judge_agreement"], registered()[kind].__module__.removeprefix(f"{PACKAGE}.")),
+    }
     return hashlib.sha256(json.dumps(params, sort_keys=True).encode()).hexdigest()

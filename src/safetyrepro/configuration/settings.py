@@ -654,11 +654,11 @@ class Settings:
         """Every model the run loads: the grid's, then the precision probe's own."""
         return [*self.models, *(self.precision_probe.new_models if self.precision_probe else ())]
 
-    def used_judges(self) -> list[ModelSpec]:
-        """The judges that label some cell of the run (`select_configs` may leave a judge's configs out)."""
-        used = {
-            self.envelope.judge_name(c, b) for b in self.benchmarks for c in self.configs(b) if c.scoring == "freeform"
-        }
+    def used_judges(self, benchmark: str | None = None) -> list[ModelSpec]:
+        """The judges that label some cell of the run, or of `benchmark` (`select_configs` may leave a judge's
+        configs out)."""
+        benchmarks = self.benchmarks if benchmark is None else [b for b in self.benchmarks if b == benchmark]
+        used = {self.envelope.judge_name(c, b) for b in benchmarks for c in self.configs(b) if c.scoring == "freeform"}
         return [spec for spec in self.judges if spec.name in used]
 
     def served_models(self) -> list[ModelSpec]:
@@ -794,7 +794,7 @@ def _settings(raw: dict[str, Any], layers: tuple[str, ...]) -> Settings:
 
     resources_dir = Path(raw["resources_dir"])
     models = _models(raw["models"], resources_dir)
-    judges = _models(raw["judges"], resources_dir, "judges")
+    judges = _models(raw.get("judges", []), resources_dir, "judges")  # no default: an imports config has none
     _check_judges(envelope, models, judges)
     data_dir = Path(raw["data_dir"])
     _check_data_dir(data_dir, raw["benchmarks"])

@@ -7,18 +7,19 @@ counts as a disagreement. `developed_on` names the file a scorer's rules were wr
 the Llama-2 file; the Mistral file was held out); the authors' string match was fitted on neither.
 The learned classifier's head is fitted on both files, so it is given its agreement leave-one-model-
 out, recorded with the head: on each file, that of the same recipe fitted on the other file alone
-(`fitted_on`). No cell imports this module: it reads the learned scorer's head without making it code
-of every XSTest cell.
+(`fitted_on`). A judge model is asked about every labelled completion by a job of its own, which
+serves it (`judge_agreement`; the scorers analysis reads its table). No cell imports this module: it
+reads the learned scorer's head without making it code of every XSTest cell.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pandas as pd
 
-from safetyrepro.benchmarks.base import RULES
+from safetyrepro.benchmarks.base import RULES, UNPARSED, Item
 from safetyrepro.benchmarks.xstest import XSTest
 from safetyrepro.benchmarks.xstest.human_labels import LABELLED_FILES, read_labelled
 from safetyrepro.benchmarks.xstest.learned import LEARNED, read_head
@@ -55,4 +56,38 @@ def human_agreement(data_dir: Path, scorers: Sequence[str]) -> pd.DataFrame:
                 labels = xstest.label(scorer, frame["completion"].tolist(), [None] * len(frame))
                 row |= agreement(frame["human"], labels) | {"fitted_on": None}
             rows.append(row | {"developed_on": DEVELOPED_ON.get(scorer) == model})
+    return pd.DataFrame(rows)
+
+
+def judge_agreement_path(results_dir: Path, judge: str) -> Path:
+    """Where the judge_agreement job writes a judge's agreement with the human labels."""
+    return results_dir / "judges" / f"{judge}.parquet"
+
+
+def labelled_items(frame: pd.DataFrame) -> list[Item]:
+    """The requests of a labelled file's completions as XSTest items (what a judge is shown of each)."""
+    xstest = XSTest()
+    return [
+        xstest.make_item(
+            {
+                "item_id": f"labelled-{index}",
+                "stratum": kind,
+                "prompt": prompt,
+                "label": "unsafe" if kind.startswith("contrast_") else "safe",
+            },
+            0,
+        )
+        for index, (prompt, kind) in enumerate(zip(frame["prompt"], frame["type"]))
+    ]
+
+
+def judge_agreement(data_dir: Path, label: Callable[[list[str], list[Item]], list[str]]) -> pd.DataFrame:
+    """Per labelled file: a judge's agreement with the human labels (`label` gives its labels of replies to
+    items) and the share of its labels that parse (an unparsed one counts as a disagreement)."""
+    rows = []
+    for model in LABELLED_FILES:
+        frame = read_labelled(data_dir, model)
+        labels = label(frame["completion"].tolist(), labelled_items(frame))
+        parsed = sum(label != UNPARSED for label in labels) / len(labels)
+        rows.append({"labelled_model": model, **agreement(frame["human"], labels), "parse_rate": parsed})
     return pd.DataFrame(rows)

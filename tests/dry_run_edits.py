@@ -5,12 +5,15 @@
 REQUEST holds the scratch copy of the workflow and package (`source`: PYTHONPATH names its src/) and the
 working directory, and lists the runs, each a config file and the modules (relative to src/safetyrepro)
 to edit for it. A run appends a statement to its modules, calls Snakemake's command line
-(`snakemake.cli.main`, the `snakemake` command's own entry point) with `--dry-run`, and undoes the edit. Snakemake, pandas and
-the package are imported once, not once per dry run (most of a dry run's 2.3 CPU-s; tests/test_workflow.py).
+(`snakemake.cli.main`, the `snakemake` command's own entry point) with `--dry-run`, and undoes the
+edit. Python, Snakemake, pandas and the package start once, not once per dry run (docs/development.md measures both ways).
 
 The package's cached functions (the code digests read off the source files among them) are emptied
-before each dry run, as a new process starts empty. An edit to a module this process has imported
-changes its file, not its code here: the digests are read from the files.
+before each dry run, as a new process starts without them. An edit to a module this process has
+imported changes its file, not its code here: the digests are read from the files. What this process
+keeps between dry runs could make one see less than a new process would (an edit unseen: no rerun),
+or see an undone edit still: tests/test_workflow.py expects a rerun of every edit made here, and a
+last dry run without an edit to plan nothing.
 """
 
 from __future__ import annotations
@@ -21,6 +24,10 @@ import json
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+
+# the digests of a job's code, read off the source files: what an edit must reach
+FINGERPRINTS = "safetyrepro.configuration.fingerprints"
+CODE_CACHES = {f"{FINGERPRINTS}.{name}" for name in ("_syntax_tree", "_code_of", "code_digest", "imported_modules")}
 
 
 @contextlib.contextmanager
@@ -38,27 +45,39 @@ def edited(source: Path, modules: list[str] | tuple[str, ...]) -> Iterator[None]
             path.write_text(original)
 
 
-def empty_caches() -> None:
-    """Empty every functools cache of the package's imported modules."""
+def empty_caches() -> set[str]:
+    """Empty every functools cache of the package's imported modules (functions, and methods of their
+    classes), as a new process starts with none; returns their qualified names."""
+    emptied = set()
     for name, module in list(sys.modules.items()):
         if name == "safetyrepro" or name.startswith("safetyrepro."):
             for value in list(vars(module).values()):
-                if callable(getattr(value, "cache_clear", None)):
-                    value.cache_clear()
+                members = vars(value).values() if isinstance(value, type) and value.__module__ == name else ()
+                for cached in (value, *(getattr(member, "__func__", member) for member in members)):
+                    if callable(getattr(cached, "cache_clear", None)):
+                        cached.cache_clear()
+                        emptied.add(f"{name}.{cached.__qualname__}")
+    return emptied
 
 
 def dry_run(arguments: list[str]) -> dict:
-    """One `snakemake --dry-run` through the command line's entry point: exit code, stdout and stderr."""
+    """One `snakemake --dry-run` through the command line's entry point: exit status, stdout and stderr
+    (a message that ends the run, `sys.exit("...")`, goes to stderr, as Python prints it)."""
     from snakemake.cli import main
 
-    empty_caches()
+    emptied = empty_caches()
+    assert CODE_CACHES <= emptied, f"caches not found: {sorted(CODE_CACHES - emptied)}"
     out, err = io.StringIO(), io.StringIO()
     code = 0
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         try:
             main(arguments)
         except SystemExit as stop:
-            code = stop.code if isinstance(stop.code, int) else 1
+            if stop.code is None or isinstance(stop.code, int):
+                code = stop.code or 0
+            else:
+                print(stop.code, file=sys.stderr)
+                code = 1
     return {"returncode": code, "stdout": out.getvalue(), "stderr": err.getvalue()}
 
 
@@ -66,6 +85,9 @@ def main() -> None:
     request_path, out_path = map(Path, sys.argv[1:3])
     request = json.loads(request_path.read_text())
     source = Path(request["source"])
+    import safetyrepro.configuration.fingerprints as fingerprints  # the Snakefile's first import of the package
+
+    assert Path(fingerprints.__file__).is_relative_to(source / "src"), "PYTHONPATH must name the scratch package"
     results = []
     for run in request["runs"]:
         arguments = ["--snakefile", str(source / "Snakefile"), "--directory", request["workdir"]]

@@ -435,17 +435,20 @@ def dry_runs_in_one_process(source: Path, workdir: Path, runs: list[tuple[Path, 
         driver = subprocess.run(command, capture_output=True, text=True, env=env, timeout=1200)
         assert driver.returncode == 0, driver.stderr[-3000:]
         results = json.loads(planned_path.read_text())
-    for run, result in zip(runs, results):
+    planned = []
+    for run, result in zip(runs, results, strict=True):
         assert result["returncode"] == 0, (run, result["stderr"][-2000:])
-    return [
-        planned_jobs(subprocess.CompletedProcess(run, 0, r["stdout"], r["stderr"])) for run, r in zip(runs, results)
-    ]
+        planned.append(planned_jobs(subprocess.CompletedProcess(run, 0, result["stdout"], result["stderr"])))
+    return planned
 
 
 def planned_after_edits(source: Path, workdir: Path, edits: list[tuple[str, ...]]) -> dict[tuple[str, ...], dict]:
-    """Per edit (modules changed together): the jobs a dry run of the run's own config plans."""
-    planned = dry_runs_in_one_process(source, workdir, [(workdir / "config.yaml", modules) for modules in edits])
-    return dict(zip(edits, planned))
+    """Per edit (modules changed together): the jobs a dry run of the run's own config plans; then, with
+    every edit undone, a dry run in the same process must plan nothing (no edit outlived its run)."""
+    config = workdir / "config.yaml"
+    *planned, after = dry_runs_in_one_process(source, workdir, [(config, modules) for modules in [*edits, ()]])
+    assert after == {}, after
+    return dict(zip(edits, planned, strict=True))
 
 
 def test_a_code_change_reruns_exactly_the_jobs_that_depend_on_it(scratch_run, scratch_source, tmp_path):
@@ -474,8 +477,8 @@ def test_a_code_change_reruns_exactly_the_jobs_that_depend_on_it(scratch_run, sc
         )
         planned = {modules: jobs for half in halves for modules, jobs in half.items()}
     assert {m: jobs for m, jobs in planned.items() if jobs != expected[m]} == {}
-    # what reruns nothing, by the snakemake command in a process of its own: a value the driver's process
-    # kept from an earlier dry run could hide a rerun, never add one
+    # what reruns nothing, by the snakemake command in a process of its own: a dry run that missed an edit
+    # would plan nothing too (every edit above must plan jobs, so none can pass that way)
     with edited(scratch_source, NO_RERUN):
         assert planned_jobs(dry_run_from(scratch_source, workdir, workdir / "config.yaml")) == {}
 
@@ -488,7 +491,7 @@ def test_analysis_options_rerun_only_their_analyses(scratch_run, scratch_source,
         changed = tmp_path / f"{name.replace(' ', '_')}.yaml"
         changed.write_text(yaml.safe_dump({**config, "analysis": change}))
         runs.append((changed, ()))
-    planned = dict(zip(OPTION_CHANGES, dry_runs_in_one_process(scratch_source, workdir, runs)))
+    planned = dict(zip(OPTION_CHANGES, dry_runs_in_one_process(scratch_source, workdir, runs), strict=True))
     assert {name: jobs for name, jobs in planned.items() if jobs != OPTION_CHANGES[name][1]} == {}
 
 

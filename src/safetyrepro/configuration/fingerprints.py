@@ -167,15 +167,14 @@ def code_digest(*modules: str, leave_out: tuple[str, ...] = ()) -> str:
 
 def cell_modules(settings: Settings, benchmark: str, config: Config) -> tuple[str, ...]:
     """A cell's code: its benchmark, the backend serving its scoring path, prompt rendering and the cell runner."""
-    from safetyrepro.backends import registered
     from safetyrepro.benchmarks import BENCHMARKS, JUDGE
 
-    backend = registered()[settings.backend.serving(config.scoring)].__module__
+    backend = backend_module(settings.backend.serving(config.scoring))
     module = type(BENCHMARKS[benchmark]).__module__
     judged = (
         (JUDGE_CODE, BENCHMARKS[benchmark].scorer_modules[JUDGE]) if settings.judge_model(benchmark, config) else ()
     )
-    return (*JOB_CODE["cell"], module.removeprefix(f"{PACKAGE}."), backend.removeprefix(f"{PACKAGE}."), *judged)
+    return (*JOB_CODE["cell"], module.removeprefix(f"{PACKAGE}."), backend, *judged)
 
 
 def other_scorers_modules(settings: Settings, benchmark: str, config: Config) -> tuple[str, ...]:
@@ -189,12 +188,16 @@ def other_scorers_modules(settings: Settings, benchmark: str, config: Config) ->
     return tuple(sorted(others if scorer == JUDGE else others | {JUDGE_CODE}))
 
 
-def backend_modules(settings: Settings) -> tuple[str, ...]:
-    """The modules of the backends a model server loads."""
+def backend_module(kind: str) -> str:
+    """The module of a registered backend (relative to the package; a plugin's by its full name)."""
     from safetyrepro.backends import registered
 
-    kinds = settings.backend.kinds().values()
-    return tuple(sorted({registered()[kind].__module__.removeprefix(f"{PACKAGE}.") for kind in kinds}))
+    return registered()[kind].__module__.removeprefix(f"{PACKAGE}.")
+
+
+def backend_modules(settings: Settings) -> tuple[str, ...]:
+    """The modules of the backends a model server loads."""
+    return tuple(sorted({backend_module(kind) for kind in settings.backend.kinds().values()}))
 
 
 def analysis_modules(name: str) -> tuple[str, ...]:
@@ -204,15 +207,29 @@ def analysis_modules(name: str) -> tuple[str, ...]:
     return (*JOB_CODE["analysis"], ANALYSES[name].module.removeprefix(f"{PACKAGE}."))
 
 
+def _serving(settings: Settings, scoring: str, batch) -> dict:
+    """What the backend serving a scoring path adds to a fingerprint: its name, how requests are batched
+    (HF's batch size, vLLM's batch-invariant kernels change what a batch computes), its options that change
+    results (e.g. HF's prefix reuse: near-ties may move at bf16) and another environment's Python (torch,
+    transformers) where one computes."""
+    from safetyrepro.backends import registered
+
+    backend = settings.backend
+    params = {"backend": backend.serving(scoring), "batch": vars(batch)}
+    params |= {key: backend.option(key) for key in registered()[params["backend"]].result_options}
+    if backend.server_python is not None:
+        params["server_python"] = backend.server_python
+    return params
+
+
 def cell_fingerprint(settings: Settings, spec: ModelSpec, benchmark: str, config: Config) -> str:
     """Everything a cell's result depends on, hashed; a change reruns exactly the affected cells."""
-    from safetyrepro.backends import registered
     from safetyrepro.benchmarks import BENCHMARKS
 
-    envelope, backend = settings.envelope, settings.backend
+    envelope = settings.envelope
     params = {
         "model": vars(spec),
-        "backend": backend.serving(config.scoring),
+        **_serving(settings, config.scoring, settings.batch_condition(config)),
         "n_items": settings.n_items[benchmark],
         "subset_seed": settings.subset_seed,
         "fewshot_pool": settings.fewshot_pool,
@@ -226,12 +243,6 @@ def cell_fingerprint(settings: Settings, spec: ModelSpec, benchmark: str, config
             *cell_modules(settings, benchmark, config), leave_out=other_scorers_modules(settings, benchmark, config)
         ),
     }
-    # how requests are batched (HF's batch size, vLLM's batch-invariant kernels) changes what a batch computes
-    params["batch"] = vars(settings.batch_condition(config))
-    for key in registered()[params["backend"]].result_options:  # e.g. HF's prefix reuse: near-ties may move at bf16
-        params[key] = backend.option(key)
-    if backend.server_python is not None:  # another environment (torch, transformers) computes every cell
-        params["server_python"] = backend.server_python
     if files := BENCHMARKS[benchmark].scorer_files.get(settings.labelling_scorer(benchmark, config)):  # fitted head
         params["scorer_files"] = {path.name: _file_digest(path) for path in files}
     if judge := settings.judge_model(benchmark, config):  # the judge model, as a model under test is named
@@ -240,20 +251,15 @@ def cell_fingerprint(settings: Settings, spec: ModelSpec, benchmark: str, config
 
 
 def judge_agreement_fingerprint(settings: Settings, judge: ModelSpec) -> str:
-    """What a judge's agreement with XSTest's human labels depends on: the judge, the backend that serves it
-    (its options that change results), the labelled files' pins and the code that asks and reads."""
-    from safetyrepro.backends import registered
+    """What a judge's agreement with XSTest's human labels depends on: the judge, the backend that serves it,
+    the labelled files' pins and the code that asks and reads."""
     from safetyrepro.benchmarks import BENCHMARKS
 
-    backend = settings.backend
-    kind = backend.serving("freeform")
+    serving = _serving(settings, "freeform", settings.backend.batch_condition("freeform", None))
     params = {
         "judge": vars(judge),
-        "backend": kind,
-        "options": {key: backend.option(key) for key in registered()[kind].result_options},
-        "batch": vars(backend.batch_condition("freeform", None)),
-        "server_python": backend.server_python,
+        **serving,
         "data": [entry.sha256 for entry in BENCHMARKS["xstest"].data_files],
-        "code": code_digest(*JOB_CODE["judge_agreement"], registered()[kind].__module__.removeprefix(f"{PACKAGE}.")),
+        "code": code_digest(*JOB_CODE["judge_agreement"], backend_module(serving["backend"])),
     }
     return hashlib.sha256(json.dumps(params, sort_keys=True).encode()).hexdigest()

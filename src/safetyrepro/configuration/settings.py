@@ -657,7 +657,7 @@ class Settings:
     def used_judges(self, benchmark: str | None = None) -> list[ModelSpec]:
         """The judges that label some cell of the run, or of `benchmark` (`select_configs` may leave a judge's
         configs out)."""
-        benchmarks = self.benchmarks if benchmark is None else [b for b in self.benchmarks if b == benchmark]
+        benchmarks = self.benchmarks if benchmark is None else [benchmark] if benchmark in self.benchmarks else []
         used = {self.envelope.judge_name(c, b) for b in benchmarks for c in self.configs(b) if c.scoring == "freeform"}
         return [spec for spec in self.judges if spec.name in used]
 

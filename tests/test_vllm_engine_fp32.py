@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 from vllm_engine_checks import *  # noqa: F403 (the checks and their fixtures, collected here)
-from vllm_engine_checks import run_probe
+from vllm_engine_checks import CHAT_MODEL_CONTEXT, run_probe
 
 pytestmark = [pytest.mark.slow, pytest.mark.e2e]
 
@@ -15,7 +15,9 @@ def probe(chat_model, tmp_path_factory, worker_id, data_dir) -> dict:
 
 
 def test_a_prompt_longer_than_the_limit_is_cut_alike_on_both(probe):
+    """A prompt over the context the model's tokenizer states: both backends keep its BOS and its last
+    tokens, with room for the run's longest generation (12 tokens), and the engine starts at that context."""
     long = probe["long_prompt"]
-    assert long["tokens"] > 4096 and long["context"] == 32768
-    assert long["max_model_len"] == 4096 + 12  # the longest prompt kept and the run's longest generation
+    assert long["tokens"] > CHAT_MODEL_CONTEXT and long["context"] == CHAT_MODEL_CONTEXT
+    assert long["max_model_len"] == CHAT_MODEL_CONTEXT  # the longest prompt kept and the run's longest generation
     assert long["hf"] == long["vllm"]

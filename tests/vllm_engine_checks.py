@@ -30,6 +30,10 @@ GEMMA_CHAT = (
     "{{ bos_token }}{% for m in messages %}<start_of_turn>{{ 'model' if m['role'] == 'assistant' else m['role'] }}\n"
     "{{ m['content'] | trim }}<end_of_turn>\n{% endfor %}{% if add_generation_prompt %}<start_of_turn>model\n{% endif %}"
 )
+# the context the probe's model states in its tokenizer (its config says 32,768): over the sliding window
+# (512) and every probe prompt (the longest 430 tokens), and a prompt over it costs a quarter of one over
+# MAX_PROMPT_TOKENS (4,096)
+CHAT_MODEL_CONTEXT = 1024
 NEAR_TIE = {"fp32": 0.01, "bf16": 0.5}  # nats between the two tokens where the backends' greedy texts part
 PROBE_ITEMS = 4  # items per benchmark: 4 benchmarks x 3 greedy cells (docs/vllm-cpu.md's table is of 7)
 PROBE_ALONE = 1  # prompts whose 5 sampled texts are drawn alone too (the table's: 3)
@@ -81,12 +85,13 @@ def vllm_python() -> Path:
 def chat_model(embedded_model_path, tmp_path_factory) -> Path:
     """gemma-3-270m with Gemma's chat template and, as its tokenizer's EOS, the newline (which the base
     model emits often, so stops are exercised), while generation_config's EOS stays <eos>: the two
-    differ, as Yi-1.5's chat model's do."""
+    differ, as Yi-1.5's chat model's do. Its tokenizer states a shorter context than its config
+    (CHAT_MODEL_CONTEXT), which both backends and the engine's `max_model_len` take."""
     folder = tmp_path_factory.mktemp("gemma-chat")
     for file in Path(embedded_model_path).iterdir():
         shutil.copy(file, folder)
     tokenizer = json.loads((folder / "tokenizer_config.json").read_text())
-    tokenizer.update(eos_token="\n", chat_template=GEMMA_CHAT)
+    tokenizer.update(eos_token="\n", chat_template=GEMMA_CHAT, model_max_length=CHAT_MODEL_CONTEXT)
     (folder / "tokenizer_config.json").write_text(json.dumps(tokenizer))
     return folder
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
+import functools
 import io
 import json
 import os
@@ -270,16 +272,56 @@ class Benchmark(ABC):
     ) -> ItemSet:
         """Load the data and draw the fixed evaluated items and the disjoint few-shot pool (the draw
         does not depend on `presentation`)."""
-        frame = self.load(data_dir)
-        duplicated = frame["item_id"][frame["item_id"].duplicated()]
-        if len(duplicated):
-            raise DataError(
-                f"{data_dir / self.folder}: item id {duplicated.iloc[0]!r} appears more than once "
-                "(a duplicated row or a copied file)"
-            )
-        evaluated, pool = draw_subset(frame, n_items, pool_size, seed, where)
+        state = _folder_state(self, data_dir)
+        evaluated, pool = _drawn(_Identity(self), Path(data_dir), n_items, pool_size, seed, where, state)
         make = lambda rows: [self.make_item(row, seed, presentation) for row in rows.to_dict("records")]  # noqa: E731
         return ItemSet(self, make(evaluated), make(pool))
+
+
+def _folder_state(benchmark: Benchmark, data_dir: Path) -> tuple:
+    """Each file under the benchmark's data folder with its inode, size and modification time: a file
+    changed, added or removed gives another state."""
+    found = []
+    for root, _, files in os.walk(Path(data_dir) / benchmark.folder):
+        for name in files:
+            path = os.path.join(root, name)
+            with contextlib.suppress(OSError):  # gone meanwhile: load names it
+                status = os.stat(path)
+                found.append((path, status.st_ino, status.st_size, status.st_mtime_ns))
+    return tuple(sorted(found))
+
+
+class _Identity:
+    """A benchmark as a cache key, by identity: a plugin's class may compare by value without a hash."""
+
+    __slots__ = ("benchmark",)
+
+    def __init__(self, benchmark: Benchmark):
+        self.benchmark = benchmark
+
+    def __hash__(self) -> int:
+        return id(self.benchmark)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Identity) and other.benchmark is self.benchmark
+
+
+@functools.lru_cache(maxsize=32)
+def _drawn(
+    key: _Identity, data_dir: Path, n_items: int, pool_size: int, seed: int, where: str, state: tuple
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """A benchmark's evaluated items and few-shot pool as drawn from its data folder in `state`: once a
+    process (a Snakemake start checks every item set as it loads the workflow, and again, for the
+    free-form prompts, before the first job). The frames are read, never changed."""
+    benchmark = key.benchmark
+    frame = benchmark.load(data_dir)
+    duplicated = frame["item_id"][frame["item_id"].duplicated()]
+    if len(duplicated):
+        raise DataError(
+            f"{data_dir / benchmark.folder}: item id {duplicated.iloc[0]!r} appears more than once "
+            "(a duplicated row or a copied file)"
+        )
+    return draw_subset(frame, n_items, pool_size, seed, where)
 
 
 def scorer_labels(

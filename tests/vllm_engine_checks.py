@@ -31,8 +31,8 @@ GEMMA_CHAT = (
     "{{ m['content'] | trim }}<end_of_turn>\n{% endfor %}{% if add_generation_prompt %}<start_of_turn>model\n{% endif %}"
 )
 # the context the probe's model states in its tokenizer (its config says 32,768): over the sliding window
-# (512) and every probe prompt (the longest 430 tokens), and a prompt over it costs a quarter of one over
-# MAX_PROMPT_TOKENS (4,096)
+# (512) and every probe prompt (the longest plain one has 430 tokens); a prompt over it takes a third of
+# the time of one cut at MAX_PROMPT_TOKENS (4,096; docs/vllm-cpu.md)
 CHAT_MODEL_CONTEXT = 1024
 NEAR_TIE = {"fp32": 0.01, "bf16": 0.5}  # nats between the two tokens where the backends' greedy texts part
 PROBE_ITEMS = 4  # items per benchmark: 4 benchmarks x 3 greedy cells (docs/vllm-cpu.md's table is of 7)

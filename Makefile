@@ -7,6 +7,9 @@ VLLM_STAMP := $(VLLM_VENV)/.installed
 
 .PHONY: setup setup-vllm test test-fast lint docs plan run run-extended run-vllm run-judge
 
+# One target at a time, also under `make -j`: `make run` and `make test` would install into one .venv at once.
+.NOTPARALLEL:
+
 # One virtual environment at .venv from the pinned constraints: what running needs (`make setup`, `make
 # run`), or that and the dev extra's test, case-study, browser-test and documentation packages in one
 # pip call (`make test`, which then leaves nothing for `make run` to install). pip installs without
@@ -15,7 +18,7 @@ VLLM_STAMP := $(VLLM_VENV)/.installed
 # scipy's, sympy's...: a sixth of the source, imported by no run and no test here), and what this
 # Python cannot compile, which pip leaves as source too (a torch test helper in Python 3.12's syntax);
 # any other file that fails to compile fails the install.
-NOT_COMPILED := /tests?/|/torch/testing/_internal/py312_intrinsics\.py$$
+NOT_COMPILED := /site-packages/.+/tests?/|/site-packages/torch/testing/_internal/py312_intrinsics\.py$$
 define install_venv
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install --quiet --upgrade pip

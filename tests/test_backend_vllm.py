@@ -716,6 +716,25 @@ def test_a_short_context_model_gets_prompts_the_engine_takes(fake_vllm, tmp_path
     assert max(len(ids) for ids in sent) == 64 - 8
 
 
+def test_a_long_context_model_gets_prompts_cut_at_the_cap(fake_vllm, tmp_path):
+    """A model of 32,768 positions: a prompt over MAX_PROMPT_TOKENS keeps its BOS and its last tokens, and
+    the engine holds that prompt and the run's longest generation, not the whole context (the real
+    engine takes that size in tests/test_vllm_grid.py)."""
+    calls, _ = fake_vllm
+    path = tmp_path / "long"
+    build_tiny_model(path)
+    config = json.loads((path / "config.json").read_text())
+    (path / "config.json").write_text(json.dumps({**config, "max_position_embeddings": 32768}))
+    backend = load_backend("vllm", ModelSpec("m", str(path), "fp32"), max_new_tokens=12)
+    assert calls["engine"][-1]["max_model_len"] == MAX_PROMPT_TOKENS + 12
+    prompt = "word " * 5000
+    full = backend.encode_prompt(prompt)
+    assert len(full) > MAX_PROMPT_TOKENS
+    backend.generate_seeds([prompt], Decoding(0.0, 1.0, 12), [0])
+    sent = calls["generate"][-1][0][0]["prompt_token_ids"]
+    assert sent == [full[0], *full[-(MAX_PROMPT_TOKENS - 1) :]]
+
+
 def test_batch_invariance_is_refused_for_nf4_models_on_vllm(fake_vllm, data_dir):
     from safetyrepro.configuration.settings import ConfigError
 

@@ -921,3 +921,28 @@ def test_a_metric_that_is_undeclared_or_takes_a_cell_column_is_refused(declared,
     frame = pd.DataFrame({"seed": [0, 0], "correct": [True, False], "parsed": [True, True], "prompt_format": "plain"})
     with pytest.raises(ValueError, match=re.escape(f"metric(s) {sorted(returned)} are a column of the cell table")):
         summarise(frame, Metered(), [])
+
+
+def test_a_process_draws_an_item_subset_once_while_its_files_stay_as_they_are(tmp_path, data_dir, monkeypatch):
+    """`item_set` reads a benchmark's files once a process and draws from them once; a file changed
+    (here one behind a linked folder, as ToxiGen's loader follows links) or added is read again."""
+    from safetyrepro.benchmarks.base import AS_GIVEN
+
+    toxigen = BENCHMARKS["toxigen"]
+    data, elsewhere = tmp_path / "data", tmp_path / "elsewhere"
+    shutil.copytree(data_dir / "toxigen", data / "toxigen")
+    (data / "toxigen" / "race").rename(elsewhere)
+    (data / "toxigen" / "race").symlink_to(elsewhere, target_is_directory=True)
+    loads = []
+    load = type(toxigen).load
+    monkeypatch.setattr(type(toxigen), "load", lambda self, folder: loads.append(folder) or load(self, folder))
+    draw = (data, 6, 3, 0, "benchmarks.toxigen.n_items", AS_GIVEN)
+    first = toxigen.item_set(*draw)
+    assert toxigen.item_set(*draw).items == first.items and len(loads) == 1
+    linked = elsewhere / "neutral_asian_sentences.txt"
+    linked.write_text(linked.read_text() + "- a statement written after the first draw\n")
+    toxigen.item_set(*draw)
+    assert len(loads) == 2
+    (data / "toxigen" / "race" / "neutral_other_sentences.txt").write_text("- one more group's statement\n")
+    assert toxigen.item_set(*draw) and len(loads) == 3
+    assert toxigen.item_set(*draw) and len(loads) == 3

@@ -449,7 +449,10 @@ def test_report_renders_every_figure_in_headless_chromium(run):
                 for index in range(len(paths)):
                     before = browser.execute_script("return app.state.resultPath")
                     # click until the shown result changes: a click on a table still being re-rendered is lost
-                    path = clicks.until(lambda b, index=index, before=before: _click_eye(b, index, before))
+                    path = clicks.until(
+                        lambda b, index=index, before=before: _click_eye(b, index, before),
+                        f"pressing result {index}'s eye button never showed another result",
+                    )
                     assert path in paths
                     state = wait.until(
                         lambda b, path=path: (lambda s: s if s and s["complete"] and s["width"] > 0 else None)(
@@ -466,8 +469,12 @@ def test_report_renders_every_figure_in_headless_chromium(run):
         browser.execute_script(
             "app.setView({navbarMode: 'subcategory', category: '2. Scores across configs', subcategory: 'bbq'})"
         )
-        wait.until(lambda b: b.find_elements(By.CSS_SELECTOR, "nav table a[iconname='eye']"))
-        clicks.until(lambda b: b.find_elements(By.CSS_SELECTOR, "nav table a[iconname='eye']")[0].click() is None)
+        clicks.until(
+            lambda b: any(
+                button.click() is None for button in b.find_elements(By.CSS_SELECTOR, "nav table a[iconname='eye']")[:1]
+            ),
+            "the first eye button of BBQ's scores could not be pressed",
+        )
         wait.until(lambda b: (b.execute_script(SHOWN_IMAGE, target) or {}).get("complete"))
         screenshot = results_dir / "report_screenshot.png"
         assert browser.save_screenshot(str(screenshot))

@@ -14,6 +14,8 @@ import pytest
 import yaml
 from vllm_engine_checks import ENGINE_ENV, engine_slot, vllm_python
 
+from safetyrepro.backends.prompt_ids import MAX_PROMPT_TOKENS
+
 pytestmark = [pytest.mark.slow, pytest.mark.e2e]
 REPO = Path(__file__).resolve().parents[1]
 FREEFORM = ("truthfulqa", "bbq", "toxigen", "xstest")
@@ -66,6 +68,8 @@ def test_a_tiny_grid_runs_through_real_vllm(tmp_path, tmp_path_factory, worker_i
     assert rho.n_configs.eq(3).all()
     server_logs = "".join(p.read_text() for p in (tmp_path / "results" / "logs" / "servers").glob("*.log"))
     assert all(f"loaded model gemma-{p} with vLLM" in server_logs for p in ("fp32", "nf4"))
+    # each engine holds the longest prompt kept and the run's longest generation, under the 32,768-token context
+    assert server_logs.count(f"Using max model len {MAX_PROMPT_TOKENS + config['max_new_tokens_cap']}\n") == 2
     loads = (tmp_path / "results" / "logs" / "model_loads.tsv").read_text().splitlines()
     assert sorted(line.split("\t")[1] for line in loads) == ["gemma-fp32", "gemma-nf4"]  # one server at a time
     record = json.loads((tmp_path / "results" / "provenance.json").read_text())

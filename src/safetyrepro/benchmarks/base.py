@@ -172,6 +172,9 @@ class Benchmark(ABC):
 
         Raises:
             DataError: a file is missing, unreadable or malformed (the message names file and row).
+
+        What it returns may depend on nothing but the files under `data_dir / folder`: a process draws
+        each item subset from them once (`item_set`) while they stay as they are.
         """
 
     @abstractmethod
@@ -179,7 +182,8 @@ class Benchmark(ABC):
         """Turn one data row into an Item.
 
         Args:
-            row: one row of `load`'s frame.
+            row: one row of `load`'s frame, to read, not change (its lists and dicts are those of the
+                drawn subset the process keeps).
             seed: the run's subset seed; it fixes the benchmark's own shuffling.
             presentation: how the options are ordered and formulated (the presentation axes).
 
@@ -279,15 +283,24 @@ class Benchmark(ABC):
 
 
 def _folder_state(benchmark: Benchmark, data_dir: Path) -> tuple:
-    """Each file under the benchmark's data folder with its inode, size and modification time: a file
-    changed, added or removed gives another state."""
-    found = []
-    for root, _, files in os.walk(Path(data_dir) / benchmark.folder):
+    """Each file under the benchmark's data folder, linked folders followed (once each), with its device,
+    inode, size, and modification and change times: a file changed, replaced, added or removed gives
+    another state."""
+    found, seen = [], set()
+    for root, folders, files in os.walk(Path(data_dir) / benchmark.folder, followlinks=True):
+        with contextlib.suppress(OSError):
+            status = os.stat(root)
+            if (status.st_dev, status.st_ino) in seen:  # a link back to a folder walked already
+                folders.clear()
+                continue
+            seen.add((status.st_dev, status.st_ino))
         for name in files:
             path = os.path.join(root, name)
             with contextlib.suppress(OSError):  # gone meanwhile: load names it
                 status = os.stat(path)
-                found.append((path, status.st_ino, status.st_size, status.st_mtime_ns))
+                found.append(
+                    (path, status.st_dev, status.st_ino, status.st_size, status.st_mtime_ns, status.st_ctime_ns)
+                )
     return tuple(sorted(found))
 
 

@@ -833,23 +833,44 @@ def test_a_plugin_scorer_module_must_be_of_one_of_its_scorers(tmp_path, monkeypa
 
 
 @pytest.mark.parametrize(
-    "module, code, message",
+    "declared, module, code, message",
     [
         (
+            'scorer_modules = {"judge": "mini_question"}',
             "mini_question",
             "def question(item, reply, labels):\n    return reply\n",
-            "must name a module with functions",
+            "its scorer_modules['judge'] must name a module with functions question and read",
         ),
-        ("mini_missing", None, "its judge question module 'mini_missing' cannot be imported: No module named"),
+        (
+            'scorer_modules = {"judge": "mini_missing"}',
+            "mini_missing",
+            None,
+            "its judge question module 'mini_missing' cannot be imported: No module named",
+        ),
+        (
+            'human_labels = "mini_labels"',
+            "mini_labels",
+            "def human_agreement(data_dir, scorers):\n    return None\n",
+            "its human_labels must name a module with functions human_agreement and judge_agreement",
+        ),
+        (
+            'human_labels = "mini_no_labels"',
+            "mini_no_labels",
+            None,
+            "its human_labels module 'mini_no_labels' cannot be imported: No module named",
+        ),
     ],
+    ids=["question without read", "no question module", "labels without judge_agreement", "no labels module"],
 )
-def test_a_plugin_judge_question_is_checked_when_it_loads(tmp_path, monkeypatch, module, code, message):
-    """A judge question module that cannot be imported, or lacks `read`, is refused at discovery, not in the
-    judge's cells after the generation ran."""
+def test_a_plugins_judge_question_and_human_labels_are_checked_when_it_loads(
+    tmp_path, monkeypatch, declared, module, code, message
+):
+    """A judge question or human_labels module that cannot be imported, or lacks one of its functions, is refused
+    at discovery, not in the judge's cells after the generation ran, its agreement job or the scorers analysis."""
     source = MINI.format(name="mini", path="mini/a.csv").replace(
-        '    task = "t"\n', f'    task = "t"\n    scorer_modules = {{"judge": "{module}"}}\n'
+        '    task = "t"\n', f'    task = "t"\n    {declared}\n'
     )
-    plugin = f"mini_judging_{module}"  # a module name per case: Python keeps an imported module
+    plugin = f"mini_plugin_{module}"  # a module name per case: Python keeps an imported module
     _register(tmp_path, "mini-plugin", {"mini": f"{plugin}:Mini"}, {plugin: source, **({module: code} if code else {})})
     monkeypatch.syspath_prepend(tmp_path)
     with pytest.raises(PluginError, match=re.escape(message)):

@@ -40,3 +40,23 @@ def test_the_readmes_links_into_the_docs_resolve():
 def test_no_placeholder_is_read_as_an_html_tag(path):
     """`<bias type>` outside a code span is an HTML tag to Markdown: the browser shows nothing."""
     assert [(number, tag) for number, line in prose(path) for tag in re.findall(r"<[A-Za-z/][^>]*>", line)] == []
+
+
+def test_the_layout_page_lists_every_file_of_the_package():
+    """docs/layout.md's tree names each file under src/safetyrepro (packages' __init__.py aside), and no other."""
+    text = (REPO / "docs" / "layout.md").read_text(encoding="utf-8")
+    tree = text.split("```text\n", 1)[1].split("```", 1)[0].splitlines()[1:]
+    listed, folders = set(), []
+    for line in tree:
+        marker = re.search(r"[├└]── ", line)
+        depth, name = marker.start() // 4, line[marker.end() :].split("  #", 1)[0].strip()
+        folders[depth:] = [name.rstrip("/")] if name.endswith("/") else []
+        if not name.endswith("/"):
+            listed.add("/".join([*folders[:depth], name]))
+    package = REPO / "src" / "safetyrepro"
+    files = {
+        path.relative_to(package).as_posix()
+        for path in package.rglob("*")
+        if path.is_file() and "__pycache__" not in path.parts and path.name != "__init__.py"
+    }
+    assert listed - {"__init__.py"} == files

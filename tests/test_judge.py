@@ -313,3 +313,43 @@ def test_a_judges_human_agreement_is_measured_as_the_other_scorers(data_dir):
     assert judged["parse_rate"].tolist() == [1.0, 1.0]  # our rules decide every whole completion
     silent = judge_agreement(data_dir, lambda replies, items: [UNPARSED] * len(replies))
     assert silent["parse_rate"].tolist() == silent["three_class"].tolist() == [0.0, 0.0]
+
+
+def test_what_reads_human_labels_follows_the_benchmarks_that_declare_them(data_dir, monkeypatch):
+    """The scorers analysis's code and a judge's agreement job come from `Benchmark.human_labels`: XSTest's module
+    is code of the scorers analysis of a run with XSTest only, and of each judge's agreement job for XSTest, with
+    the judge's question for XSTest; a second benchmark that declares human labels gets its own job."""
+    from safetyrepro.benchmarks import with_human_labels
+    from safetyrepro.configuration import fingerprints
+
+    labelled = f"{fingerprints.PACKAGE}.benchmarks.xstest.scorer_agreement"
+    assert fingerprints.analysis_modules("scorers", ["bbq", "xstest"])[-1] == "benchmarks.xstest.scorer_agreement"
+    for name, benchmarks in (("scorers", ["bbq", "toxigen"]), ("variance", ["bbq", "xstest"])):
+        fingerprints.code_digest.cache_clear()
+        assert labelled not in fingerprints.code_closure(*fingerprints.analysis_modules(name, benchmarks)), name
+    settings = judged_settings(data_dir)
+    judge = settings.model("referee")
+    assert with_human_labels(settings.benchmarks) == ["xstest"]
+
+    def agreement_now() -> str:
+        fingerprints.code_digest.cache_clear()
+        return fingerprints.judge_agreement_fingerprint(settings, "xstest", judge)
+
+    before = agreement_now()
+    for edited, changes in (
+        ("benchmarks.xstest.scorer_agreement", True),
+        ("benchmarks.xstest.judge_question", True),
+        ("running.judge", True),
+        ("benchmarks.judge_question", False),  # the option question: other benchmarks' judge cells only
+    ):
+        code_of, module = fingerprints._code_of, f"{fingerprints.PACKAGE}.{edited}"
+        monkeypatch.setattr(
+            fingerprints,
+            "_code_of",
+            lambda name, code_of=code_of, module=module: code_of(name) + ("#" if name == module else ""),
+        )
+        assert (agreement_now() != before) is changes, edited
+        monkeypatch.undo()
+    monkeypatch.setattr(BENCHMARKS["bbq"], "human_labels", "benchmarks.xstest.scorer_agreement", raising=False)
+    assert with_human_labels(settings.benchmarks) == ["bbq", "xstest"]
+    assert fingerprints.judge_agreement_fingerprint(settings, "bbq", judge) != agreement_now()  # its own data pins

@@ -292,6 +292,7 @@ def test_every_figure_draws_on_the_full_612_cell_grid(tmp_path):
             {
                 "human": pd.DataFrame(
                     {
+                        "benchmark": ["xstest"] * 4,
                         "labelled_model": ["mistralinstruct", "llama2new"] * 2,
                         "scorer_name": ["rules", "rules", "strmatch", "strmatch"],
                         "three_class": [0.86, 0.89, 0.85, 0.86],
@@ -308,7 +309,12 @@ def test_every_figure_draws_on_the_full_612_cell_grid(tmp_path):
     degenerate = {"anova": variance.variance_shares(flat), "scores": flat, "rho_heatmap": flips.rho_flip_table(flat)}
     degenerate["scorers"] = pd.DataFrame({"note": ["no scorer axis in this run"]})
     only_pairs = tables["scorers"][tables["scorers"]["table"] == "agreement"].dropna(axis="columns", how="all")
-    _assert_text_inside(draw("scorers", only_pairs))  # a run without XSTest: no human table
+    _assert_text_inside(draw("scorers", only_pairs))  # a run without human labels: no human table
+    labelled = tables["scorers"][tables["scorers"]["table"] == "human"]
+    two = draw("scorers", pd.concat([tables["scorers"], labelled.assign(benchmark="other")], ignore_index=True))
+    files = [f"{b}\n{m}" for b in ("xstest", "other") for m in ("mistralinstruct", "llama2new")]
+    assert [tick.get_text() for tick in two.axes[0].get_xticklabels()] == files  # two benchmarks' labelled files
+    _assert_text_inside(two)
     _assert_text_inside(draw("scorers", pd.DataFrame(columns=["table"])))  # nothing labelled twice
     for name, figure in FIGURES.items():
         benchmark = "bbq" if figure.per_benchmark else None

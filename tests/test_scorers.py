@@ -459,7 +459,7 @@ def test_a_scorer_cell_labels_its_twins_responses_without_a_model(tmp_path, data
     agreement = scorers[scorers.table == "agreement"]
     assert agreement["n_rows"].tolist() == [8] + [12] * 6  # 2 models x 4 or 6 items, one seed, per pair of scorers
     judged = scorers[(scorers.table == "human") & (scorers.scorer == "judged")].set_index("labelled_model")
-    measured = pd.read_parquet(results / "judges" / "referee.parquet").set_index("labelled_model")
+    measured = pd.read_parquet(results / "judges" / "xstest" / "referee.parquet").set_index("labelled_model")
     assert judged["scorer_name"].tolist() == ["judge referee"] * 2 and set(judged.index) == set(LABELLED_FILES)
     for column in ("three_class", "kappa", "n_answers", "parse_rate"):  # its own job asked the judge, 900 times
         assert judged[column].tolist() == measured.loc[judged.index, column].tolist()
@@ -475,6 +475,6 @@ def test_a_scorer_cell_labels_its_twins_responses_without_a_model(tmp_path, data
             row["kappa"],
             row["fitted_on"],
         )
-    human_lines = [line for line in _scorer_lines(scorers) if line.startswith("learned on ")]  # summary.md's
-    assert human_lines[1].startswith(f"learned on llama2new {read_head()['held_out'][1]['three_class']:.3f}")
+    human_lines = [line for line in _scorer_lines(scorers) if line.startswith("xstest: learned on ")]  # summary.md's
+    assert human_lines[1].startswith(f"xstest: learned on llama2new {read_head()['held_out'][1]['three_class']:.3f}")
     assert human_lines[1].endswith("fitted on mistralinstruct alone);")

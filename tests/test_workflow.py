@@ -339,13 +339,7 @@ CODE_CHANGES = {
     "analysis/attribution.py": {"analysis": 1, "summary": 1, "figure_shap": 1},
     "analysis/stability.py": {"analysis": 1, "summary": 1},
     "analysis/precision.py": {"analysis": 1, "summary": 1},
-    # the scorers analysis labels XSTest's human-labelled answers with XSTest's scorers (none run in the tiny run)
     "analysis/scorers.py": {"analysis": 1, "summary": 1, "figure_scorers": 1},
-    "benchmarks/xstest/__init__.py": {"analysis": 1, "summary": 1, "figure_scorers": 1},
-    "benchmarks/xstest/refusal.py": {"analysis": 1, "summary": 1, "figure_scorers": 1},
-    "benchmarks/xstest/strmatch.py": {"analysis": 1, "summary": 1, "figure_scorers": 1},
-    "benchmarks/xstest/learned.py": {"analysis": 1, "summary": 1, "figure_scorers": 1},
-    "benchmarks/xstest/scorer_agreement.py": {"analysis": 1, "summary": 1, "figure_scorers": 1},
     "results/figures.py": FIGURES,
     "results/provenance.py": {"provenance": 1, "grid_card": 1},
     "results/grid_card.py": {"grid_card": 1},
@@ -364,6 +358,13 @@ NO_RERUN = (
     "running/judge.py",  # a judge's cells only: the tiny run has none
     "benchmarks/judge_question.py",
     "benchmarks/xstest/judge_question.py",
+    # XSTest's modules: no benchmark of the tiny run has human labels (the scorers analysis of a run with XSTest
+    # reads them through its human_labels module: tests/test_scorers.py)
+    "benchmarks/xstest/__init__.py",
+    "benchmarks/xstest/refusal.py",
+    "benchmarks/xstest/strmatch.py",
+    "benchmarks/xstest/learned.py",
+    "benchmarks/xstest/scorer_agreement.py",
     "analysis/suite.py",
     "case_study/drivers.py",
 )

@@ -19,7 +19,7 @@ rule analysis:
         sections=lambda w: {key: SETTINGS.document.get(key) for key in ANALYSES[w.name].sections},
         description=lambda w: ANALYSES[w.name].description,
         function=lambda w: ANALYSES[w.name].function,
-        code=lambda w: code_digest(*analysis_modules(w.name)),
+        code=lambda w: code_digest(*analysis_modules(w.name, SETTINGS.benchmarks)),
     wildcard_constraints:
         name="|".join(ANALYSES),
     conda:

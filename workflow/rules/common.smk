@@ -6,7 +6,7 @@ import re
 import sys
 from pathlib import Path
 
-from safetyrepro.benchmarks import NAME, DataError
+from safetyrepro.benchmarks import NAME, DataError, with_human_labels
 from safetyrepro.cli.command import ERROR_PREFIX
 from safetyrepro.configuration.settings import ConfigError, load_run_settings, load_settings
 from safetyrepro.running.data import manifest
@@ -46,8 +46,9 @@ RESCORED = {
     for c in SETTINGS.configs(b)
     if (twin := SETTINGS.envelope.generation_twin(c, b)) is not None
 }
-# the judges asked about XSTest's human-labelled completions (those that label XSTest answers)
-HUMAN_JUDGES = [j.name for j in SETTINGS.used_judges("xstest")]
+# Per benchmark of the run with human-labelled replies (Benchmark.human_labels), the judges asked about them:
+# those that label its answers
+HUMAN_JUDGES = {b: [j.name for j in SETTINGS.used_judges(b)] for b in with_human_labels(SETTINGS.benchmarks)}
 PROBE_MODELS = [m.name for m in SETTINGS.precision_probe.new_models] if SETTINGS.precision_probe else []
 # A model server answers one cell at a time. Where the servers need the accelerator slot (`gpu=1`: a GPU,
 # or vLLM-CPU's memory) one server runs at a time (safetyrepro.running.gpu_memory): a model's
@@ -170,10 +171,11 @@ def judge_priority(wildcards):
 
 
 def judge_agreement_input(wildcards):
-    """The judges' agreement tables the scorers analysis reads (in a partial run, those that finished)."""
-    if wildcards.name != "scorers":
+    """The judges' agreement tables an analysis that reads human labels reads (in a partial run, those that
+    finished)."""
+    if not ANALYSES[wildcards.name].human_labels:
         return []
-    paths = [f"{RESULTS}/judges/{judge}.parquet" for judge in HUMAN_JUDGES]
+    paths = [f"{RESULTS}/judges/{b}/{judge}.parquet" for b, judges in HUMAN_JUDGES.items() for judge in judges]
     return [path for path in paths if not SETTINGS.partial_results or Path(path).is_file()]
 
 

@@ -104,29 +104,32 @@ rule rescore_cell:
 ruleorder: rescore_cell > cell
 
 
-# A judge asked about XSTest's human-labelled completions: its agreement with the human labels, which the
-# scorers analysis reports beside the other scorers' (docs/scorers.md). In the judge's group, on its server.
+# A judge asked about a benchmark's human-labelled replies (XSTest's labelled completions): its agreement
+# with the human labels, which the scorers analysis reports beside the other scorers' (docs/scorers.md). In
+# the judge's group, on its server.
 rule judge_agreement:
     input:
-        data=lambda w: data_files("xstest"),
+        data=lambda w: data_files(w.benchmark),
         judge=f"{RESULTS}/models/{{judge}}.json",
     output:
-        f"{RESULTS}/judges/{{judge}}.parquet",
+        f"{RESULTS}/judges/{{benchmark}}/{{judge}}.parquet",
     wildcard_constraints:
-        judge="|".join(map(re.escape, HUMAN_JUDGES)) or "(?!)",  # no judge labels XSTest: matches nothing
+        benchmark="|".join(map(re.escape, HUMAN_JUDGES)) or "(?!)",  # no benchmark with human labels: matches nothing
+        judge="|".join(map(re.escape, sorted({j for judges in HUMAN_JUDGES.values() for j in judges}))) or "(?!)",
     params:
-        fingerprint=lambda w: judge_agreement_fingerprint(SETTINGS, MODELS[w.judge]),
+        fingerprint=lambda w: judge_agreement_fingerprint(SETTINGS, w.benchmark, MODELS[w.judge]),
     conda:
         "../../envs/safetyrepro.yaml"
     log:
-        f"{RESULTS}/logs/judges/{{judge}}.log",
+        f"{RESULTS}/logs/judges/{{benchmark}}/{{judge}}.log",
     group:
         lambda w: f"model-{w.judge}"
     resources:
         gpu=int(ON_GPU),
     priority: judge_priority
     shell:
-        "safetyrepro -v judge-agreement --configfile \"$SAFETYREPRO_RUN_CONFIG\" --judge {wildcards.judge:q}"
+        "safetyrepro -v judge-agreement --configfile \"$SAFETYREPRO_RUN_CONFIG\" --benchmark {wildcards.benchmark}"
+        " --judge {wildcards.judge:q}"
         " --out {output:q} > {log:q} 2>&1"
 
 

@@ -5,15 +5,16 @@ their twin's responses. Table 'reversals': per benchmark, model pair and pair of
 twins both scorers label, the verdicts "A beats B" (`flips.signs`, as rho_flip decides them) that
 the scorer choice alone reverses (one scorer has A above B, the other B above A) or changes (ties
 included). Table 'agreement': per benchmark and pair of scorers, the share of the run's item rows
-(model, twin, item, seed) given the same label, and Cohen's kappa. Table 'human': each XSTest
-scorer of the axis against the human labels of the authors' labelled completions
-(`safetyrepro.benchmarks.xstest.human_labels`); a judge's as its judge_agreement job measured it, with
-the share of its answers that parse.
+(model, twin, item, seed) given the same label, and Cohen's kappa. Table 'human': for each benchmark
+of the run with human-labelled replies (`Benchmark.human_labels`: XSTest's labelled completions,
+`safetyrepro.benchmarks.xstest.scorer_agreement`), each of its scorers on the axis against the human
+labels; a judge's as its judge_agreement job measured it, with the share of its answers that parse.
 """
 
 from __future__ import annotations
 
 import itertools
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pandas as pd
@@ -21,6 +22,7 @@ from sklearn.metrics import cohen_kappa_score
 
 from safetyrepro.analysis.flips import signs
 from safetyrepro.analysis.frames import stack_named
+from safetyrepro.benchmarks import BENCHMARKS, scorer_module, with_human_labels
 
 if TYPE_CHECKING:
     from safetyrepro.analysis.suite import Inputs
@@ -80,10 +82,13 @@ def label_agreement(items: pd.DataFrame, axis: str, twin_axes: list[str], values
     return pd.DataFrame(rows)
 
 
+def judge_agreement_path(results_dir: Path, benchmark: str, judge: str) -> Path:
+    """Where the judge_agreement job writes a judge's agreement with a benchmark's human labels."""
+    return results_dir / "judges" / benchmark / f"{judge}.parquet"
+
+
 def scorer_table(inputs: Inputs) -> pd.DataFrame:
     """The suite's entry: the three tables stacked, or a note when the run declares no scorer axis."""
-    from safetyrepro.benchmarks.xstest.scorer_agreement import human_agreement
-
     envelope = inputs.settings.envelope  # None for imported results
     axis = next(iter(envelope.declared("scorer")), None) if envelope is not None else None
     if axis is None or axis not in inputs.cells.columns:
@@ -97,27 +102,35 @@ def scorer_table(inputs: Inputs) -> pd.DataFrame:
         "reversals": scorer_reversals(free_form, axis, twin_axes, values),
         "agreement": label_agreement(items, axis, twin_axes, values),
     }
-    if "xstest" in inputs.settings.benchmarks:
-        scorers = {params["scorer"]: value for value, params in envelope.axes[axis].items() if "judge" not in params}
-        by_scorer = {name: value for name, value in scorers.items() if name in envelope.scorers["xstest"]}
-        human = human_agreement(inputs.settings.data_dir, list(by_scorer))
-        human = human.rename(columns={"scorer": "scorer_name"})  # the axis's own column may be called scorer
-        human = human.assign(**{axis: human["scorer_name"].map(by_scorer)})
-        tables["human"] = pd.concat([human, *_judged(inputs, axis)], ignore_index=True).assign(benchmark="xstest")
+    human = [_human(inputs, axis, benchmark) for benchmark in with_human_labels(inputs.settings.benchmarks)]
+    if human:
+        tables["human"] = pd.concat(human, ignore_index=True)
     return stack_named(tables, "table")
 
 
-def _judged(inputs: Inputs, axis: str) -> list[pd.DataFrame]:
-    """The human-label agreement of each judge that labels XSTest answers, as its judge_agreement job measured
-    it (scorer_name "judge <name>"; the axis's value that names it). A partial run leaves out a judge whose job
-    did not finish."""
-    from safetyrepro.benchmarks.xstest.scorer_agreement import judge_agreement_path
+def _human(inputs: Inputs, axis: str, benchmark: str) -> pd.DataFrame:
+    """A benchmark's scorers of the axis against its human labels, as its `human_labels` module measures them,
+    and its judges' agreement as their judge_agreement jobs measured it (scorer_name "judge <name>")."""
+    envelope = inputs.settings.envelope
+    module = scorer_module(BENCHMARKS[benchmark].human_labels)
+    scorers = {params["scorer"]: value for value, params in envelope.axes[axis].items() if "judge" not in params}
+    by_scorer = {name: value for name, value in scorers.items() if name in envelope.scorers[benchmark]}
+    human = module.human_agreement(inputs.settings.data_dir, list(by_scorer))
+    human = human.rename(columns={"scorer": "scorer_name"})  # the axis's own column may be called scorer
+    human = human.assign(**{axis: human["scorer_name"].map(by_scorer)})
+    return pd.concat([human, *_judged(inputs, axis, benchmark)], ignore_index=True).assign(benchmark=benchmark)
+
+
+def _judged(inputs: Inputs, axis: str, benchmark: str) -> list[pd.DataFrame]:
+    """The human-label agreement of each judge that labels the benchmark's answers, as its judge_agreement job
+    measured it (the axis's value that names it). A partial run leaves out a judge whose job did not finish."""
     from safetyrepro.results.storage import read_parquet_checked
 
     settings = inputs.settings
     values = {params["judge"]: value for value, params in settings.envelope.axes[axis].items() if "judge" in params}
     paths = {
-        judge.name: judge_agreement_path(settings.results_dir, judge.name) for judge in settings.used_judges("xstest")
+        judge.name: judge_agreement_path(settings.results_dir, benchmark, judge.name)
+        for judge in settings.used_judges(benchmark)
     }
     return [
         read_parquet_checked(path)

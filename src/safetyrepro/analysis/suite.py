@@ -42,8 +42,15 @@ class Design:
 
 @dataclass
 class Inputs:
-    """What an analysis may read: the checked settings, cells.parquet and (lazily) items.parquet, and the
-    design of imported cells (None for a run's, whose design is its envelope's)."""
+    """What an analysis may read.
+
+    Attributes:
+        settings: the run's checked settings.
+        cells: cells.parquet, one row per cell.
+        items_path: items.parquet, read on first use (`items`).
+        probe_path: precision_probe.parquet, or None without a precision probe (`probe_cells`).
+        imported_design: the design of imported cells; None for a run's, whose design is its envelope's (`design`).
+    """
 
     settings: Settings
     cells: pd.DataFrame
@@ -78,13 +85,23 @@ class Inputs:
 
 @dataclass(frozen=True)
 class Analysis:
-    """One analysis: what it reports, the function computing it ("module:function"), the `analysis` options
-    and the other top-level config sections it reads (its job reruns when they change)."""
+    """One analysis, a pure function of the tidy tables; its job reruns when any of these changes.
+
+    Attributes:
+        description: what it reports (the report and docs/analyses.md show it).
+        function: the function computing it, "module:function" within `safetyrepro.analysis`; it takes an
+            `Inputs` and returns a tidy table.
+        options: the keys of the config's `analysis` section it reads.
+        sections: the other top-level config sections it reads.
+        human_labels: whether it reads the human labels of the run's benchmarks that have them
+            (`Benchmark.human_labels`: their modules are its code too).
+    """
 
     description: str
     function: str
     options: tuple[str, ...] = ()
     sections: tuple[str, ...] = ()
+    human_labels: bool = False
 
     @property
     def module(self) -> str:
@@ -218,11 +235,13 @@ ANALYSES: dict[str, Analysis] = {
         "Scorer axis (a declared axis of mechanism scorer: docs/scorers.md): table 'reversals', per benchmark, model "
         "pair and pair of scorers, how many of the configs both scorers label (n_twins: one generation each) have the "
         "verdict A vs B reversed (strictly, as rho_flip counts) or changed (ties included) by the scorer alone; "
-        "'agreement', the share of item rows both scorers give the same label, with Cohen's kappa; 'human', each "
-        "XSTest scorer against the human labels of the authors' labelled completions (three-class, binary, kappa; "
-        "developed_on: the file its rules were written against; a learned scorer's, leave-one-model-out: fitted_on "
-        "the other file alone).",
+        "'agreement', the share of item rows both scorers give the same label, with Cohen's kappa; 'human', for each "
+        "benchmark with human-labelled replies (XSTest: the authors' labelled completions), each scorer of the axis "
+        "against the human labels (three-class, binary, kappa; developed_on: the file its rules were written "
+        "against; a learned scorer's, leave-one-model-out: fitted_on the other file alone) and each judge's, with "
+        "the share of its answers that parse.",
         "scorers:scorer_table",
         sections=("envelope",),
+        human_labels=True,
     ),
 }

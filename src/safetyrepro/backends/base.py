@@ -63,7 +63,12 @@ class Backend(ABC):
     prefill = {"computed": 0, "requested": 0}  # prompt tokens of the last call: run through the model, and asked for
 
     def record_prefill(self, computed: int, requested: int) -> None:
-        """Note (and log) how many prompt tokens the last call computed of those it was asked for."""
+        """Note (and log) how many prompt tokens the last call computed of those it was asked for.
+
+        Args:
+            computed: prompt tokens run through the model (a reused prefix is not).
+            requested: prompt tokens the call's prompts hold in all.
+        """
         self.prefill = {"computed": computed, "requested": requested}
         log.info(
             "prefill: %d of %d prompt tokens computed (%.0f%%)", computed, requested, 100 * computed / max(requested, 1)
@@ -77,7 +82,18 @@ class Backend(ABC):
         stop: Sequence[str] = (),
         batch_size: int | None = None,
     ) -> list[str]:
-        """One completion per prompt for one seed (see `generate_seeds`)."""
+        """One completion per prompt for one seed.
+
+        Args:
+            prompts: the rendered prompts.
+            decoding: temperature, top-p and the number of new tokens.
+            seed: the sampling seed.
+            stop: stop strings, as in `generate_seeds`.
+            batch_size: as in `generate_seeds`.
+
+        Returns:
+            The completions in prompt order.
+        """
         return self.generate_seeds(prompts, decoding, [seed], stop, batch_size)[seed]
 
     @abstractmethod
@@ -117,7 +133,10 @@ class Backend(ABC):
 
     @abstractmethod
     def close(self) -> None:
-        """Free what the backend holds now (a model server frees its GPU before another takes it)."""
+        """Free what the backend holds now (a model server frees its GPU before another takes it).
+
+        The caller uses the backend no more after it, and closes it once.
+        """
 
     @classmethod
     def load(cls, spec: ModelSpec, **options: Any) -> Backend:

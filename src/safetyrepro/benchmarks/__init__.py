@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import importlib
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from importlib.metadata import EntryPoint
 from pathlib import Path
 from types import ModuleType
@@ -40,6 +40,15 @@ def scorer_module(name: str) -> ModuleType:
     return importlib.import_module(f"safetyrepro.{name}" if in_package else name)
 
 
+JUDGE_API = ("question", "read")  # what the module of a benchmark's scorer_modules["judge"] defines
+HUMAN_LABELS_API = ("human_agreement", "judge_agreement")  # what a `Benchmark.human_labels` module defines
+
+
+def with_human_labels(names: Iterable[str]) -> list[str]:
+    """Those of the benchmarks `names` whose replies have human labels to measure scorers against."""
+    return [name for name in names if BENCHMARKS[name].human_labels]
+
+
 def discover() -> dict[str, Benchmark]:
     """Every benchmark registered under GROUP, in name order; a name registered twice with two targets,
     or a plugin that fails to load, is an error naming it."""
@@ -72,23 +81,29 @@ def _load(point: EntryPoint) -> Benchmark:
         raise PluginError(
             f"{where}: its scorer_modules {apart!r} must map some of its scorers other than '{RULES}' to modules"
         )
-    if JUDGE in scorers:  # the judge's question is read where a judge's cell runs: checked here, before any
-        question = apart.get(JUDGE)
-        try:
-            module = scorer_module(question) if isinstance(question, str) else None
-        except ImportError as exc:
-            raise PluginError(f"{where}: its judge question module {question!r} cannot be imported: {exc}") from exc
-        if module is None or not all(callable(getattr(module, name, None)) for name in ("question", "read")):
-            raise PluginError(
-                f"{where}: it has the scorer '{JUDGE}': its scorer_modules['{JUDGE}'] must name a module with "
-                "functions question and read (docs/extending.md)"
-            )
+    # read where a judge's cell, its agreement job or the scorers analysis runs: checked here, before any runs
+    if JUDGE in scorers:
+        _check_module(where, "judge question", apart.get(JUDGE), JUDGE_API, f"its scorer_modules['{JUDGE}']")
+    if benchmark.human_labels is not None:
+        _check_module(where, "human_labels", benchmark.human_labels, HUMAN_LABELS_API, "its human_labels")
     if benchmark.name != point.name:
         raise PluginError(f"{where} is named '{benchmark.name}'; the entry point's name must be the benchmark's")
     outside = [entry.path for entry in benchmark.data_files if not entry.path.startswith(f"{benchmark.folder}/")]
     if outside:
         raise PluginError(f"{where}: data file {outside[0]} lies outside its folder '{benchmark.folder}/'")
     return benchmark
+
+
+def _check_module(where: str, what: str, name: object, functions: tuple[str, ...], key: str) -> None:
+    """A PluginError unless `name` names a module (as `scorer_module` finds it) that defines `functions`."""
+    try:
+        module = scorer_module(name) if isinstance(name, str) else None
+    except ImportError as exc:
+        raise PluginError(f"{where}: its {what} module {name!r} cannot be imported: {exc}") from exc
+    if module is None or not all(callable(getattr(module, function, None)) for function in functions):
+        raise PluginError(
+            f"{where}: {key} must name a module with functions {' and '.join(functions)} (docs/extending.md)"
+        )
 
 
 BENCHMARKS: dict[str, Benchmark] = discover()

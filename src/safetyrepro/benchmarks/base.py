@@ -46,9 +46,17 @@ class DataError(ValueError):
 
 @dataclass(frozen=True)
 class DataFile:
-    """One pinned data file: its path under the data folder (inside the benchmark's folder), its SHA-256,
-    and where `safetyrepro fetch-data` gets it: a commit of a public GitHub repository (`repo`, `commit`,
-    `upstream_path`; a mirror with raw.githubusercontent.com's layout may stand in), or else its `url`."""
+    """One pinned data file and where `safetyrepro fetch-data` gets it: a commit of a public GitHub
+    repository (a mirror with raw.githubusercontent.com's layout may stand in), or else its `url`.
+
+    Attributes:
+        path: its path under the data folder, inside the benchmark's folder.
+        sha256: its SHA-256; a fetched file that differs is refused.
+        repo: the GitHub repository ("owner/name").
+        commit: the commit of that repository.
+        upstream_path: the file's path in that repository.
+        url: any other address (given instead of the three above).
+    """
 
     path: str
     sha256: str
@@ -80,10 +88,19 @@ def github_files(
 class Item:
     """One evaluated item, ready to be rendered into any template.
 
-    `text` is the item's own text (question with its context; no options, instructions or shots), what
-    its item_hash identifies across harnesses. `question` fills the template's {question}; `candidates` maps each label to the continuation
-    scored on the logprob path. `logprob_fields` overrides template fields on that path (CrowS-Pairs
-    scores whole sentences after a neutral prompt rather than a question about them).
+    Attributes:
+        item_id: unique within the benchmark.
+        stratum: the group the subset draw stratifies by (a category, a type).
+        text: the item's own text (question with its context; no options, instructions or shots), what
+            its item_hash identifies across harnesses.
+        question: fills the template's {question}.
+        answer_format: fills the template's {answer_format} (how to answer: a letter, Yes or No, ...).
+        labels: the labels an answer may give.
+        gold: the correct label.
+        candidates: each label's continuation, scored on the logprob path.
+        logprob_fields: template fields overridden on that path (CrowS-Pairs scores whole sentences after a
+            neutral prompt rather than a question about them).
+        meta: anything else its parsing and scoring read (the options' texts `extract` reads, BBQ's condition).
     """
 
     item_id: str
@@ -144,6 +161,12 @@ class Benchmark(ABC):
     The scorer "judge" asks a judge model the question of the module `scorer_modules["judge"]` names (its
     `question(item, reply, labels)` and `read(answer, item, labels)`; `labels` serve when `item` is None): by default the option question of
     `safetyrepro.benchmarks.judge_question`; a benchmark without a judge leaves "judge" out of `scorers`.
+    `human_labels` names the module (as `scorer_modules` does) that measures scorers against human labels
+    of labelled replies, or is None: its `human_agreement(data_dir, scorers)` gives, per labelled file
+    and scorer, `labelled_model`, `scorer`, `three_class`, `binary`, `kappa`, `n_answers`, `fitted_on`
+    and `developed_on`; its `judge_agreement(data_dir, label)` gives, per labelled file, a judge's
+    agreement (`label(replies, items)` returns the judge's labels) with `parse_rate`. The scorers
+    analysis reports both, and every judge that labels the benchmark is asked by a job of its own.
     """
 
     name: str
@@ -159,6 +182,7 @@ class Benchmark(ABC):
     scorer_modules: Mapping[str, str] = {JUDGE: "benchmarks.judge_question"}
     scorer_models: Mapping[str, str] = {}
     scorer_files: Mapping[str, tuple[Path, ...]] = {}
+    human_labels: str | None = None
 
     @abstractmethod
     def load(self, data_dir: Path) -> pd.DataFrame:
@@ -268,14 +292,36 @@ class Benchmark(ABC):
         return {}
 
     def shot_answer(self, item: Item, scoring: str) -> str:
-        """The answer shown after a few-shot example: the gold label, or its logprob candidate."""
+        """The answer shown after a few-shot example.
+
+        Args:
+            item: the few-shot example, drawn from the pool.
+            scoring: "freeform" or "logprob", the path of the cell it is shown in.
+
+        Returns:
+            The gold label on the free-form path, the gold label's candidate (stripped) on the logprob path.
+        """
         return item.candidates[item.gold].strip() if scoring == "logprob" else item.gold
 
     def item_set(
         self, data_dir: Path, n_items: int, pool_size: int, seed: int, where: str, presentation: Presentation
     ) -> ItemSet:
-        """Load the data and draw the fixed evaluated items and the disjoint few-shot pool (the draw
-        does not depend on `presentation`)."""
+        """Load the data and draw the fixed evaluated items and the disjoint few-shot pool.
+
+        Args:
+            data_dir: the run's data folder.
+            n_items: how many items are evaluated.
+            pool_size: how many items form the few-shot pool, disjoint from them.
+            seed: the run's subset seed; the draw is stratified by `stratum` and depends on nothing else.
+            where: the config key a too-large size is reported under.
+            presentation: how the options are ordered and formulated (it shapes the items, not the draw).
+
+        Returns:
+            The evaluated items and the pool, as `make_item` makes them.
+
+        Raises:
+            DataError: a file is missing or malformed, an item id appears twice, or the sizes exceed the items.
+        """
         state = _folder_state(self, data_dir)
         evaluated, pool = _drawn(_Identity(self), Path(data_dir), n_items, pool_size, seed, where, state)
         make = lambda rows: [self.make_item(row, seed, presentation) for row in rows.to_dict("records")]  # noqa: E731

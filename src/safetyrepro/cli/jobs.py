@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
-from safetyrepro.benchmarks import BENCHMARKS, DataError
+from safetyrepro.benchmarks import BENCHMARKS, DataError, scorer_module, with_human_labels
 from safetyrepro.cli.command import ERROR_PREFIX, add_command
 from safetyrepro.configuration.settings import ConfigError, load_settings
 
@@ -209,22 +209,22 @@ def cmd_rescore_cell(args: argparse.Namespace) -> int:
 
 @job("out")
 def cmd_judge_agreement(args: argparse.Namespace) -> int:
-    """Ask a judge (--judge, through its model server) about XSTest's human-labelled completions; write its
-    agreement with the human labels per file (the scorers analysis reads it)."""
-    from safetyrepro.benchmarks.xstest.scorer_agreement import judge_agreement
+    """Ask a judge (--judge, through its model server) about a benchmark's human-labelled replies (its
+    `human_labels` module's); write its agreement with the human labels per file (the scorers analysis reads it)."""
     from safetyrepro.results.storage import write_parquet
     from safetyrepro.running.judge import judge_labels
 
     settings = load_settings(args.configfile)
-    judge = settings.model(args.judge)
-    log.info("judge %s: asked about the labelled completions of XSTest", judge.name)
+    judge, benchmark = settings.model(args.judge), BENCHMARKS[args.benchmark]
+    log.info("judge %s: asked about the labelled replies of %s", judge.name, benchmark.name)
     judge_backend = serving_backends(settings, judge, Path(args.configfile))["generate"]
     batch_size = settings.backend.batch_condition("freeform", None).batch_size
 
     def label(replies: list[str], items: list) -> list[str]:
-        return judge_labels(BENCHMARKS["xstest"], judge_backend, replies, items, batch_size)
+        return judge_labels(benchmark, judge_backend, replies, items, batch_size)
 
-    write_parquet(judge_agreement(settings.data_dir, label).assign(judge=judge.name), Path(args.out))
+    measured = scorer_module(benchmark.human_labels).judge_agreement(settings.data_dir, label)
+    write_parquet(measured.assign(judge=judge.name), Path(args.out))
     return 0
 
 
@@ -451,13 +451,14 @@ def add_commands(commands) -> None:
         ("configfile", "model", "config-id", "twin-items", "items", "summary"),
     )
     rescore.add_argument("--benchmark", required=True, choices=sorted(BENCHMARKS))
-    add_command(
+    judged = add_command(
         commands,
         "judge-agreement",
         cmd_judge_agreement,
-        "a judge's agreement with XSTest's human labels (writes --out Parquet)",
+        "a judge's agreement with a benchmark's human labels (writes --out Parquet)",
         ("configfile", "judge", "out"),
     )
+    judged.add_argument("--benchmark", required=True, choices=with_human_labels(sorted(BENCHMARKS)))
     aggregate = add_command(
         commands,
         "aggregate",

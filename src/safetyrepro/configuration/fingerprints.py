@@ -15,7 +15,7 @@ import ast
 import hashlib
 import importlib.util
 import json
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -46,7 +46,7 @@ JOB_CODE: dict[str, tuple[str, ...]] = {
     "case_study": ("case_study",),
     "import": ("imports", "imports.record"),
     "audit": ("audit",),
-    "judge_agreement": (JUDGE_CODE, "benchmarks.xstest.judge_question", "benchmarks.xstest.scorer_agreement"),
+    "judge_agreement": (JUDGE_CODE,),
 }
 
 
@@ -200,11 +200,15 @@ def backend_modules(settings: Settings) -> tuple[str, ...]:
     return tuple(sorted({backend_module(kind) for kind in settings.backend.kinds().values()}))
 
 
-def analysis_modules(name: str) -> tuple[str, ...]:
-    """An analysis job's code: the module of its function and the Markdown rendering."""
+def analysis_modules(name: str, benchmarks: Iterable[str]) -> tuple[str, ...]:
+    """An analysis job's code: the module of its function, the Markdown rendering, and for an analysis that
+    reads human labels, the `human_labels` modules of the run's `benchmarks` that have them."""
     from safetyrepro.analysis.suite import ANALYSES
+    from safetyrepro.benchmarks import BENCHMARKS, with_human_labels
 
-    return (*JOB_CODE["analysis"], ANALYSES[name].module.removeprefix(f"{PACKAGE}."))
+    analysis = ANALYSES[name]
+    labelled = [BENCHMARKS[b].human_labels for b in with_human_labels(benchmarks)] if analysis.human_labels else []
+    return (*JOB_CODE["analysis"], analysis.module.removeprefix(f"{PACKAGE}."), *labelled)
 
 
 def _serving(settings: Settings, scoring: str, batch) -> dict:
@@ -250,16 +254,18 @@ def cell_fingerprint(settings: Settings, spec: ModelSpec, benchmark: str, config
     return hashlib.sha256(json.dumps(params, sort_keys=True).encode()).hexdigest()
 
 
-def judge_agreement_fingerprint(settings: Settings, judge: ModelSpec) -> str:
-    """What a judge's agreement with XSTest's human labels depends on: the judge, the backend that serves it,
-    the labelled files' pins and the code that asks and reads."""
-    from safetyrepro.benchmarks import BENCHMARKS
+def judge_agreement_fingerprint(settings: Settings, benchmark: str, judge: ModelSpec) -> str:
+    """What a judge's agreement with a benchmark's human labels depends on: the judge, the backend that serves
+    it, the benchmark's data pins and the code that asks (its judge question) and measures (its human_labels)."""
+    from safetyrepro.benchmarks import BENCHMARKS, JUDGE
 
     serving = _serving(settings, "freeform", settings.backend.batch_condition("freeform", None))
+    labelled = BENCHMARKS[benchmark]
+    modules = (labelled.scorer_modules[JUDGE], labelled.human_labels, backend_module(serving["backend"]))
     params = {
         "judge": vars(judge),
         **serving,
-        "data": [entry.sha256 for entry in BENCHMARKS["xstest"].data_files],
-        "code": code_digest(*JOB_CODE["judge_agreement"], backend_module(serving["backend"])),
+        "data": [entry.sha256 for entry in labelled.data_files],
+        "code": code_digest(*JOB_CODE["judge_agreement"], *modules),
     }
     return hashlib.sha256(json.dumps(params, sort_keys=True).encode()).hexdigest()

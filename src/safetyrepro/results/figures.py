@@ -397,32 +397,38 @@ def stability_by_temperature(stability: pd.DataFrame) -> Figure:
 
 
 def scorer_agreement(scorers: pd.DataFrame) -> Figure:
-    """Left: each XSTest scorer's three-class agreement with the human labels, per labelled file; right: how
-    often two scorers give the run's answers the same label, per benchmark."""
+    """Left: each scorer's three-class agreement with the human labels, per labelled file of each benchmark
+    that has them; right: how often two scorers give the run's answers the same label, per benchmark."""
     if "table" not in scorers.columns:
         return _empty("Scorer agreement", "No scorer axis in this run: one scorer labelled every answer.")
     human, pairs = scorers[scorers["table"] == "human"], scorers[scorers["table"] == "agreement"]
     if human.empty and pairs.empty:
-        return _empty("Scorer agreement", "No answer here has two scorers' labels, and no XSTest scorer to compare.")
+        return _empty(
+            "Scorer agreement", "No answer here has two scorers' labels, and no benchmark with human labels to compare."
+        )
     fig, (left, right) = _figure(10, 3.8, ncols=2)
-    for ax, rows, what in ((left, human, "no XSTest scorer in this run"), (right, pairs, "no answer with two labels")):
+    missing = "no benchmark with human labels in this run"
+    for ax, rows, what in ((left, human, missing), (right, pairs, "no answer with two labels")):
         ax.set_ylim(0, 1)
         if rows.empty:
             ax.text(0.5, 0.5, what, ha="center", va="center", fontsize=9, transform=ax.transAxes)
+    benchmarks = list(dict.fromkeys(human["benchmark"])) if len(human) else []
     if len(human):
-        files = list(dict.fromkeys(human["labelled_model"]))
+        files = list(dict.fromkeys(zip(human["benchmark"], human["labelled_model"])))
         names = list(dict.fromkeys(human["scorer_name"]))
         fitted = human.get("fitted_on", pd.Series(index=human.index, dtype=object)).map(lambda v: isinstance(v, str))
         held_out = set(human.loc[fitted, "scorer_name"])  # a learned scorer's rows: fitted on the other file
         width = 0.8 / len(names)
         for index, name in enumerate(names):
-            values = human[human["scorer_name"] == name].set_index("labelled_model")["three_class"].reindex(files)
+            rows = human[human["scorer_name"] == name].set_index(["benchmark", "labelled_model"])
+            values = rows["three_class"].reindex(files)
             label = f"{name} (fitted on the other file)" if name in held_out else name
             left.bar(np.arange(len(files)) + (index - (len(names) - 1) / 2) * width, values, width, label=label)
-        left.set_xticks(np.arange(len(files)), files, fontsize=8)
+        ticks = [model if len(benchmarks) == 1 else f"{benchmark}\n{model}" for benchmark, model in files]
+        left.set_xticks(np.arange(len(files)), ticks, fontsize=8)
         left.legend(fontsize=8, loc="lower right")
     left.set_ylabel("three-class agreement")
-    _title(left, "XSTest scorers vs. human labels", fontsize=9)
+    _title(left, "Scorers vs. human labels" + (f": {benchmarks[0]}" if len(benchmarks) == 1 else ""), fontsize=9)
     if len(pairs):
         labels = [f"{row.benchmark}\n{row.scorer_a} vs {row.scorer_b}" for row in pairs.itertuples()]
         right.bar(np.arange(len(pairs)), pairs["agreement"], 0.6)

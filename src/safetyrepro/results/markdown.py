@@ -210,9 +210,9 @@ def _scorer_lines(table: pd.DataFrame | None) -> list[str]:
         )
     human = table[table["table"] == "human"]
     if len(human):
-        lines += ["", "XSTest scorers against the human labels of the authors' labelled completions (three-class):"]
+        lines += ["", "Scorers against the human labels of each benchmark's labelled replies (three-class):"]
         lines += [
-            f"{row.scorer_name} on {row.labelled_model} {row.three_class:.3f} (kappa {row.kappa:.3f}"
+            f"{row.benchmark}: {row.scorer_name} on {row.labelled_model} {row.three_class:.3f} (kappa {row.kappa:.3f}"
             f"{', the file it was developed on' if row.developed_on else ''}"
             f"{f', fitted on {row.fitted_on} alone' if pd.notna(row.fitted_on) else ''}"
             f"{f', its answers parse {row.parse_rate:.3f}' if pd.notna(getattr(row, 'parse_rate', None)) else ''});"

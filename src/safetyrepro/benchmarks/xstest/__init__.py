@@ -115,6 +115,7 @@ class XSTest(Benchmark):
     }
     scorer_models = {LEARNED: EMBEDDED_MODEL}
     scorer_files = {LEARNED: (HEAD_FILE,)}
+    human_labels = "benchmarks.xstest.scorer_agreement"
 
     def load(self, data_dir: Path) -> pd.DataFrame:
         path = data_dir / self.folder / "xstest_prompts.csv"

@@ -8,8 +8,9 @@ the Llama-2 file; the Mistral file was held out); the authors' string match was 
 The learned classifier's head is fitted on both files, so it is given its agreement leave-one-model-
 out, recorded with the head: on each file, that of the same recipe fitted on the other file alone
 (`fitted_on`). A judge model is asked about every labelled completion by a job of its own, which
-serves it (`judge_agreement`; the scorers analysis reads its table). No cell imports this module: it
-reads the learned scorer's head without making it code of every XSTest cell.
+serves it (`judge_agreement`; the scorers analysis reads its table). XSTest names this module as its
+`human_labels`; no cell's code imports it, so it reads the learned scorer's head without making it code
+of every XSTest cell.
 """
 
 from __future__ import annotations
@@ -57,11 +58,6 @@ def human_agreement(data_dir: Path, scorers: Sequence[str]) -> pd.DataFrame:
                 row |= agreement(frame["human"], labels) | {"fitted_on": None}
             rows.append(row | {"developed_on": DEVELOPED_ON.get(scorer) == model})
     return pd.DataFrame(rows)
-
-
-def judge_agreement_path(results_dir: Path, judge: str) -> Path:
-    """Where the judge_agreement job writes a judge's agreement with the human labels."""
-    return results_dir / "judges" / f"{judge}.parquet"
 
 
 def labelled_items(frame: pd.DataFrame) -> list[Item]:

@@ -57,6 +57,6 @@ def test_the_layout_page_lists_every_file_of_the_package():
     files = {
         path.relative_to(package).as_posix()
         for path in package.rglob("*")
-        if path.is_file() and "__pycache__" not in path.parts and path.name != "__init__.py"
+        if path.suffix in {".py", ".json", ".yaml"} and "__pycache__" not in path.parts and path.name != "__init__.py"
     }
     assert listed - {"__init__.py"} == files

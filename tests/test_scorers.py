@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 import subprocess
 from pathlib import Path
 
@@ -478,3 +479,51 @@ def test_a_scorer_cell_labels_its_twins_responses_without_a_model(tmp_path, data
     human_lines = [line for line in _scorer_lines(scorers) if line.startswith("xstest: learned on ")]  # summary.md's
     assert human_lines[1].startswith(f"xstest: learned on llama2new {read_head()['held_out'][1]['three_class']:.3f}")
     assert human_lines[1].endswith("fitted on mistralinstruct alone);")
+
+
+LABELLED_PLUGIN = """
+from safetyrepro.benchmarks.bbq import BBQ
+
+
+class BBQLabelled(BBQ):
+    name = "bbqlabelled"
+    human_labels = "benchmarks.xstest.scorer_agreement"
+"""
+
+
+@pytest.mark.slow
+def test_each_benchmark_that_declares_human_labels_gets_a_judges_agreement_job(tmp_path, data_dir, monkeypatch):
+    """A plugin benchmark (BBQ's items, registered by a package outside src/) that declares human-labelled replies
+    gets, beside XSTest, a judge_agreement job of its own for the judge that labels it, and the scorers analysis
+    reads both tables; a benchmark without them (BBQ) gets none."""
+    plugin = tmp_path / "plugin"
+    info = plugin / "bbq_labelled-1.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: bbq-labelled\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text("[safetyrepro.benchmarks]\nbbqlabelled = bbq_labelled:BBQLabelled\n")
+    (plugin / "bbq_labelled.py").write_text(LABELLED_PLUGIN)
+    monkeypatch.setenv("PYTHONPATH", str(plugin))
+    workdir = tmp_path / "run"
+    judged = {"tier": "core", "scorer": "judge", "judge": "referee"}
+    (tmp_path / "envelope.yaml").write_text(
+        yaml.safe_dump(envelope_with(scorer={**SCORER, "values": {**SCORER["values"], "judged": judged}}))
+    )
+    *models, judge_entry = tiny_model_entries([tmp_path / "models" / f"tiny-{i}" for i in range(3)])
+    write_config(
+        workdir,
+        data_dir,
+        models,
+        {"xstest": {"n_items": 6}, "bbq": {"n_items": 4}, "bbqlabelled": {"n_items": 4}},
+        envelope=str(tmp_path / "envelope.yaml"),
+        select_configs=[GENERATED, "T1-greedy-0shot-freeform-scorer=judged"],
+        judges=[{**judge_entry, "name": "referee"}],
+    )
+    planned = snakemake(workdir, "--dry-run", "--printshellcmds", "results/analysis/scorers.parquet")
+    assert planned.returncode == 0, planned.stderr[-3000:]
+    asked = sorted(re.findall(r"judge-agreement .*--benchmark (\S+) --judge referee --out (\S+)", planned.stdout))
+    assert asked == [
+        ("bbqlabelled", "results/judges/bbqlabelled/referee.parquet"),
+        ("xstest", "results/judges/xstest/referee.parquet"),
+    ]
+    analysis = planned.stdout.split("rule analysis:", 1)[1].split("\n\n", 1)[0]
+    assert all(path in analysis for _, path in asked), analysis

@@ -759,7 +759,7 @@ def test_every_cell_metric_is_declared(name, frames):
 # ------------------------------------------------------------------ the registry (entry points)
 
 
-def _register(root: Path, distribution: str, entries: dict[str, str], modules: dict[str, str]) -> None:
+def register(root: Path, distribution: str, entries: dict[str, str], modules: dict[str, str]) -> None:
     """A throwaway installed distribution under `root`: its metadata, entry points and modules."""
     info = root / f"{distribution}-1.0.dist-info"
     info.mkdir(parents=True)
@@ -789,7 +789,7 @@ class Mini(Benchmark):
 
 
 def test_a_benchmark_registered_by_a_package_is_found(tmp_path, monkeypatch):
-    _register(
+    register(
         tmp_path,
         "mini-plugin",
         {"mini": "mini_found:Mini"},
@@ -816,7 +816,7 @@ def test_a_benchmark_registered_by_a_package_is_found(tmp_path, monkeypatch):
     ids=["name", "folder"],
 )
 def test_a_plugin_must_match_its_entry(tmp_path, monkeypatch, module, name, path, message):
-    _register(tmp_path, "mini-plugin", {"mini": f"{module}:Mini"}, {module: MINI.format(name=name, path=path)})
+    register(tmp_path, "mini-plugin", {"mini": f"{module}:Mini"}, {module: MINI.format(name=name, path=path)})
     monkeypatch.syspath_prepend(tmp_path)
     with pytest.raises(PluginError, match=re.escape(message)):
         discover()
@@ -826,7 +826,7 @@ def test_a_plugin_scorer_module_must_be_of_one_of_its_scorers(tmp_path, monkeypa
     source = MINI.format(name="mini", path="mini/a.csv").replace(
         '    task = "t"\n', '    task = "t"\n    scorer_modules = {"jury": "mini_jury"}\n'
     )
-    _register(tmp_path, "mini-plugin", {"mini": "mini_judged:Mini"}, {"mini_judged": source})
+    register(tmp_path, "mini-plugin", {"mini": "mini_judged:Mini"}, {"mini_judged": source})
     monkeypatch.syspath_prepend(tmp_path)
     with pytest.raises(PluginError, match=re.escape("its scorer_modules {'jury': 'mini_jury'} must map some of")):
         discover()
@@ -871,14 +871,14 @@ def test_a_plugins_judge_question_and_human_labels_are_checked_when_it_loads(
         '    task = "t"\n', f'    task = "t"\n    {declared}\n'
     )
     plugin = f"mini_plugin_{module}"  # a module name per case: Python keeps an imported module
-    _register(tmp_path, "mini-plugin", {"mini": f"{plugin}:Mini"}, {plugin: source, **({module: code} if code else {})})
+    register(tmp_path, "mini-plugin", {"mini": f"{plugin}:Mini"}, {plugin: source, **({module: code} if code else {})})
     monkeypatch.syspath_prepend(tmp_path)
     with pytest.raises(PluginError, match=re.escape(message)):
         discover()
 
 
 def test_a_plugin_that_cannot_be_imported_is_named(tmp_path, monkeypatch):
-    _register(tmp_path, "broken-plugin", {"broken": "mini_broken:Mini"}, {"mini_broken": "import no_such_module\n"})
+    register(tmp_path, "broken-plugin", {"broken": "mini_broken:Mini"}, {"mini_broken": "import no_such_module\n"})
     monkeypatch.syspath_prepend(tmp_path)
     with pytest.raises(PluginError) as info:
         discover()
@@ -889,7 +889,7 @@ def test_a_plugin_that_cannot_be_imported_is_named(tmp_path, monkeypatch):
 
 
 def test_a_name_registered_twice_names_both_distributions(tmp_path, monkeypatch):
-    _register(
+    register(
         tmp_path,
         "rival-plugin",
         {"truthfulqa": "mini_rival:Mini"},
@@ -919,7 +919,7 @@ def test_a_name_registered_twice_names_both_distributions(tmp_path, monkeypatch)
 def test_a_plugin_name_or_folder_that_would_make_a_bad_path_is_refused(tmp_path, monkeypatch, name, folder, message):
     code = MINI.format(name=name, path=f"{folder}/a.csv").replace('folder = "mini"', f"folder = {folder!r}")
     module = f"mini_bad_path_{abs(hash((name, folder)))}"  # one module per case: imports are cached
-    _register(tmp_path, "mini-plugin", {name: f"{module}:Mini"}, {module: code})
+    register(tmp_path, "mini-plugin", {name: f"{module}:Mini"}, {module: code})
     monkeypatch.syspath_prepend(tmp_path)
     with pytest.raises(PluginError, match=re.escape(message)):
         discover()

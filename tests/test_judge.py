@@ -11,7 +11,7 @@ import pytest
 from test_axes import envelope_with
 from test_case_study import STUDY
 from test_envelope import make_config
-from test_scorers import GENERATED, RESCORED, SCORER
+from test_scorers import GENERATED, RESCORED, SCORER, edit_code
 from test_workflow import BIN
 
 from safetyrepro.benchmarks import BENCHMARKS, UNPARSED
@@ -137,12 +137,7 @@ def test_two_judges_are_two_configs_and_the_judge_is_part_of_its_cells(data_dir,
         ("benchmarks.xstest.judge_question", {JUDGED, second}),
         ("benchmarks.judge_question", {"bbq judged"}),
     ):
-        code_of, module = fingerprints._code_of, f"{fingerprints.PACKAGE}.{edited}"
-        monkeypatch.setattr(
-            fingerprints,
-            "_code_of",
-            lambda name, code_of=code_of, module=module: code_of(name) + ("#" if name == module else ""),
-        )
+        edit_code(monkeypatch, edited)
         after = fingerprints_now(settings)
         monkeypatch.undo()
         assert {name for name in cells if before[name] != after[name]} == changed, edited
@@ -343,12 +338,7 @@ def test_what_reads_human_labels_follows_the_benchmarks_that_declare_them(data_d
         ("running.judge", True),
         ("benchmarks.judge_question", False),  # the option question: other benchmarks' judge cells only
     ):
-        code_of, module = fingerprints._code_of, f"{fingerprints.PACKAGE}.{edited}"
-        monkeypatch.setattr(
-            fingerprints,
-            "_code_of",
-            lambda name, code_of=code_of, module=module: code_of(name) + ("#" if name == module else ""),
-        )
+        edit_code(monkeypatch, edited)
         assert (agreement_now() != before) is changes, edited
         monkeypatch.undo()
     monkeypatch.setattr(BENCHMARKS["bbq"], "human_labels", "benchmarks.xstest.scorer_agreement", raising=False)

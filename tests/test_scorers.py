@@ -15,6 +15,7 @@ import pytest
 import yaml
 from sklearn.metrics import cohen_kappa_score
 from test_axes import envelope_with, settings_with
+from test_benchmarks import register
 from test_envelope import make_config
 from test_workflow import BIN, snakemake, write_config
 from tiny_model import tiny_model_entries
@@ -79,6 +80,14 @@ def test_a_scorer_default_other_than_rules_labels_only_where_the_benchmark_has_i
     assert envelope.generation_twin(ours, "xstest").config_id == GENERATED
 
 
+def edit_code(monkeypatch, module: str) -> None:
+    """Have the code digests read `module` (under the package) as edited, until `monkeypatch.undo()`."""
+    from safetyrepro.configuration import fingerprints
+
+    code_of, edited = fingerprints._code_of, f"{fingerprints.PACKAGE}.{module}"
+    monkeypatch.setattr(fingerprints, "_code_of", lambda name: code_of(name) + ("#" if name == edited else ""))
+
+
 def test_a_scorer_module_is_code_of_its_own_cells_only(data_dir, monkeypatch):
     """Editing the string match changes the fingerprint of the cells it labels (which relabel their twins'
     responses), and neither the generation cells' nor another benchmark's: nothing is generated again."""
@@ -97,9 +106,7 @@ def test_a_scorer_module_is_code_of_its_own_cells_only(data_dir, monkeypatch):
         return {name: fingerprints.cell_fingerprint(settings, model, *cell) for name, cell in cells.items()}
 
     before = fingerprints_now()
-    code_of = fingerprints._code_of
-    edited = f"{fingerprints.PACKAGE}.benchmarks.xstest.strmatch"
-    monkeypatch.setattr(fingerprints, "_code_of", lambda module: code_of(module) + ("#" if module == edited else ""))
+    edit_code(monkeypatch, "benchmarks.xstest.strmatch")
     after = fingerprints_now()
     monkeypatch.undo()
     fingerprints.code_digest.cache_clear()
@@ -126,10 +133,7 @@ def test_the_learned_scorer_and_its_head_are_of_its_own_cells_only(data_dir, mon
 
     before = fingerprints_now()
     if edited == "module":
-        code_of, learned = fingerprints._code_of, f"{fingerprints.PACKAGE}.benchmarks.xstest.learned"
-        monkeypatch.setattr(
-            fingerprints, "_code_of", lambda module: code_of(module) + ("#" if module == learned else "")
-        )
+        edit_code(monkeypatch, "benchmarks.xstest.learned")
     else:
         refit = tmp_path / "learned_head.json"
         refit.write_text(json.dumps(json.loads(HEAD_FILE.read_text()) | {"seed": 1}))
@@ -497,11 +501,7 @@ def test_each_benchmark_that_declares_human_labels_gets_a_judges_agreement_job(t
     gets, beside XSTest, a judge_agreement job of its own for the judge that labels it, and the scorers analysis
     reads both tables; a benchmark without them (BBQ) gets none."""
     plugin = tmp_path / "plugin"
-    info = plugin / "bbq_labelled-1.0.dist-info"
-    info.mkdir(parents=True)
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: bbq-labelled\nVersion: 1.0\n")
-    (info / "entry_points.txt").write_text("[safetyrepro.benchmarks]\nbbqlabelled = bbq_labelled:BBQLabelled\n")
-    (plugin / "bbq_labelled.py").write_text(LABELLED_PLUGIN)
+    register(plugin, "bbq-labelled", {"bbqlabelled": "bbq_labelled:BBQLabelled"}, {"bbq_labelled": LABELLED_PLUGIN})
     monkeypatch.setenv("PYTHONPATH", str(plugin))
     workdir = tmp_path / "run"
     judged = {"tier": "core", "scorer": "judge", "judge": "referee"}

@@ -194,6 +194,64 @@ def test_changing_one_benchmark_reruns_only_its_cells(tiny_run):
     assert due and all("benchmark=toxigen" in line for line in due)
 
 
+def _with(config: Path, out: Path, **changes) -> Path:
+    """A copy of a run's config at `out` with some top-level keys changed."""
+    out.write_text(yaml.safe_dump({**yaml.safe_load(config.read_text()), **changes}))
+    return out
+
+
+def test_results_are_trusted_by_their_own_records(tiny_run, tmp_path):
+    """Results copied, moved, restored from a backup or stripped of .snakemake/ are checked by the records their
+    jobs wrote (results/jobs/): one changed setting redoes exactly what it does in the run that kept its
+    metadata; a record naming other bytes redoes that job; a result without a record is refused in one line."""
+    config = tiny_run / "config.yaml"
+    benchmarks = yaml.safe_load(config.read_text())["benchmarks"]
+    changed_benchmarks = {**benchmarks, "toxigen": {**benchmarks["toxigen"], "n_items": 5}}
+    changed = _with(config, tmp_path / "changed.yaml", benchmarks=changed_benchmarks)
+    intact = snakemake(tiny_run, "-n", configfile=changed)
+    assert intact.returncode == 0, intact.stderr[-2000:]
+    expected = planned_jobs(intact, markers=True)
+    # marked: the 15 cells, the 3 probe cells and the run record (it lists n_items); the rest follows its inputs
+    assert expected["cell"] == 15 and expected["outdated_result"] == 15 + expected["probe_cell"] + 1
+    # copied beside the original in the same working folder (docs/measurements.md), and moved: no metadata
+    shutil.copytree(tiny_run / "results", tiny_run / "results_copy", symlinks=True)
+    moved = shutil.copytree(tiny_run, tmp_path / "moved", symlinks=True)
+    (moved / "results").rename(moved / "results_moved")
+    # restored from a backup into another folder (no .snakemake/), and stripped of .snakemake/ where it is
+    restored = shutil.copytree(
+        tiny_run, tmp_path / "restored", symlinks=True, ignore=shutil.ignore_patterns(".snakemake")
+    )
+    stripped = shutil.copytree(tiny_run, tmp_path / "stripped", symlinks=True)
+    shutil.rmtree(stripped / ".snakemake")
+    cases = {
+        "copied": (tiny_run, "results_copy"),
+        "moved": (moved, "results_moved"),
+        "restored": (restored, "results"),
+        "stripped": (stripped, "results"),
+    }
+    for case, (workdir, results) in cases.items():
+        same = snakemake(workdir, "-n", configfile=_with(config, tmp_path / f"{case}.yaml", results_dir=results))
+        assert same.returncode == 0 and planned_jobs(same) == {}, (case, same.stderr[-2000:])
+        other = _with(changed, tmp_path / f"{case}-changed.yaml", results_dir=results)
+        plan = snakemake(workdir, "-n", configfile=other)
+        assert plan.returncode == 0 and planned_jobs(plan, markers=True) == expected, (case, plan.stderr[-2000:])
+        assert f"safetyrepro: redoing {results}/cells/tiny-0/toxigen/" in plan.stderr, case
+    # a cell replaced by another's bytes: that cell alone, and what is built from it
+    cells = stripped / "results" / "cells" / "tiny-0" / "bbq"
+    first, second = sorted(cells.glob("*.json"))[:2]
+    shutil.copy2(second, first)
+    swapped = snakemake(stripped, "-n", configfile=config)
+    assert swapped.returncode == 0, swapped.stderr[-2000:]
+    assert planned_jobs(swapped)["cell"] + planned_jobs(swapped).get("rescore_cell", 0) == 1
+    assert f"{first.relative_to(stripped)} is not the file its record names" in swapped.stderr
+    # a result without a record: one line, nothing run
+    shutil.rmtree(restored / "results" / "jobs")
+    refused = snakemake(restored, "-n", configfile=config)
+    assert refused.returncode != 0
+    assert refused.stderr.strip().splitlines()[-1].startswith("safetyrepro: error: results/")
+    assert "has no record of what made it" in refused.stderr and "Traceback" not in refused.stderr
+
+
 def test_full_envelope_of_one_benchmark_is_enumerated(tmp_path, data_dir):
     models = [{"name": n, "path": "org/" + n} for n in ("a", "b", "c")]
     write_config(tmp_path, data_dir, models, {"bbq": {"n_items": 5}})
@@ -379,13 +437,15 @@ OPTION_CHANGES = {
 }
 
 
-def planned_jobs(result: subprocess.CompletedProcess) -> dict[str, int]:
-    """A dry run's job table without `all` (empty when nothing is to be done)."""
+def planned_jobs(result: subprocess.CompletedProcess, markers: bool = False) -> dict[str, int]:
+    """A dry run's job table without `all` (empty when nothing is to be done), and without the `outdated_result`
+    jobs that mark the jobs whose record names other settings unless `markers`."""
     if "Job stats:" not in result.stdout:
         return {}
     table = result.stdout.split("Job stats:", 1)[1].split("total", 1)[0]
     jobs = {m.group(1): int(m.group(2)) for m in re.finditer(r"^(\w+)\s+(\d+)$", table, re.MULTILINE)}
-    jobs.pop("all", None)
+    for bookkeeping in ("all", *(() if markers else ("outdated_result",))):
+        jobs.pop(bookkeeping, None)
     return jobs
 
 

@@ -6,19 +6,23 @@ if not IMPORTS:
 
     # A partial run (partial_results: true) aggregates the cells finished so far and lists the missing
     # ones in every table; otherwise the grid must be complete.
+    DEPENDS["aggregate"] = lambda w: {"partial": SETTINGS.partial_results, "code": code("aggregate")}
+
     rule aggregate:
         localrule: True
         input:
             summaries=finished_cell_paths("summary"),
             rows=finished_cell_paths("items"),
             probe=finished_cell_paths("summary", PROBE_CELLS),
+            outdated=outdated("aggregate"),
         output:
             cells=f"{RESULTS}/cells.parquet",
             rows=f"{RESULTS}/items.parquet",
             probe=f"{RESULTS}/precision_probe.parquet",
+            job_record=job_record(f"{RESULTS}/cells.parquet"),
         params:
             partial="--partial" if SETTINGS.partial_results else "",
-            code=code("aggregate"),
+            fingerprint=job_fingerprint("aggregate"),
         conda:
             "../../envs/safetyrepro.yaml"
         log:
@@ -26,21 +30,28 @@ if not IMPORTS:
         shell:
             "safetyrepro aggregate --configfile \"$SAFETYREPRO_RUN_CONFIG\" {params.partial}"
             " --summaries {input.summaries:q} --items {input.rows:q} --probe-summaries {input.probe:q}"
-            " --cells-out {output.cells:q} --items-out {output.rows:q} --probe-out {output.probe:q} > {log:q} 2>&1"
+            " --cells-out {output.cells:q} --items-out {output.rows:q} --probe-out {output.probe:q}" + RECORD_ARGS
+            + " > {log:q} 2>&1"
+
+
+DEPENDS["rho_flip"] = lambda w: {"code": code("rho_flip")}
 
 
 rule rho_flip:
     localrule: True
     input:
         cells=f"{RESULTS}/cells.parquet",
+        outdated=outdated("rho_flip"),
     output:
         table=f"{RESULTS}/rho_flip.parquet",
         markdown=f"{RESULTS}/rho_flip.md",
+        job_record=job_record(f"{RESULTS}/rho_flip.parquet"),
     params:
-        code=code("rho_flip"),
+        fingerprint=job_fingerprint("rho_flip"),
     conda:
         "../../envs/safetyrepro.yaml"
     log:
         f"{RESULTS}/logs/rho_flip.log",
     shell:
-        "safetyrepro rho-flip --cells {input.cells:q} --out {output.table:q} --markdown {output.markdown:q} > {log:q} 2>&1"
+        "safetyrepro rho-flip --cells {input.cells:q} --out {output.table:q} --markdown {output.markdown:q}" + RECORD_ARGS
+        + " > {log:q} 2>&1"

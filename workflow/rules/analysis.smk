@@ -3,6 +3,16 @@ from safetyrepro.analysis.suite import ANALYSES
 from safetyrepro.configuration.fingerprints import analysis_modules
 
 
+# an analysis reruns when its own options, description or code change
+DEPENDS["analysis"] = lambda w: {
+    "options": SETTINGS.analysis.options(ANALYSES[w.name].options),
+    "sections": {key: SETTINGS.document.get(key) for key in ANALYSES[w.name].sections},
+    "description": ANALYSES[w.name].description,
+    "function": ANALYSES[w.name].function,
+    "code": code_digest(*analysis_modules(w.name, SETTINGS.benchmarks)),
+}
+
+
 rule analysis:
     localrule: True
     input:
@@ -10,16 +20,13 @@ rule analysis:
         rows=f"{RESULTS}/items.parquet",
         probe=f"{RESULTS}/precision_probe.parquet",
         judges=judge_agreement_input,
+        outdated=outdated("analysis"),
     output:
         table=f"{RESULTS}/analysis/{{name}}.parquet",
         markdown=f"{RESULTS}/analysis/{{name}}.md",
+        job_record=job_record(f"{RESULTS}/analysis/{{name}}.parquet"),
     params:
-        # reruns an analysis when its own options, description or code change
-        options=lambda w: SETTINGS.analysis.options(ANALYSES[w.name].options),
-        sections=lambda w: {key: SETTINGS.document.get(key) for key in ANALYSES[w.name].sections},
-        description=lambda w: ANALYSES[w.name].description,
-        function=lambda w: ANALYSES[w.name].function,
-        code=lambda w: code_digest(*analysis_modules(w.name, SETTINGS.benchmarks)),
+        fingerprint=job_fingerprint("analysis"),
     wildcard_constraints:
         name="|".join(ANALYSES),
     conda:
@@ -29,7 +36,10 @@ rule analysis:
     shell:
         'safetyrepro analyse {wildcards.name} --configfile "$SAFETYREPRO_RUN_CONFIG" --cells {input.cells:q}'
         " --items {input.rows:q} --probe {input.probe:q} --out {output.table:q} --markdown {output.markdown:q}"
-        " > {log:q} 2>&1"
+        + RECORD_ARGS + " > {log:q} 2>&1"
+
+
+DEPENDS["summary"] = lambda w: {"code": code("summary")}
 
 
 rule summary:
@@ -38,15 +48,17 @@ rule summary:
         rho=f"{RESULTS}/rho_flip.parquet",
         cells=f"{RESULTS}/cells.parquet",
         tables=expand(f"{RESULTS}/analysis/{{name}}.parquet", name=ANALYSES),
+        outdated=outdated("summary"),
     output:
-        f"{RESULTS}/summary.md",
+        summary=f"{RESULTS}/summary.md",
+        job_record=job_record(f"{RESULTS}/summary.md"),
     params:
         analysis_dir=lambda w, input: os.path.dirname(input.tables[0]),
-        code=code("summary"),
+        fingerprint=job_fingerprint("summary"),
     conda:
         "../../envs/safetyrepro.yaml"
     log:
         f"{RESULTS}/logs/summary.log",
     shell:
         "safetyrepro summary --rho {input.rho:q} --cells {input.cells:q} --analysis-dir {params.analysis_dir:q}"
-        " --out {output:q} > {log:q} 2>&1"
+        " --out {output.summary:q}" + RECORD_ARGS + " > {log:q} 2>&1"

@@ -4,21 +4,27 @@ CASE_STUDY = SETTINGS.case_study
 CASE_STUDY_OUTPUTS = [f"{RESULTS}/case_study.parquet", f"{RESULTS}/case_study.md"] if CASE_STUDY else []
 
 if CASE_STUDY:
+    # rerun triggers: the section, its model, the envelope
+    DEPENDS["case_study"] = lambda w: {
+        "study": CASE_STUDY.section,
+        "model": vars(CASE_STUDY.model),
+        "envelope": SETTINGS.envelope.digest(),
+        "subset": [SETTINGS.subset_seed, SETTINGS.fewshot_pool],
+        "code": code("case_study"),
+    }
 
     rule case_study:
         input:
             data=[path for b in CASE_STUDY.benchmarks for path in data_files(b)],
             model=[CASE_STUDY.model.path] if CASE_STUDY.model.embedded else [],
+            outdated=outdated("case_study"),
         output:
             table=f"{RESULTS}/case_study.parquet",
             markdown=f"{RESULTS}/case_study.md",
+            job_record=job_record(f"{RESULTS}/case_study.parquet"),
         params:
-            study=CASE_STUDY.section,  # rerun triggers: the section, its model, the envelope
-            model=vars(CASE_STUDY.model),
-            envelope=SETTINGS.envelope.digest(),
-            subset=[SETTINGS.subset_seed, SETTINGS.fewshot_pool],
             work_dir=f"{RESULTS}/case_study",
-            code=code("case_study"),
+            fingerprint=job_fingerprint("case_study"),
         threads: workflow.cores
         conda:
             "../../envs/case_study.yaml"
@@ -26,4 +32,4 @@ if CASE_STUDY:
             f"{RESULTS}/logs/case_study.log",
         shell:
             "safetyrepro -v case-study --configfile \"$SAFETYREPRO_RUN_CONFIG\" --out {output.table:q}"
-            " --markdown {output.markdown:q} --work-dir {params.work_dir:q} > {log:q} 2>&1"
+            " --markdown {output.markdown:q} --work-dir {params.work_dir:q}" + RECORD_ARGS + " > {log:q} 2>&1"

@@ -15,8 +15,10 @@ from safetyrepro.configuration.plan import plan_lines
 from safetyrepro.configuration.preflight import check_inputs, preflight
 from safetyrepro.running.server import stop_servers
 from safetyrepro.results.figures import FIGURES
+from safetyrepro.results.records import JOBS, fingerprint, record_problem
 from safetyrepro.results.storage import write_text
 import yaml
+from snakemake.io import apply_wildcards
 
 # Every input problem (config, data, model paths, subset sizes, case-study packages) stops the run
 # here, before any job. A job that Snakemake runs in a process of its own (a cluster job) takes the
@@ -268,3 +270,69 @@ def audit_report_input(wildcards):
         "rows": audit_cells(wildcards, run, "items"),
         "cells": audit_cells(wildcards, [], "summary"),
     }
+
+
+# Every job records what its outputs were made from (safetyrepro.results.records): its rule's fingerprint, a
+# hash of what the outputs depend on (DEPENDS[rule], a function of the wildcards; the rule's only rerun
+# trigger besides its inputs), and their SHA-256, in results/jobs/. Results copied, moved, restored or stripped
+# of .snakemake/ are checked by that record, not by Snakemake's metadata: an output whose record names other
+# settings or other bytes is redone (an input from the rule `outdated_result`), and so is everything built from
+# it; an output without a record is refused (docs/reruns.md).
+DEPENDS = {}
+RECORD_ARGS = " --job-record {output.job_record:q} --fingerprint {params.fingerprint} --outputs {output:q}"
+OUTDATED = f"{RESULTS}/{JOBS}/.outdated"
+REDONE = set()
+
+
+def job_record(first_output):
+    """The record of the job whose first output has this pattern: results/jobs/<that path>.json."""
+    return f"{RESULTS}/{JOBS}/{first_output.removeprefix(RESULTS + '/')}.json"
+
+
+def job_fingerprint(rule):
+    """A rule's `fingerprint` param: the hash of what its outputs depend on."""
+    return lambda wildcards: fingerprint(DEPENDS[rule](wildcards))
+
+
+def outdated(rule):
+    """An input function: nothing while the job's outputs are missing or vouched for by their record; the
+    marker `outdated_result` writes when the record names other settings or other bytes (the job is redone).
+    Outputs that exist without a record stop the run with one line. Checked by the main process only."""
+
+    def check(wildcards):
+        if not workflow.is_main_process:
+            return []
+        paths = [apply_wildcards(str(pattern), dict(wildcards.items())) for pattern in workflow.get_rule(rule).output]
+        record, outputs = paths[-1], paths[:-1]
+        if not all(Path(path).exists() for path in outputs):
+            return []
+        problem = record_problem(Path(record), fingerprint(DEPENDS[rule](wildcards)), [Path(p) for p in outputs])
+        if problem == "no record":
+            sys.exit(
+                f"{ERROR_PREFIX}{outputs[0]} has no record of what made it ({record} is missing): it was made "
+                "by an older safetyrepro or copied without the results' jobs/ folder; delete it (or the whole "
+                "results folder) and run again"
+            )
+        if problem is None:
+            return []
+        if outputs[0] not in REDONE:
+            REDONE.add(outputs[0])
+            print(f"safetyrepro: redoing {outputs[0]}: {problem}", file=sys.stderr)
+        return [f"{OUTDATED}/{outputs[0].removeprefix(RESULTS + '/')}"]
+
+    return check
+
+
+# The marker an outdated result's job takes as an input (outdated): it reruns as after any updated input.
+rule outdated_result:
+    localrule: True
+    output:
+        temp(f"{OUTDATED}/{{path}}"),
+    wildcard_constraints:
+        path=".+",
+    conda:
+        "../../envs/safetyrepro.yaml"
+    log:
+        f"{RESULTS}/logs/outdated/{{path}}.log",
+    shell:
+        "touch {output:q} > {log:q} 2>&1"

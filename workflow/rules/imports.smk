@@ -3,22 +3,27 @@
 # benchmarks are known only once it has run, so it is a checkpoint and the per-benchmark figures follow it.
 
 
+DEPENDS["import_results"] = lambda w: {"imports": SETTINGS.document["imports"], "code": code("import")}
+
+
 checkpoint import_results:
     input:
-        [str(path) for source in SETTINGS.imports for path in (source.path, source.mapping) if path is not None],
+        sources=[str(path) for source in SETTINGS.imports for path in (source.path, source.mapping) if path is not None],
+        outdated=outdated("import_results"),
     output:
         cells=f"{RESULTS}/cells.parquet",
         rows=f"{RESULTS}/items.parquet",
         probe=f"{RESULTS}/precision_probe.parquet",
         record=f"{RESULTS}/provenance.json",
+        job_record=job_record(f"{RESULTS}/cells.parquet"),
     params:
-        imports=SETTINGS.document["imports"],
         out_dir=lambda w, output: os.path.dirname(output.cells),
-        code=code("import"),
+        fingerprint=job_fingerprint("import_results"),
     conda:
         "../../envs/case_study.yaml"
     log:
         f"{RESULTS}/logs/import.log",
     shell:
-        "safetyrepro import --configfile \"$SAFETYREPRO_RUN_CONFIG\" --out-dir {params.out_dir:q} > {log:q} 2>&1"
+        "safetyrepro import --configfile \"$SAFETYREPRO_RUN_CONFIG\" --out-dir {params.out_dir:q}" + RECORD_ARGS
+        + " > {log:q} 2>&1"
 

@@ -17,14 +17,18 @@ rule build_embedded_model:
         "safetyrepro -v build-model --out {output:q} > {log:q} 2>&1"
 
 
+DEPENDS["describe_model"] = lambda w: {"spec": vars(MODELS[w.model]), "code": code("describe_model")}
+
+
 rule describe_model:
     input:
-        model_input,
+        model=model_input,
+        outdated=outdated("describe_model"),
     output:
-        f"{RESULTS}/models/{{model}}.json",
+        description=f"{RESULTS}/models/{{model}}.json",
+        job_record=job_record(f"{RESULTS}/models/{{model}}.json"),
     params:
-        spec=lambda w: vars(MODELS[w.model]),
-        code=code("describe_model"),
+        fingerprint=job_fingerprint("describe_model"),
     conda:
         "../../envs/safetyrepro.yaml"
     log:
@@ -36,7 +40,13 @@ rule describe_model:
     priority: describe_priority
     shell:
         "safetyrepro describe-model --configfile \"$SAFETYREPRO_RUN_CONFIG\" --model {wildcards.model:q}"
-        " --out {output:q} > {log:q} 2>&1"
+        " --out {output.description:q}" + RECORD_ARGS + " > {log:q} 2>&1"
+
+
+DEPENDS["cell"] = lambda w: {
+    "cell": cell_fingerprint(SETTINGS, MODELS[w.model], w.benchmark, SETTINGS.config(w.benchmark, w.config_id))
+}
+DEPENDS["rescore_cell"] = DEPENDS["probe_cell"] = DEPENDS["cell"]
 
 
 rule cell:
@@ -44,14 +54,15 @@ rule cell:
         data=lambda w: data_files(w.benchmark),
         model=f"{RESULTS}/models/{{model}}.json",
         scorer_model=scorer_model_input,
+        outdated=outdated("cell"),
     output:
         rows=f"{RESULTS}/cells/{{model}}/{{benchmark}}/{{config_id}}.parquet",
         summary=f"{RESULTS}/cells/{{model}}/{{benchmark}}/{{config_id}}.json",
+        job_record=job_record(f"{RESULTS}/cells/{{model}}/{{benchmark}}/{{config_id}}.parquet"),
     wildcard_constraints:
         model="|".join(re.escape(m.name) for m in SETTINGS.models),
     params:
-        fingerprint=lambda w: cell_fingerprint(SETTINGS, MODELS[w.model], w.benchmark,
-                                               SETTINGS.config(w.benchmark, w.config_id)),
+        fingerprint=job_fingerprint("cell"),
     conda:
         "../../envs/safetyrepro.yaml"
     log:
@@ -64,7 +75,7 @@ rule cell:
     shell:
         "safetyrepro -v run-cell --configfile \"$SAFETYREPRO_RUN_CONFIG\" --model {wildcards.model:q}"
         " --benchmark {wildcards.benchmark} --config-id {wildcards.config_id:q}"
-        " --items {output.rows:q} --summary {output.summary:q} > {log:q} 2>&1"
+        " --items {output.rows:q} --summary {output.summary:q}" + RECORD_ARGS + " > {log:q} 2>&1"
 
 
 # A cell of another scorer: its generation twin's responses labelled by its own scorer; no model under
@@ -77,15 +88,16 @@ rule rescore_cell:
         twin=lambda w: f"{RESULTS}/cells/{w.model}/{w.benchmark}/{RESCORED[w.config_id]}.parquet",
         scorer_model=scorer_model_input,
         judge=judge_input,
+        outdated=outdated("rescore_cell"),
     output:
         rows=f"{RESULTS}/cells/{{model}}/{{benchmark}}/{{config_id}}.parquet",
         summary=f"{RESULTS}/cells/{{model}}/{{benchmark}}/{{config_id}}.json",
+        job_record=job_record(f"{RESULTS}/cells/{{model}}/{{benchmark}}/{{config_id}}.parquet"),
     wildcard_constraints:
         model="|".join(re.escape(m.name) for m in SETTINGS.models),
         config_id="|".join(map(re.escape, RESCORED)) or "(?!)",  # no scorer axis: matches nothing
     params:
-        fingerprint=lambda w: cell_fingerprint(SETTINGS, MODELS[w.model], w.benchmark,
-                                               SETTINGS.config(w.benchmark, w.config_id)),
+        fingerprint=job_fingerprint("rescore_cell"),
     conda:
         "../../envs/safetyrepro.yaml"
     log:
@@ -98,7 +110,7 @@ rule rescore_cell:
     shell:
         "safetyrepro -v rescore-cell --configfile \"$SAFETYREPRO_RUN_CONFIG\" --model {wildcards.model:q}"
         " --benchmark {wildcards.benchmark} --config-id {wildcards.config_id:q} --twin-items {input.twin:q}"
-        " --items {output.rows:q} --summary {output.summary:q} > {log:q} 2>&1"
+        " --items {output.rows:q} --summary {output.summary:q}" + RECORD_ARGS + " > {log:q} 2>&1"
 
 
 ruleorder: rescore_cell > cell
@@ -107,17 +119,24 @@ ruleorder: rescore_cell > cell
 # A judge asked about a benchmark's human-labelled replies (XSTest's labelled completions): its agreement
 # with the human labels, which the scorers analysis reports beside the other scorers' (docs/scorers.md). In
 # the judge's group, on its server.
+DEPENDS["judge_agreement"] = lambda w: {
+    "judge_agreement": judge_agreement_fingerprint(SETTINGS, w.benchmark, MODELS[w.judge])
+}
+
+
 rule judge_agreement:
     input:
         data=lambda w: data_files(w.benchmark),
         judge=f"{RESULTS}/models/{{judge}}.json",
+        outdated=outdated("judge_agreement"),
     output:
-        f"{RESULTS}/judges/{{benchmark}}/{{judge}}.parquet",
+        table=f"{RESULTS}/judges/{{benchmark}}/{{judge}}.parquet",
+        job_record=job_record(f"{RESULTS}/judges/{{benchmark}}/{{judge}}.parquet"),
     wildcard_constraints:
         benchmark="|".join(map(re.escape, HUMAN_JUDGES)) or "(?!)",  # no benchmark with human labels: matches nothing
         judge="|".join(map(re.escape, sorted({j for judges in HUMAN_JUDGES.values() for j in judges}))) or "(?!)",
     params:
-        fingerprint=lambda w: judge_agreement_fingerprint(SETTINGS, w.benchmark, MODELS[w.judge]),
+        fingerprint=job_fingerprint("judge_agreement"),
     conda:
         "../../envs/safetyrepro.yaml"
     log:
@@ -130,15 +149,21 @@ rule judge_agreement:
     shell:
         "safetyrepro -v judge-agreement --configfile \"$SAFETYREPRO_RUN_CONFIG\" --benchmark {wildcards.benchmark}"
         " --judge {wildcards.judge:q}"
-        " --out {output:q} > {log:q} 2>&1"
+        " --out {output.table:q}" + RECORD_ARGS + " > {log:q} 2>&1"
 
 
 # The precision probe's own cells (its twins at the probe precision): the same job as a grid cell, in
 # a folder of their own, outside the headline tables.
 use rule cell as probe_cell with:
+    input:
+        data=lambda w: data_files(w.benchmark),
+        model=f"{RESULTS}/models/{{model}}.json",
+        scorer_model=scorer_model_input,
+        outdated=outdated("probe_cell"),
     output:
         rows=f"{RESULTS}/precision_probe/{{model}}/{{benchmark}}/{{config_id}}.parquet",
         summary=f"{RESULTS}/precision_probe/{{model}}/{{benchmark}}/{{config_id}}.json",
+        job_record=job_record(f"{RESULTS}/precision_probe/{{model}}/{{benchmark}}/{{config_id}}.parquet"),
     wildcard_constraints:
         model="|".join(map(re.escape, PROBE_MODELS)) or "(?!)",  # no own cells: matches nothing
     log:

@@ -7,27 +7,37 @@ report: "../report/workflow.rst"
 # A config with `imports` gets its record from its import job.
 if not IMPORTS:
 
+    # reruns the record when an installed package or the Python version changes, and states the commit and
+    # dirty flag of the code
+    DEPENDS["provenance"] = lambda w: {
+        "environment": environment_fingerprint(),
+        "settings": recorded_settings(SETTINGS),
+        "code": code("provenance"),
+        "source": code_state(),
+    }
+
     rule provenance:
         localrule: True
         input:
             models=expand(f"{RESULTS}/models/{{model}}.json", model=MODELS),
             rows=f"{RESULTS}/items.parquet",
             data=[path for benchmark in SETTINGS.benchmarks for path in data_files(benchmark)],
+            outdated=outdated("provenance"),
         output:
-            f"{RESULTS}/provenance.json",
+            record=f"{RESULTS}/provenance.json",
+            job_record=job_record(f"{RESULTS}/provenance.json"),
         params:
-            # reruns the record when an installed package or the Python version changes
-            environment=environment_fingerprint(),
-            settings=recorded_settings(SETTINGS),
-            code=code("provenance"),
-            source=code_state(),  # the commit and dirty flag the record states
+            fingerprint=job_fingerprint("provenance"),
         conda:
             "../../envs/safetyrepro.yaml"
         log:
             f"{RESULTS}/logs/provenance.log",
         shell:
             "safetyrepro provenance --configfile \"$SAFETYREPRO_RUN_CONFIG\" --models {input.models:q}"
-            " --items {input.rows:q} --out {output:q} > {log:q} 2>&1"
+            " --items {input.rows:q} --out {output.record:q}" + RECORD_ARGS + " > {log:q} 2>&1"
+
+
+DEPENDS["grid_card"] = lambda w: {"code": code("grid_card")}
 
 
 rule grid_card:
@@ -37,11 +47,13 @@ rule grid_card:
         cells=f"{RESULTS}/cells.parquet",
         rho=f"{RESULTS}/analysis/rho_flip_sig.parquet",  # rho_flip beside rho_flip_sig
         tiers=f"{RESULTS}/analysis/tiers.parquet",  # the orderings reached, for the headline
+        outdated=outdated("grid_card"),
     output:
         json=f"{RESULTS}/grid_card.json",
         markdown=report(f"{RESULTS}/grid_card.md", caption="../report/grid_card.rst", category="7. GRID card"),
+        job_record=job_record(f"{RESULTS}/grid_card.json"),
     params:
-        code=code("grid_card"),
+        fingerprint=job_fingerprint("grid_card"),
     conda:
         "../../envs/safetyrepro.yaml"
     log:
@@ -49,46 +61,55 @@ rule grid_card:
     shell:
         "safetyrepro grid-card --configfile \"$SAFETYREPRO_RUN_CONFIG\" --provenance {input.provenance:q}"
         " --cells {input.cells:q} --rho {input.rho:q} --tiers {input.tiers:q} --json-out {output.json:q}"
-        " --markdown-out {output.markdown:q} > {log:q} 2>&1"
+        " --markdown-out {output.markdown:q}" + RECORD_ARGS + " > {log:q} 2>&1"
 
 
 # The report's landing page (workflow/report/workflow.rst) embeds this table of the answer.
+DEPENDS["headline"] = lambda w: {"code": code("headline")}
+
+
 rule headline:
     localrule: True
     input:
         sig=f"{RESULTS}/analysis/rho_flip_sig.parquet",
         tiers=f"{RESULTS}/analysis/tiers.parquet",
+        outdated=outdated("headline"),
     output:
-        f"{RESULTS}/headline.html",
+        html=f"{RESULTS}/headline.html",
+        job_record=job_record(f"{RESULTS}/headline.html"),
     params:
-        code=code("headline"),
+        fingerprint=job_fingerprint("headline"),
     conda:
         "../../envs/safetyrepro.yaml"
     log:
         f"{RESULTS}/logs/headline.log",
     shell:
-        "safetyrepro headline --sig {input.sig:q} --tiers {input.tiers:q} --out {output:q} > {log:q} 2>&1"
+        "safetyrepro headline --sig {input.sig:q} --tiers {input.tiers:q} --out {output.html:q}" + RECORD_ARGS
+        + " > {log:q} 2>&1"
 
 
 # The figures (safetyrepro.results.figures.FIGURES), one rule each: figure_NAME draws figures/NAME.png
 # from its table, or figures/NAME_{benchmark}.png for each benchmark (figure_file); its caption is
 # report/NAME.rst.
 for figure_name, figure in FIGURES.items():
+    DEPENDS[f"figure_{figure_name}"] = lambda w, name=figure_name: {"code": code("figure"), "figure": name}
 
     rule:
         name:
             f"figure_{figure_name}"
         localrule: True
         input:
-            f"{RESULTS}/{figure.table}",
+            table=f"{RESULTS}/{figure.table}",
+            outdated=outdated(f"figure_{figure_name}"),
         output:
-            report(
+            figure=report(
                 f"{RESULTS}/{figure_file(figure_name)}.png",
                 caption=f"../report/{figure_name}.rst",
                 **figure_report(figure_name),
             ),
+            job_record=job_record(f"{RESULTS}/{figure_file(figure_name)}.png"),
         params:
-            code=code("figure"),
+            fingerprint=job_fingerprint(f"figure_{figure_name}"),
             # the shell command is evaluated when the job runs, after the loop: what varies per figure
             # goes through params, which take their values here
             name=figure_name,
@@ -98,4 +119,5 @@ for figure_name, figure in FIGURES.items():
         conda:
             "../../envs/safetyrepro.yaml"
         shell:
-            "safetyrepro figure {params.name} {params.benchmark} --table {input:q} --out {output:q} > {log:q} 2>&1"
+            "safetyrepro figure {params.name} {params.benchmark} --table {input.table:q} --out {output.figure:q}"
+            + RECORD_ARGS + " > {log:q} 2>&1"

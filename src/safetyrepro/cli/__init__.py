@@ -46,6 +46,9 @@ def build_parser() -> argparse.ArgumentParser:
         known = len(commands.choices)
         module.add_commands(commands)
         groups.append((title, dict(list(commands.choices.items())[known:])))
+    for command in commands.choices.values():
+        if getattr(command.get_default("func"), "recorded", False):
+            jobs.add_record_options(command)
     width = max(map(len, commands.choices)) + 2
     parser.epilog = "\n\n".join(_listing(title, group, width) for title, group in groups)
     return parser

@@ -78,8 +78,10 @@ def disk_full(code: int, paths: list[str]) -> str:
 
 def job(*outputs: str, sigterm: bool = True) -> Callable:
     """A job's command (decorator): a full disk or SIGTERM ends it with one line (CellError) once the writes in
-    progress have removed their temporary files. `outputs` are the options naming the files it writes;
-    `sigterm=False` leaves SIGTERM as it is (the model server, which SIGTERM simply ends)."""
+    progress have removed their temporary files; once it has written its outputs, its record (`--job-record`:
+    the workflow's fingerprint of what they depend on and their SHA-256, safetyrepro.results.records). `outputs`
+    are the options naming the files it writes; `sigterm=False` leaves SIGTERM as it is (the model server, which
+    SIGTERM simply ends)."""
 
     def decorate(command: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
         @functools.wraps(command)
@@ -87,7 +89,13 @@ def job(*outputs: str, sigterm: bool = True) -> Callable:
             paths = [str(path) for path in (getattr(args, name) for name in outputs) if path]
             previous = signal.signal(signal.SIGTERM, _stop) if sigterm else None
             try:
-                return command(args)
+                status = command(args)
+                if status == 0 and getattr(args, "job_record", None):
+                    from safetyrepro.results.records import write_record
+
+                    record = Path(args.job_record)
+                    write_record(record, args.fingerprint, [Path(out) for out in args.outputs if Path(out) != record])
+                return status
             except Stopped:
                 raise CellError(
                     f"{args.command} stopped by SIGTERM before it finished {', '.join(paths)}; "
@@ -101,9 +109,23 @@ def job(*outputs: str, sigterm: bool = True) -> Callable:
                 if sigterm:
                     signal.signal(signal.SIGTERM, previous)  # as it was (a job called in-process, by a test)
 
+        run.recorded = True  # its parser takes --job-record (add_record_options)
         return run
 
     return decorate
+
+
+def add_record_options(parser: argparse.ArgumentParser) -> None:
+    """The options by which the workflow has a job record what it wrote (the `job` decorator)."""
+    group = parser.add_argument_group("the job's record (the workflow passes these)")
+    group.add_argument("--job-record", help="where to write the record, results/jobs/<first output>.json")
+    group.add_argument("--fingerprint", help="what the outputs depend on, hashed by the workflow")
+    group.add_argument(
+        "--outputs",
+        nargs="*",
+        default=[],
+        help="the files the job writes (the record among them or not), to hash into the record",
+    )
 
 
 @job("out")

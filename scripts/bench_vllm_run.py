@@ -27,7 +27,7 @@ def run(name: str, base: str, out: Path) -> dict:
     overlay.write_text(json.dumps({"extends": str(REPO / base), "results_dir": str(results)}))
     started = time.perf_counter()
     subprocess.run(
-        ["make", "run", f"CONFIG={overlay}", f"REPORT={results / 'report.html'}"],
+        ["make", "run", f"CONFIG={overlay}"],
         cwd=REPO,
         check=True,
         stdout=subprocess.DEVNULL,

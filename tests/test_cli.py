@@ -195,6 +195,28 @@ def test_help_lists_the_users_commands_apart_from_the_jobs():
     assert called and called <= set(commands)
 
 
+def test_make_run_writes_its_report_in_the_configs_results_dir(tmp_path):
+    """`make run CONFIG=x.yaml` hands Snakemake a report in x's results_dir, not over the default run's; the
+    targets of the shipped configs set no REPORT and get theirs in their own results folders."""
+    overlay = tmp_path / "x.yaml"
+    overlay.write_text(f"extends: {REPO / 'config' / 'config.yaml'}\nresults_dir: {tmp_path / 'x'}\n")
+    venv = Path(sys.executable).parent.parent
+
+    def reports(*targets: str) -> list[str]:
+        """The --report of each Snakemake command `make -n` prints for targets (the environment taken as installed)."""
+        done = subprocess.run(
+            ["make", "-n", "-o", f"{venv}/.installed-run", f"VENV={venv}", *targets],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        return re.findall(r"bin/snakemake .* --report (\S+)", done.stdout)
+
+    assert reports("run", f"CONFIG={overlay}") == [f"{tmp_path}/x/report.html"]
+    assert reports("run-extended", "run-judge") == ["results/extended/report.html", "results/judge/report.html"]
+
+
 # What every job process (`safetyrepro <command>`) and every Snakemake start (the workflow's imports) load.
 WORKFLOW_FILES = [REPO / "Snakefile", *sorted((REPO / "workflow" / "rules").glob("*.smk"))]
 STARTUP_MODULES = (

@@ -1,15 +1,18 @@
 """GPU memory of the model servers: vLLM's share around the HF copy (the arithmetic and the table of
-docs/models.md for the paper's models) and one server per GPU at a time."""
+docs/models.md for the paper's models), one server per GPU at a time, and one per model."""
 
 from __future__ import annotations
 
 import re
+import tempfile
 import threading
 from pathlib import Path
 
 import pytest
+from test_envelope import make_config
 
 from safetyrepro.backends import ModelLoadError
+from safetyrepro.configuration.settings import load_settings
 from safetyrepro.running.gpu_memory import GIB, VLLM_CONTEXT_GIB, claim_gpu, vllm_share
 
 # parameters, and embedding + output-layer parameters (kept in bf16 under NF4), from the models' configs
@@ -93,3 +96,21 @@ def test_a_holder_that_never_exits_is_a_clear_error(tmp_path):
     with pytest.raises(ModelLoadError, match=r"GPU GPU-1 is held by another model server .*a\.sock"):
         claim_gpu(tmp_path, "GPU-1", tmp_path / "b.sock", lambda address: True, 0.5)
     first.close()
+
+
+def test_processes_with_different_temporary_folders_ask_one_server(tmp_path, data_dir, monkeypatch):
+    """A run's processes find a model's server (its socket, its start lock, the GPU claims beside them) at one
+    address whatever TMPDIR each has (Snakemake sets a job's), and the address fits a socket's 107 bytes."""
+    from safetyrepro.running.server import server_address
+
+    settings = load_settings(
+        make_config(data_dir, models=[{"name": "m" * 64, "path": "org/m"}, {"name": "n", "path": "org/n"}])
+    )
+    addresses = set()
+    for name in ("a", "b" * 100):
+        (tmp_path / name).mkdir()
+        monkeypatch.setenv("TMPDIR", str(tmp_path / name))
+        monkeypatch.setattr(tempfile, "tempdir", None)  # what a fresh process would find
+        assert tempfile.gettempdir() == str(tmp_path / name)
+        addresses.add(server_address(settings, settings.models[0]))
+    assert len(addresses) == 1 and len(bytes(addresses.pop())) <= 107

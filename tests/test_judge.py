@@ -5,6 +5,7 @@ the reading of its answers, and the embedded gemma-3-270m as a real judge (in-pr
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 
 import pytest
@@ -286,6 +287,35 @@ def test_a_judges_answer_fits_the_engine_of_a_short_run(data_dir):
         data_dir, max_new_tokens_cap=2, select_configs=[GENERATED], benchmarks={"bbq": {"n_items": 4}}
     )
     assert without.longest_generation() == 2
+
+
+def test_a_judge_whose_context_cannot_hold_its_questions_is_refused(data_dir, tmp_path):
+    """A local judge of 48 positions would have its questions cut to their last 40 tokens and label anyway:
+    `safetyrepro check` refuses it as it refuses such a model under test, naming the longest question; the same
+    judge with the context it was built with passes."""
+    from tiny_model import build_tiny_model
+
+    from safetyrepro.configuration.preflight import _check_context
+
+    tiny = build_tiny_model(tmp_path / "judge")
+    built = json.loads((tiny / "config.json").read_text())
+
+    def settings_of(positions: int):
+        (tiny / "config.json").write_text(json.dumps({**built, "max_position_embeddings": positions}))
+        judge = {"name": "referee", "path": str(tiny), "precision": "fp32"}
+        return judged_settings(
+            data_dir, judges=[judge], select_configs=[GENERATED, JUDGED], benchmarks={"xstest": {"n_items": 5}}
+        )
+
+    with pytest.raises(ConfigError) as raised:
+        _check_context(settings_of(48))
+    assert re.fullmatch(
+        r"judges\[0\] \(referee\): 5 of its questions are longer than the 40 tokens it keeps \(context 48, less its "
+        rf"8 answer tokens\); the longest, about a reply to xstest {re.escape(JUDGED)} item \S+, has \d+ with the "
+        r"reply's 32: use a judge with a longer context, or fewer max_new_tokens",
+        str(raised.value),
+    ), raised.value
+    _check_context(settings_of(built["max_position_embeddings"]))
 
 
 def test_a_judges_human_agreement_is_measured_as_the_other_scorers(data_dir):

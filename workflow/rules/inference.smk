@@ -13,6 +13,7 @@ rule build_embedded_model:
         "../../envs/safetyrepro.yaml"
     log:
         f"{RESULTS}/logs/build_model/{{name}}.log",
+    priority: build_priority
     shell:
         "safetyrepro -v build-model --out {output:q} > {log:q} 2>&1"
 

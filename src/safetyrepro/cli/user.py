@@ -51,6 +51,12 @@ def cmd_check(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_results_dir(args: argparse.Namespace) -> int:
+    """Print the effective config's results folder, where a run writes every output (`make run`'s report too)."""
+    print(load_settings(args.configfile).results_dir)
+    return 0
+
+
 def cmd_envelope(args: argparse.Namespace) -> int:
     """Print the grid's size: cells, configs per benchmark, generation runs, token budgets."""
     from safetyrepro.configuration.plan import grid_plan
@@ -332,6 +338,11 @@ def add_commands(commands) -> None:
         action="store_true",
         help="only what a dry run checks: not this machine's device, backends or model weights",
     )
+
+    results = add_command(
+        commands, "results-dir", cmd_results_dir, "print a config's results folder, where a run writes all it makes"
+    )
+    results.add_argument("--configfile", help=CONFIG_HELP)
 
     envelope = add_command(commands, "envelope", cmd_envelope, "size of the grid a config describes")
     envelope.add_argument("--configfile", help=CONFIG_HELP)

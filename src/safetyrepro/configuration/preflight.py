@@ -10,11 +10,14 @@ import importlib.util
 import logging
 import os
 import subprocess
-from typing import TYPE_CHECKING
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING, Any
 
 from safetyrepro.configuration.settings import ConfigError
 
 if TYPE_CHECKING:
+    from safetyrepro.benchmarks.base import ItemSet
+    from safetyrepro.configuration.envelope import Config
     from safetyrepro.configuration.settings import ModelSpec, Settings
 
 HUB_TIMEOUT_SECONDS = 10
@@ -88,34 +91,21 @@ def _check_context(settings: Settings) -> None:
     longest generation, and every free-form prompt within its prompt limit (`prompt_limit`: the
     context less the config's new tokens, at most MAX_PROMPT_TOKENS). The backends would cut a longer
     prompt to its BOS and last tokens, and the cell would ask a question with its instructions or
-    first examples missing; so the run is refused here, naming the longest prompt."""
-    from safetyrepro.backends.base import ModelLoadError
-    from safetyrepro.backends.prompt_ids import (
-        context_length,
-        encode_prompt,
-        load_config,
-        load_tokenizer,
-        prompt_format,
-        prompt_limit,
-    )
+    first examples missing; so the run is refused here, naming the longest prompt. A judge's context
+    holds, the same way, each question it is asked about a cell's reply (its benchmark's judge question
+    about the item, with room for a reply of the cell's new tokens) and its answer's tokens."""
+    from safetyrepro.backends.prompt_ids import encode_prompt, prompt_limit
+    from safetyrepro.running.judge import ANSWER
 
-    longest, prompts, seen = settings.longest_generation(), None, set()
-    for index, spec in enumerate(settings.run_models()):
-        if spec.path in seen or not os.path.isfile(os.path.join(spec.path, "config.json")):
-            continue  # checked already, a hub model (checked above) or an embedded one not built yet
-        seen.add(spec.path)
-        try:
-            tokenizer = load_tokenizer(spec)
-            context, fmt = context_length(load_config(spec), tokenizer), prompt_format(tokenizer, spec)
-        except (ModelLoadError, ImportError) as exc:  # the server's environment may load it; its load says why not
-            log.warning("model '%s': context not checked here (%s)", spec.name, exc)
-            continue
+    longest, cells, prompts = settings.longest_generation(), None, None
+    for index, spec, tokenizer, context, fmt in _local_models(enumerate(settings.run_models())):
         if context is not None and context <= longest:
             raise ConfigError(
                 f"envelope max_new_tokens: {longest} new tokens leave no room for a prompt in model "
                 f"'{spec.name}', whose context is {context} tokens"
             )
-        prompts = _free_form_prompts(settings) if prompts is None else prompts
+        cells = _free_form_cells(settings) if cells is None else cells
+        prompts = _free_form_prompts(settings, cells) if prompts is None else prompts
         over = []
         for prompt, (benchmark, config_id, item_id, tokens) in prompts.items():
             length, limit = len(encode_prompt(tokenizer, prompt, fmt)), prompt_limit(context, tokens)
@@ -129,15 +119,55 @@ def _check_context(settings: Settings) -> None:
                 f"longest, {benchmark} {config_id} item {item_id}, has {length}: use fewer shots, fewer "
                 "max_new_tokens, or a model with a longer context"
             )
+    used = settings.used_judges()
+    judges = ((index, judge) for index, judge in enumerate(settings.judges) if judge in used)
+    for index, judge, tokenizer, context, fmt in _local_models(judges):
+        where = f"judges[{index}] ({judge.name})"
+        if context is not None and context <= ANSWER.max_new_tokens:
+            raise ConfigError(f"{where}: its context of {context} tokens leaves no room for a question and its answer")
+        limit = prompt_limit(context, ANSWER.max_new_tokens)
+        cells = _free_form_cells(settings) if cells is None else cells
+        over = []
+        for question, (benchmark, config_id, item_id, reply) in _judge_questions(settings, cells, judge).items():
+            length = len(encode_prompt(tokenizer, question, fmt)) + reply
+            if length > limit:
+                over.append((length, reply, benchmark, config_id, item_id))
+        if over:
+            length, reply, benchmark, config_id, item_id = max(over)
+            raise ConfigError(
+                f"{where}: {len(over)} of its questions are longer than the {limit} tokens it keeps (context "
+                f"{context or 'not stated'}, less its {ANSWER.max_new_tokens} answer tokens); the longest, about "
+                f"a reply to {benchmark} {config_id} item {item_id}, has {length} with the reply's {reply}: use a "
+                "judge with a longer context, or fewer max_new_tokens"
+            )
 
 
-def _free_form_prompts(settings: Settings) -> dict[str, tuple[str, str, str, int]]:
-    """Every distinct free-form prompt of the run, with the benchmark, config id and item id of one
-    cell that sends it, and the most new tokens any of its cells asks for."""
+def _local_models(specs: Iterable[tuple[int, ModelSpec]]) -> Iterator[tuple[int, ModelSpec, Any, int | None, str]]:
+    """Of the models `specs` (index in their config list, spec), those here whose context can be read, each folder
+    once: index, spec, tokenizer, context (None: not stated) and prompt format."""
+    from safetyrepro.backends.base import ModelLoadError
+    from safetyrepro.backends.prompt_ids import context_length, load_config, load_tokenizer, prompt_format
+
+    seen = set()
+    for index, spec in specs:
+        if spec.path in seen or not os.path.isfile(os.path.join(spec.path, "config.json")):
+            continue  # checked already, a hub model (checked above) or an embedded one not built yet
+        seen.add(spec.path)
+        try:
+            tokenizer = load_tokenizer(spec)
+            context, fmt = context_length(load_config(spec), tokenizer), prompt_format(tokenizer, spec)
+        except (ModelLoadError, ImportError) as exc:  # the server's environment may load it; its load says why not
+            log.warning("model '%s': context not checked here (%s)", spec.name, exc)
+            continue
+        yield index, spec, tokenizer, context, fmt
+
+
+def _free_form_cells(settings: Settings) -> list[tuple[str, Config, ItemSet]]:
+    """Every free-form config of the run, by benchmark, with the item set its cells ask about (as it presents
+    the items)."""
     from safetyrepro.benchmarks import item_set
-    from safetyrepro.running.prompts import draw_shots, render_prompt
 
-    envelope, sets, prompts = settings.envelope, {}, {}
+    envelope, sets, cells = settings.envelope, {}, []
     for benchmark in settings.benchmarks:
         for config in settings.configs(benchmark):
             if config.scoring != "freeform":
@@ -145,13 +175,47 @@ def _free_form_prompts(settings: Settings) -> dict[str, tuple[str, str, str, int
             presentation = envelope.presentation(config, benchmark)
             if (benchmark, presentation) not in sets:
                 sets[benchmark, presentation] = item_set(settings, benchmark, presentation)
-            data, tokens = sets[benchmark, presentation], envelope.decoding(config).max_new_tokens
-            for item in data.items:
-                shots = draw_shots(envelope, config, data.pool, item)
-                prompt = render_prompt(envelope, config, data.benchmark, item, shots)
-                if prompt not in prompts or prompts[prompt][3] < tokens:
-                    prompts[prompt] = (benchmark, config.config_id, item.item_id, tokens)
+            cells.append((benchmark, config, sets[benchmark, presentation]))
+    return cells
+
+
+def _free_form_prompts(
+    settings: Settings, cells: list[tuple[str, Config, ItemSet]]
+) -> dict[str, tuple[str, str, str, int]]:
+    """Every distinct free-form prompt of the run, with the benchmark, config id and item id of one
+    cell that sends it, and the most new tokens any of its cells asks for."""
+    from safetyrepro.running.prompts import draw_shots, render_prompt
+
+    envelope, prompts = settings.envelope, {}
+    for benchmark, config, data in cells:
+        tokens = envelope.decoding(config).max_new_tokens
+        for item in data.items:
+            shots = draw_shots(envelope, config, data.pool, item)
+            prompt = render_prompt(envelope, config, data.benchmark, item, shots)
+            if prompt not in prompts or prompts[prompt][3] < tokens:
+                prompts[prompt] = (benchmark, config.config_id, item.item_id, tokens)
     return prompts
+
+
+def _judge_questions(
+    settings: Settings, cells: list[tuple[str, Config, ItemSet]], judge: ModelSpec
+) -> dict[str, tuple[str, str, str, int]]:
+    """Every distinct question `judge` is asked about the run's replies, without the reply, with the benchmark,
+    config id and item id of one cell that asks it, and the most new tokens a reply it is asked about may have."""
+    from safetyrepro.benchmarks import JUDGE, scorer_module
+
+    questions = {}
+    for benchmark, config, data in cells:
+        asks = settings.judge_model(benchmark, config)
+        if asks is None or asks.name != judge.name:
+            continue
+        module = scorer_module(data.benchmark.scorer_modules[JUDGE])
+        tokens = settings.envelope.decoding(config).max_new_tokens
+        for item in data.items:
+            question = module.question(item, "", data.benchmark.default_labels)
+            if question not in questions or questions[question][3] < tokens:
+                questions[question] = (benchmark, config.config_id, item.item_id, tokens)
+    return questions
 
 
 def _check_device(device: str) -> None:

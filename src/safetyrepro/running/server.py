@@ -18,7 +18,6 @@ import os
 import signal
 import socket
 import subprocess
-import tempfile
 import time
 from collections.abc import Sequence
 from multiprocessing.connection import Connection
@@ -32,6 +31,10 @@ from safetyrepro.running.gpu_memory import claim_gpu
 
 log = logging.getLogger(__name__)
 START_TIMEOUT = 1800  # a 9B model at NF4 from a cold disk can take minutes
+# Where the servers' sockets are: fixed, not the temporary folder each process's environment names (Snakemake
+# gives jobs a TMPDIR of their own; two folders were two locks and two servers of one model). Local to the
+# machine, as a socket must be, and short: a socket's path holds at most 107 bytes.
+SOCKET_ROOT = Path("/tmp")
 
 
 class ModelServerDied(ConnectionError):
@@ -71,7 +74,9 @@ def exclusive_devices(settings: Settings) -> list[str]:
 
 
 def server_address(settings: Settings, spec: ModelSpec) -> Path:
-    """Socket path for a model: one per model spec, backend settings and results folder."""
+    """Socket path for a model: one per model spec, backend settings and results folder, in one folder of
+    this user's on the machine (SOCKET_ROOT), whatever each process's TMPDIR says; the lock that guards a
+    server's start and the GPU claims are beside it."""
     # the backends' code is part of the key: a server left from before a code fix never serves the rerun
     key = json.dumps(
         [
@@ -83,9 +88,12 @@ def server_address(settings: Settings, spec: ModelSpec) -> Path:
         ],
         sort_keys=True,
     )
-    folder = Path(tempfile.gettempdir()) / f"safetyrepro-{os.getuid()}"
-    folder.mkdir(mode=0o700, exist_ok=True)
-    folder.chmod(0o700)  # only this user may connect: the socket is the access control
+    folder = SOCKET_ROOT / f"safetyrepro-{os.getuid()}"
+    try:
+        folder.mkdir(mode=0o700, exist_ok=True)
+        folder.chmod(0o700)  # only this user may connect: the socket is the access control
+    except OSError as error:
+        raise ModelLoadError(f"the model servers' socket folder {folder}: {error.strerror}") from None
     return folder / f"{spec.name[:40]}-{hashlib.sha256(key.encode()).hexdigest()[:12]}.sock"
 
 

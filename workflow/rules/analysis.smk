@@ -48,5 +48,6 @@ rule summary:
     log:
         f"{RESULTS}/logs/summary.log",
     shell:
-        "safetyrepro summary --rho {input.rho:q} --cells {input.cells:q} --analysis-dir {params.analysis_dir:q}"
+        'safetyrepro summary --configfile "$SAFETYREPRO_RUN_CONFIG" --rho {input.rho:q} --cells {input.cells:q}'
+        " --analysis-dir {params.analysis_dir:q}"
         " --out {output:q} > {log:q} 2>&1"

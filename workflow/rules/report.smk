@@ -36,10 +36,11 @@ rule grid_card:
         provenance=f"{RESULTS}/provenance.json",
         cells=f"{RESULTS}/cells.parquet",
         rho=f"{RESULTS}/analysis/rho_flip_sig.parquet",  # rho_flip beside rho_flip_sig
-        tiers=f"{RESULTS}/analysis/tiers.parquet",  # the orderings reached, for the headline
+        tiers=f"{RESULTS}/analysis/tiers.parquet",  # the rankings reached, for the headline
+        clean=f"{RESULTS}/analysis/parse_clean.parquet",  # the parse-clean rho_flip, for the headline
     output:
         json=f"{RESULTS}/grid_card.json",
-        markdown=report(f"{RESULTS}/grid_card.md", caption="../report/grid_card.rst", category="7. GRID card"),
+        markdown=report(f"{RESULTS}/grid_card.md", caption="../report/grid_card.rst", category="07. GRID card"),
     params:
         code=code("grid_card"),
     conda:
@@ -48,8 +49,8 @@ rule grid_card:
         f"{RESULTS}/logs/grid_card.log",
     shell:
         "safetyrepro grid-card --configfile \"$SAFETYREPRO_RUN_CONFIG\" --provenance {input.provenance:q}"
-        " --cells {input.cells:q} --rho {input.rho:q} --tiers {input.tiers:q} --json-out {output.json:q}"
-        " --markdown-out {output.markdown:q} > {log:q} 2>&1"
+        " --cells {input.cells:q} --rho {input.rho:q} --tiers {input.tiers:q} --parse-clean {input.clean:q}"
+        " --json-out {output.json:q} --markdown-out {output.markdown:q} > {log:q} 2>&1"
 
 
 # The report's landing page (workflow/report/workflow.rst) embeds this table of the answer.
@@ -58,6 +59,8 @@ rule headline:
     input:
         sig=f"{RESULTS}/analysis/rho_flip_sig.parquet",
         tiers=f"{RESULTS}/analysis/tiers.parquet",
+        clean=f"{RESULTS}/analysis/parse_clean.parquet",
+        cells=f"{RESULTS}/cells.parquet",
     output:
         f"{RESULTS}/headline.html",
     params:
@@ -67,7 +70,35 @@ rule headline:
     log:
         f"{RESULTS}/logs/headline.log",
     shell:
-        "safetyrepro headline --sig {input.sig:q} --tiers {input.tiers:q} --out {output:q} > {log:q} 2>&1"
+        'safetyrepro headline --configfile "$SAFETYREPRO_RUN_CONFIG" --sig {input.sig:q} --tiers {input.tiers:q}'
+        " --parse-clean {input.clean:q} --cells {input.cells:q} --out {output:q} > {log:q} 2>&1"
+
+
+# The run checks itself: the headline recomputed from the tables it cites, against the report's fragment,
+# summary.md and the GRID card (JSON and Markdown); the run fails with one line naming the first mismatch.
+rule check_headline:
+    localrule: True
+    input:
+        sig=f"{RESULTS}/analysis/rho_flip_sig.parquet",
+        tiers=f"{RESULTS}/analysis/tiers.parquet",
+        clean=f"{RESULTS}/analysis/parse_clean.parquet",
+        cells=f"{RESULTS}/cells.parquet",
+        html=f"{RESULTS}/headline.html",
+        summary=f"{RESULTS}/summary.md",
+        grid_json=f"{RESULTS}/grid_card.json",
+        grid_md=f"{RESULTS}/grid_card.md",
+    output:
+        f"{RESULTS}/headline_check.txt",
+    params:
+        code=code("check_headline"),
+    conda:
+        "../../envs/safetyrepro.yaml"
+    log:
+        f"{RESULTS}/logs/check_headline.log",
+    shell:
+        'safetyrepro check-headline --configfile "$SAFETYREPRO_RUN_CONFIG" --sig {input.sig:q} --tiers {input.tiers:q}'
+        " --parse-clean {input.clean:q} --cells {input.cells:q} --html {input.html:q} --summary {input.summary:q}"
+        " --grid-json {input.grid_json:q} --grid-md {input.grid_md:q} --out {output:q} > {log:q} 2>&1"
 
 
 # The figures (safetyrepro.results.figures.FIGURES), one rule each: figure_NAME draws figures/NAME.png

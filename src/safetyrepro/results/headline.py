@@ -324,18 +324,21 @@ def _table_mismatch(headline: Headline, cells: pd.DataFrame, clean: pd.DataFrame
     rankings = flip_rate(cells).set_index("benchmark")["rankings_reached"]
     fresh = parse_clean(cells, threshold).set_index("benchmark")
     for row in headline.rows.itertuples():
+        key = (row.benchmark, row.model_a, row.model_b)
+        if key not in rho.index or row.benchmark not in fresh.index:
+            return f"the tables name {row.benchmark}'s {row.model_a} vs {row.model_b}, which cells.parquet has not"
         counts = ["n_plus", "n_minus", "n_ties", "n_configs"]
         stated = [int(getattr(row, c)) for c in counts]
-        computed = [int(v) for v in rho.loc[(row.benchmark, row.model_a, row.model_b), counts]]
+        computed = [int(v) for v in rho.loc[key, counts]]
         if stated != computed:
             return (
                 f"analysis/rho_flip_sig.parquet gives {row.benchmark}'s {row.model_a} vs {row.model_b} "
                 f"N+/N-/N0/|C| {'/'.join(map(str, stated))} where cells.parquet gives {'/'.join(map(str, computed))}"
             )
-        if int(row.rankings_reached) != int(rankings[row.benchmark]):
+        if int(row.rankings_reached) != int(rankings.get(row.benchmark, -1)):
             return (
                 f"analysis/tiers.parquet gives {row.benchmark} {int(row.rankings_reached)} rankings reached where "
-                f"cells.parquet gives {int(rankings[row.benchmark])}"
+                f"cells.parquet gives {rankings.get(row.benchmark, 0)}"
             )
         expected = fresh.loc[row.benchmark, ["rho_flip_max", "n_configs"]].tolist()
         if json.dumps([row.clean_rho_flip, int(row.clean_n_configs)]) != json.dumps([expected[0], int(expected[1])]):

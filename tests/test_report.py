@@ -29,7 +29,7 @@ from test_workflow import SELECTED
 from safetyrepro.analysis.frames import stack_named
 from safetyrepro.configuration.settings import load_settings
 from safetyrepro.results.figures import FIGURES, draw, flipped_configs, save
-from safetyrepro.results.headline import COLUMNS, headline_html, headline_markdown, headline_rows
+from safetyrepro.results.headline import COLUMNS, build_headline, headline_html, headline_markdown
 from safetyrepro.results.provenance import compare_records, data_files, run_record
 from safetyrepro.running.models import describe_model
 
@@ -492,24 +492,26 @@ def test_report_renders_every_figure_in_headless_chromium(run):
         shutil.copy(screenshot, Path(os.environ[ARTEFACTS_ENV]) / "report_screenshot.png")
 
 
-def _headline(results: Path) -> pd.DataFrame:
-    """The headline rows of a run, from its rho_flip_sig and tiers tables."""
-    analysis = results / "analysis"
-    return headline_rows(
-        pd.read_parquet(analysis / "rho_flip_sig.parquet"), pd.read_parquet(analysis / "tiers.parquet")
-    )
+def _headline(results: Path):
+    """The headline of a run, from its rho_flip_sig, tiers and parse_clean tables, cells and config."""
+    analysis, settings = results / "analysis", load_settings(results.parent / "config.yaml")
+    tables = (pd.read_parquet(analysis / f"{name}.parquet") for name in ("rho_flip_sig", "tiers", "parse_clean"))
+    cells = pd.read_parquet(results / "cells.parquet")
+    return build_headline(*tables, cells, settings.models, settings.analysis.parse_threshold)
 
 
-def test_summary_and_grid_card_open_on_the_headline(run):
+def test_summary_and_grid_card_open_on_the_headline_and_the_run_checked_it(run):
     results = run / "results"
-    rows = _headline(results)
+    headline = _headline(results)
+    rows = headline.rows
     assert set(rows["benchmark"]) == set(BENCHMARKS)
-    headline = headline_markdown(rows)
-    assert (results / "summary.md").read_text().startswith("# Summary\n\n" + headline)
-    assert (results / "grid_card.md").read_text().startswith("# GRID card\n\n" + headline)
-    assert (results / "headline.html").read_text() == headline_html(rows)
+    markdown = headline_markdown(headline)
+    assert (results / "summary.md").read_text().startswith("# Summary\n\n" + markdown)
+    assert (results / "grid_card.md").read_text().startswith("# GRID card\n\n" + markdown)
+    assert (results / "headline.html").read_text() == headline_html(headline)
     card = _json(results / "grid_card.json")
     assert [row["sentence"] for row in card["most_fragile"]] == list(rows["sentence"])
+    assert "matches its tables" in (results / "headline_check.txt").read_text()
 
 
 @pytest.mark.skipif(
@@ -523,7 +525,7 @@ def test_report_opens_on_the_headline_in_headless_chromium(run):
 
     assert CHROMIUM and CHROMEDRIVER, "chromium and chromium-driver must be installed in CI (see .ci/run)"
     results_dir = run / "results"
-    rows = _headline(results_dir)
+    rows = _headline(results_dir).rows
     browser = _browser()
     try:
         metrics = {"width": 1400, "height": 1000, "deviceScaleFactor": 1, "mobile": False}

@@ -168,6 +168,21 @@ def test_six_orderings_reached_and_fewer_without_a_stress_value():
     assert variant_summary({"full": again}).iloc[0].flip_rate == pytest.approx(20 / 21)
 
 
+def test_rankings_count_the_configs_with_a_tie_that_strict_orderings_leave_out():
+    # c0 A>B>C, c1 B>A=C (a tie: no strict ordering), c2 A>B=C, c3 A=B=C: A vs B reverses between c0 and c1, so
+    # one strict ordering (c0's) is not "they all agree"; the rankings, ties counted, are four of 13
+    cells = cells_from({"A": [0.6, 0.4, 0.6, 0.5], "B": [0.5, 0.5, 0.4, 0.5], "C": [0.4, 0.4, 0.4, 0.5]})
+    row = variant_summary({"full": cells}).iloc[0]
+    assert (row.orderings_reached, row.orderings_possible) == (1, 6)
+    assert (row.rankings_reached, row.rankings_possible) == (4, 13)
+    assert variant_summary({"full": cells[cells.config_id == "c0"]}).iloc[0].rankings_reached == 1
+    # float noise is a tie, as in rho_flip: c2 again with B 1e-12 above C is still A > B = C
+    again = cells[cells.config_id == "c2"].assign(config_id="c4")
+    again.loc[again.model == "B", "score"] += 1e-12
+    noisy = pd.concat([cells, again])
+    assert variant_summary({"full": noisy}).iloc[0].rankings_reached == 4
+
+
 def test_n_configs_counts_only_configs_scored_for_every_model():
     # C has no score on c5: five complete configs, and c5's ordering (C>B>A) is not reached
     cells = ORDERINGS[~((ORDERINGS.model == "C") & (ORDERINGS.config_id == "c5"))]

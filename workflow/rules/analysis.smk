@@ -60,5 +60,5 @@ rule summary:
     log:
         f"{RESULTS}/logs/summary.log",
     shell:
-        "safetyrepro summary --rho {input.rho:q} --cells {input.cells:q} --analysis-dir {params.analysis_dir:q}"
-        " --out {output.summary:q}" + RECORD_ARGS + " > {log:q} 2>&1"
+        'safetyrepro summary --configfile "$SAFETYREPRO_RUN_CONFIG" --rho {input.rho:q} --cells {input.cells:q}'
+        " --analysis-dir {params.analysis_dir:q} --out {output.summary:q}" + RECORD_ARGS + " > {log:q} 2>&1"

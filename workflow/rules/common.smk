@@ -220,11 +220,12 @@ def figure_report(name):
 
 
 def report_outputs(wildcards):
-    """The run record, the GRID card, the headline the report opens on and the figures (per benchmark: the
-    run's, or those imported)."""
+    """The run record, the GRID card, the headline the report opens on and its check against the tables
+    (rule check_headline), and the figures (per benchmark: the run's, or those imported)."""
     benchmarks = imported_benchmarks() if IMPORTS else SETTINGS.benchmarks
     return [
         f"{RESULTS}/headline.html",
+        f"{RESULTS}/headline_check.txt",
         f"{RESULTS}/provenance.json",
         f"{RESULTS}/grid_card.json",
         f"{RESULTS}/grid_card.md",

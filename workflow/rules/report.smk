@@ -46,11 +46,12 @@ rule grid_card:
         provenance=f"{RESULTS}/provenance.json",
         cells=f"{RESULTS}/cells.parquet",
         rho=f"{RESULTS}/analysis/rho_flip_sig.parquet",  # rho_flip beside rho_flip_sig
-        tiers=f"{RESULTS}/analysis/tiers.parquet",  # the orderings reached, for the headline
+        tiers=f"{RESULTS}/analysis/tiers.parquet",  # the rankings reached, for the headline
+        clean=f"{RESULTS}/analysis/parse_clean.parquet",  # the parse-clean rho_flip, for the headline
         outdated=outdated("grid_card"),
     output:
         json=f"{RESULTS}/grid_card.json",
-        markdown=report(f"{RESULTS}/grid_card.md", caption="../report/grid_card.rst", category="7. GRID card"),
+        markdown=report(f"{RESULTS}/grid_card.md", caption="../report/grid_card.rst", category="07. GRID card"),
         job_record=job_record(f"{RESULTS}/grid_card.json"),
     params:
         fingerprint=job_fingerprint("grid_card"),
@@ -60,8 +61,8 @@ rule grid_card:
         f"{RESULTS}/logs/grid_card.log",
     shell:
         "safetyrepro grid-card --configfile \"$SAFETYREPRO_RUN_CONFIG\" --provenance {input.provenance:q}"
-        " --cells {input.cells:q} --rho {input.rho:q} --tiers {input.tiers:q} --json-out {output.json:q}"
-        " --markdown-out {output.markdown:q}" + RECORD_ARGS + " > {log:q} 2>&1"
+        " --cells {input.cells:q} --rho {input.rho:q} --tiers {input.tiers:q} --parse-clean {input.clean:q}"
+        " --json-out {output.json:q} --markdown-out {output.markdown:q}" + RECORD_ARGS + " > {log:q} 2>&1"
 
 
 # The report's landing page (workflow/report/workflow.rst) embeds this table of the answer.
@@ -73,6 +74,8 @@ rule headline:
     input:
         sig=f"{RESULTS}/analysis/rho_flip_sig.parquet",
         tiers=f"{RESULTS}/analysis/tiers.parquet",
+        clean=f"{RESULTS}/analysis/parse_clean.parquet",
+        cells=f"{RESULTS}/cells.parquet",
         outdated=outdated("headline"),
     output:
         html=f"{RESULTS}/headline.html",
@@ -84,7 +87,41 @@ rule headline:
     log:
         f"{RESULTS}/logs/headline.log",
     shell:
-        "safetyrepro headline --sig {input.sig:q} --tiers {input.tiers:q} --out {output.html:q}" + RECORD_ARGS
+        'safetyrepro headline --configfile "$SAFETYREPRO_RUN_CONFIG" --sig {input.sig:q} --tiers {input.tiers:q}'
+        " --parse-clean {input.clean:q} --cells {input.cells:q} --out {output.html:q}" + RECORD_ARGS
+        + " > {log:q} 2>&1"
+
+
+# The run checks itself: the headline recomputed from the tables it cites, against the report's fragment,
+# summary.md and the GRID card (JSON and Markdown); the run fails with one line naming the first mismatch.
+DEPENDS["check_headline"] = lambda w: {"code": code("check_headline")}
+
+
+rule check_headline:
+    localrule: True
+    input:
+        sig=f"{RESULTS}/analysis/rho_flip_sig.parquet",
+        tiers=f"{RESULTS}/analysis/tiers.parquet",
+        clean=f"{RESULTS}/analysis/parse_clean.parquet",
+        cells=f"{RESULTS}/cells.parquet",
+        html=f"{RESULTS}/headline.html",
+        summary=f"{RESULTS}/summary.md",
+        grid_json=f"{RESULTS}/grid_card.json",
+        grid_md=f"{RESULTS}/grid_card.md",
+        outdated=outdated("check_headline"),
+    output:
+        check=f"{RESULTS}/headline_check.txt",
+        job_record=job_record(f"{RESULTS}/headline_check.txt"),
+    params:
+        fingerprint=job_fingerprint("check_headline"),
+    conda:
+        "../../envs/safetyrepro.yaml"
+    log:
+        f"{RESULTS}/logs/check_headline.log",
+    shell:
+        'safetyrepro check-headline --configfile "$SAFETYREPRO_RUN_CONFIG" --sig {input.sig:q} --tiers {input.tiers:q}'
+        " --parse-clean {input.clean:q} --cells {input.cells:q} --html {input.html:q} --summary {input.summary:q}"
+        " --grid-json {input.grid_json:q} --grid-md {input.grid_md:q} --out {output.check:q}" + RECORD_ARGS
         + " > {log:q} 2>&1"
 
 

@@ -1,5 +1,5 @@
-"""Pure functions over the tidy tables: rho_flip, the orderings a configuration set reaches and the
-total-order flip rate (two different quantities; see ``flip_rate``)."""
+"""Pure functions over the tidy tables: rho_flip, the orderings and rankings a configuration set reaches
+and the total-order flip rate (two different quantities; see ``flip_rate``)."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ FLIP_RATE_COLUMNS = [
     "n_tied",
     "n_strict",
     "orderings_reached",
+    "rankings_reached",
     "n_pairs",
     "n_mismatched",
     "flip_rate",
@@ -97,6 +98,25 @@ def config_orderings(cells: pd.DataFrame, benchmark: str) -> tuple[list[tuple[st
     return [strict_ordering(row) for _, row in matrix.iterrows()], matrix.shape[1]
 
 
+def tolerant_ranks(scores: np.ndarray) -> tuple[int, ...]:
+    """Dense ranks of one config's model scores (0 the lowest), scores within TIE_TOLERANCE of the next lower
+    one tied (so float noise ties here exactly as in ``signs``): the config's ranking, ties included."""
+    order = np.argsort(scores, kind="stable")
+    groups = np.concatenate([[0], np.cumsum(np.diff(scores[order]) > TIE_TOLERANCE)])
+    ranks = np.empty(len(scores), dtype=int)
+    ranks[order] = groups
+    return tuple(int(rank) for rank in ranks)
+
+
+def rankings_possible(k: int) -> int:
+    """How many rankings of k models there are when ties count (weak orderings: the ordered Bell number,
+    1, 3, 13, 75 for k = 1..4)."""
+    counts = [1]
+    for n in range(1, k + 1):
+        counts.append(sum(math.comb(n, i) * counts[n - i] for i in range(1, n + 1)))
+    return counts[k]
+
+
 def orderings_reached(cells: pd.DataFrame, benchmark: str) -> tuple[int, int]:
     """(distinct strict model orderings over the benchmark's configs, number possible = k!)."""
     orderings, k = config_orderings(cells, benchmark)
@@ -114,11 +134,13 @@ def flip_rate(cells: pd.DataFrame) -> pd.DataFrame:
     uniformly from the k! orderings, a pair would match with probability 1/k!, so the expected flip
     rate is ``null_flip_rate`` = 1 - 1/k! (5/6 for three models). rho_flip, by contrast, is the
     minority strict-sign mass of ONE model pair (``rho_flip_table``). ``orderings_reached`` counts the
-    distinct strict orderings, as ``orderings_reached`` does.
+    distinct strict orderings, as ``orderings_reached`` does; ``rankings_reached`` the distinct rankings of
+    all ``n_configs``, ties included (``tolerant_ranks``: a > b = c, a > b > c and a = b = c are three).
     """
     rows = []
     for benchmark in dict.fromkeys(cells["benchmark"]):
         orderings, k = config_orderings(cells, benchmark)
+        rankings = {tolerant_ranks(row) for row in score_matrix(cells, benchmark).dropna().to_numpy(dtype=float)}
         counts = Counter(ordering for ordering in orderings if ordering is not None)
         n = sum(counts.values())
         n_pairs = n * (n - 1) // 2
@@ -131,6 +153,7 @@ def flip_rate(cells: pd.DataFrame) -> pd.DataFrame:
                 "n_tied": len(orderings) - n,
                 "n_strict": n,
                 "orderings_reached": len(counts),
+                "rankings_reached": len(rankings),
                 "n_pairs": n_pairs,
                 "n_mismatched": n_pairs - same,
                 "flip_rate": (n_pairs - same) / n_pairs if n_pairs else math.nan,

@@ -13,7 +13,15 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from safetyrepro.analysis.flips import RHO_COLUMNS, TIE_TOLERANCE, flip_rate, rho_flip_table, score_matrix, signs
+from safetyrepro.analysis.flips import (
+    RHO_COLUMNS,
+    flip_rate,
+    rankings_possible,
+    rho_flip_table,
+    score_matrix,
+    signs,
+    tolerant_ranks,
+)
 from safetyrepro.analysis.frames import stack_named
 
 if TYPE_CHECKING:
@@ -26,6 +34,8 @@ SUMMARY_COLUMNS = [
     "rho_flip_max",
     "orderings_reached",
     "orderings_possible",
+    "rankings_reached",
+    "rankings_possible",
     "flip_rate",
 ]
 TAU_COLUMNS = ["benchmark", "n_configs", "n_undefined", "n_pairs", "mean_tau"]
@@ -64,7 +74,8 @@ def scoring_slices(cells: pd.DataFrame) -> dict[str, pd.DataFrame]:
 
 def variant_summary(variants: dict[str, pd.DataFrame]) -> pd.DataFrame:
     """Per variant and benchmark: n_configs (configs scored for every model of the benchmark),
-    the largest rho_flip over model pairs, the strict orderings reached / possible (k!) and the
+    the largest rho_flip over model pairs, the strict orderings reached / possible (k!), the rankings
+    reached / possible with ties counted (``flips.rankings_possible``: a config with a tie counts too) and the
     total-order flip rate (``flips.flip_rate``: share of config pairs whose strict orderings differ;
     a different quantity from rho_flip)."""
     rows = []
@@ -79,6 +90,8 @@ def variant_summary(variants: dict[str, pd.DataFrame]) -> pd.DataFrame:
                     "rho_flip_max": rho_max.get(rate.benchmark, math.nan),
                     "orderings_reached": rate.orderings_reached,
                     "orderings_possible": math.factorial(rate.n_models),
+                    "rankings_reached": rate.rankings_reached,
+                    "rankings_possible": rankings_possible(rate.n_models),
                     "flip_rate": rate.flip_rate,
                 }
             )
@@ -91,21 +104,13 @@ def parse_clean(cells: pd.DataFrame, threshold: float = 0.95) -> pd.DataFrame:
     with n_configs 0, rho_flip_max NaN and no orderings reached."""
     name = f"parse_rate >= {threshold:g}"
     passes = (cells["parse_rate"] >= threshold).groupby([cells["benchmark"], cells["config_id"]]).transform("all")
-    after = variant_summary({name: cells[passes]}).drop(columns="orderings_possible")
-    before = variant_summary({name: cells})[["variant", "benchmark", "n_configs", "orderings_possible"]]
+    possible = ["orderings_possible", "rankings_possible"]
+    after = variant_summary({name: cells[passes]}).drop(columns=possible)
+    before = variant_summary({name: cells})[["variant", "benchmark", "n_configs", *possible]]
     out = before.rename(columns={"n_configs": "n_configs_before"}).merge(after, on=["variant", "benchmark"], how="left")
-    out = out.fillna({"n_configs": 0, "orderings_reached": 0}).astype({"n_configs": int, "orderings_reached": int})
+    counts = {"n_configs": 0, "orderings_reached": 0, "rankings_reached": 0}
+    out = out.fillna(counts).astype(dict.fromkeys(counts, int))
     return out[[*SUMMARY_COLUMNS, "n_configs_before"]]
-
-
-def _tolerant_ranks(scores: np.ndarray) -> tuple[int, ...]:
-    """Dense ranks of one config's model scores, scores within TIE_TOLERANCE of the next lower one tied
-    (so float noise ties here exactly as in ``flips``)."""
-    order = np.argsort(scores, kind="stable")
-    groups = np.concatenate([[0], np.cumsum(np.diff(scores[order]) > TIE_TOLERANCE)])
-    ranks = np.empty(len(scores), dtype=int)
-    ranks[order] = groups
-    return tuple(int(rank) for rank in ranks)
 
 
 def kendall_tau(cells: pd.DataFrame) -> pd.DataFrame:
@@ -117,7 +122,7 @@ def kendall_tau(cells: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for benchmark in dict.fromkeys(cells["benchmark"]):
         matrix = score_matrix(cells, benchmark).dropna()
-        ranks = [_tolerant_ranks(row) for row in matrix.to_numpy(dtype=float)]
+        ranks = [tolerant_ranks(row) for row in matrix.to_numpy(dtype=float)]
         defined = [r for r in ranks if len(set(r)) > 1]
         taus: dict[tuple, float] = {}  # few distinct rankings: compute each pair of patterns once
         values = []

@@ -330,20 +330,30 @@ def cmd_analyse(args: argparse.Namespace) -> int:
     return 0
 
 
+def _headline(settings: Settings, sig: Path, tiers: Path, clean: Path, cells):
+    """The run's headline (`results.headline.build_headline`) from its tables and model specs."""
+    from safetyrepro.results.headline import build_headline
+    from safetyrepro.results.storage import read_parquet_checked
+
+    tables = (read_parquet_checked(path) for path in (sig, tiers, clean))
+    return build_headline(*tables, cells, settings.models, settings.analysis.parse_threshold)
+
+
 @job("out")
 def cmd_summary(args: argparse.Namespace) -> int:
     """Gather the headline numbers into summary.md, opening on the headline."""
     from safetyrepro.analysis.suite import ANALYSES
-    from safetyrepro.results.headline import headline_markdown, headline_rows
+    from safetyrepro.results.headline import headline_markdown
     from safetyrepro.results.markdown import partial_notice, summary_markdown
     from safetyrepro.results.storage import read_missing_cells, read_parquet_checked, write_text
 
     folder = Path(args.analysis_dir)  # the suite's tables only: not a stale one of an analysis since removed
     tables = {name: read_parquet_checked(folder / f"{name}.parquet") for name in ANALYSES}
-    rows = headline_rows(tables["rho_flip_sig"], tables["tiers"])
-    fragile = {row.benchmark: (row.model_a, row.model_b) for row in rows.itertuples()}
     rho, cells = read_parquet_checked(args.rho), read_parquet_checked(args.cells)
-    summary = summary_markdown(rho, cells, tables, headline_markdown(rows), fragile)
+    paths = (folder / f"{name}.parquet" for name in ("rho_flip_sig", "tiers", "parse_clean"))
+    headline = _headline(load_settings(args.configfile), *paths, cells)
+    fragile = {row.benchmark: (row.model_a, row.model_b) for row in headline.rows.itertuples()}
+    summary = summary_markdown(rho, cells, tables, headline_markdown(headline), fragile)
     write_text(partial_notice(read_missing_cells(Path(args.cells))) + summary, Path(args.out))
     return 0
 
@@ -351,11 +361,37 @@ def cmd_summary(args: argparse.Namespace) -> int:
 @job("out")
 def cmd_headline(args: argparse.Namespace) -> int:
     """Write the headline as the HTML fragment the report's landing page embeds."""
-    from safetyrepro.results.headline import headline_html, headline_rows
+    from safetyrepro.results.headline import headline_html
     from safetyrepro.results.storage import read_missing_cells, read_parquet_checked, write_text
 
-    rows = headline_rows(read_parquet_checked(args.sig), read_parquet_checked(args.tiers))
-    write_text(headline_html(rows, read_missing_cells(Path(args.sig))), Path(args.out))
+    settings, cells = load_settings(args.configfile), read_parquet_checked(args.cells)
+    headline = _headline(settings, Path(args.sig), Path(args.tiers), Path(args.parse_clean), cells)
+    write_text(headline_html(headline, read_missing_cells(Path(args.sig))), Path(args.out))
+    return 0
+
+
+@job("out")
+def cmd_check_headline(args: argparse.Namespace) -> int:
+    """Recompute the headline from the tables it cites and check every rendering of it (the report's
+    fragment, summary.md, the GRID card); one line names the first mismatch."""
+    from safetyrepro.results.headline import check_headline
+    from safetyrepro.results.storage import read_missing_cells, read_parquet_checked, write_text
+
+    settings, cells = load_settings(args.configfile), read_parquet_checked(args.cells)
+    headline = _headline(settings, Path(args.sig), Path(args.tiers), Path(args.parse_clean), cells)
+    renderings = {path: Path(path).read_text(encoding="utf-8") for path in (args.html, args.summary, args.grid_md)}
+    problem = check_headline(
+        headline,
+        cells,
+        read_parquet_checked(args.parse_clean),
+        settings.analysis.parse_threshold,
+        renderings,
+        json.loads(Path(args.grid_json).read_text(encoding="utf-8")),
+        read_missing_cells(Path(args.sig)),
+    )
+    if problem:
+        raise DataError(f"{problem}; remove the file it names and run the workflow again to rewrite it")
+    write_text(f"the headline of {', '.join(renderings)} and {args.grid_json} matches its tables\n", Path(args.out))
     return 0
 
 
@@ -377,12 +413,13 @@ def cmd_grid_card(args: argparse.Namespace) -> int:
     from safetyrepro.results.grid_card import grid_card, grid_card_markdown
     from safetyrepro.results.storage import read_missing_cells, read_parquet_checked, write_json, write_text
 
+    settings, cells = load_settings(args.configfile), read_parquet_checked(args.cells)
     card = grid_card(
-        load_settings(args.configfile),
+        settings,
         json.loads(Path(args.provenance).read_text()),
-        read_parquet_checked(args.cells),
+        cells,
         read_parquet_checked(args.rho),
-        read_parquet_checked(args.tiers),
+        _headline(settings, Path(args.rho), Path(args.tiers), Path(args.parse_clean), cells),
         read_missing_cells(Path(args.cells)),
     )
     write_json(card, Path(args.json_out))
@@ -508,14 +545,21 @@ def add_commands(commands) -> None:
         "summary",
         cmd_summary,
         "headline numbers as results/summary.md",
-        ("rho", "cells", "analysis-dir", "out"),
+        ("configfile", "rho", "cells", "analysis-dir", "out"),
     )
     add_command(
         commands,
         "headline",
         cmd_headline,
         "the report's opening table: per benchmark the most fragile pair (HTML fragment)",
-        ("sig", "tiers", "out"),
+        ("configfile", "sig", "tiers", "parse-clean", "cells", "out"),
+    )
+    add_command(
+        commands,
+        "check-headline",
+        cmd_check_headline,
+        "recompute the headline from its tables and check the report's, summary.md's and the GRID card's",
+        ("configfile", "sig", "tiers", "parse-clean", "cells", "html", "summary", "grid-json", "grid-md", "out"),
     )
     add_command(
         commands,
@@ -529,7 +573,7 @@ def add_commands(commands) -> None:
         "grid-card",
         cmd_grid_card,
         "write the GRID card (JSON + Markdown)",
-        ("configfile", "provenance", "cells", "rho", "tiers", "json-out", "markdown-out"),
+        ("configfile", "provenance", "cells", "rho", "tiers", "parse-clean", "json-out", "markdown-out"),
     )
     figure = add_command(commands, "figure", cmd_figure, "draw one report figure (PNG)", ("table", "out"))
     figure.add_argument("name", help="a figure of safetyrepro.results.figures.FIGURES")

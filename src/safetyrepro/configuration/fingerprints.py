@@ -40,6 +40,7 @@ JOB_CODE: dict[str, tuple[str, ...]] = {
     "analysis": ("results.markdown",),
     "summary": ("results.markdown", "results.headline"),
     "headline": ("results.headline",),
+    "check_headline": ("results.headline",),
     "provenance": ("results.provenance",),
     "grid_card": ("results.grid_card",),
     "figure": ("results.figures",),

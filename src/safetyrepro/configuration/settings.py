@@ -345,6 +345,12 @@ class ModelSpec:
     revision: str | None = None
     embedded: str | None = None
 
+    def weights(self) -> tuple:
+        """What makes two entries the same model at any precision: its files (a local folder by its real path),
+        revision, prompts."""
+        path = os.path.realpath(self.path) if os.path.isdir(self.path) else self.path
+        return path, self.revision, self.chat_template, self.trust_remote_code
+
 
 @dataclass(frozen=True)
 class BackendSettings:
@@ -1201,20 +1207,15 @@ def _precision_probe(section: Mapping[str, Any] | None, settings: Settings) -> P
         )
     precision = section["precision"]
 
-    def weights(spec: ModelSpec) -> tuple:
-        """What makes two entries the same model: its files (a local folder by its real path), revision, prompts."""
-        path = os.path.realpath(spec.path) if os.path.isdir(spec.path) else spec.path
-        return path, spec.revision, spec.chat_template, spec.trust_remote_code
-
-    at_precision = {weights(spec): spec.name for spec in settings.models if spec.precision == precision}
+    at_precision = {spec.weights(): spec.name for spec in settings.models if spec.precision == precision}
     twins, new_models = {}, []
     for spec in settings.models:
         if spec.precision == precision:
             continue
-        if weights(spec) not in at_precision:
-            at_precision[weights(spec)] = f"{spec.name}@{precision}"
-            new_models.append(replace(spec, name=at_precision[weights(spec)], precision=precision))
-        twins[spec.name] = at_precision[weights(spec)]
+        if spec.weights() not in at_precision:
+            at_precision[spec.weights()] = f"{spec.name}@{precision}"
+            new_models.append(replace(spec, name=at_precision[spec.weights()], precision=precision))
+        twins[spec.name] = at_precision[spec.weights()]
     if not twins:
         raise ConfigError(f"precision_probe.precision: every model already runs at {precision}; name another precision")
     return PrecisionProbe(precision, configs, twins, tuple(new_models))

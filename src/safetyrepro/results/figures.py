@@ -464,30 +464,30 @@ FIGURES: dict[str, ReportFigure] = {
     "rho_heatmap": ReportFigure(
         rho_heatmap,
         "rho_flip.parquet",
-        category="1. rho_flip per model pair",
+        category="01. rho_flip per model pair",
         label="rho_flip heat map",
         per_benchmark=True,
     ),
     "scores": ReportFigure(
         scores_across_configs,
         "cells.parquet",
-        category="2. Scores across configs",
+        category="02. Scores across configs",
         label="scores per config",
         per_benchmark=True,
     ),
-    "orderings": ReportFigure(orderings_per_tier, "analysis/tiers.parquet", category="3. Orderings per tier"),
-    "anova": ReportFigure(anova_shares, "analysis/variance.parquet", category="4. ANOVA shares"),
-    "shap": ReportFigure(shap_per_axis, "analysis/shap.parquet", category="5. SHAP per axis"),
-    "parse_rate": ReportFigure(parse_rate_per_template, "cells.parquet", category="6. Parse rate per template"),
+    "orderings": ReportFigure(orderings_per_tier, "analysis/tiers.parquet", category="03. Orderings per tier"),
+    "anova": ReportFigure(anova_shares, "analysis/variance.parquet", category="04. ANOVA shares"),
+    "shap": ReportFigure(shap_per_axis, "analysis/shap.parquet", category="05. SHAP per axis"),
+    "parse_rate": ReportFigure(parse_rate_per_template, "cells.parquet", category="06. Parse rate per template"),
     "paired_differences": ReportFigure(
         paired_differences,
         "analysis/paired_tests.parquet",
-        category="8. Paired differences",
+        category="08. Paired differences",
         label="paired differences per config",
         per_benchmark=True,
     ),
     "stability": ReportFigure(
-        stability_by_temperature, "analysis/item_stability.parquet", category="9. Stability over seeds"
+        stability_by_temperature, "analysis/item_stability.parquet", category="09. Stability over seeds"
     ),
     "scorers": ReportFigure(scorer_agreement, "analysis/scorers.parquet", category="10. Scorer agreement"),
 }

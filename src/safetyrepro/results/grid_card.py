@@ -4,8 +4,8 @@ results/grid_card.json holds every axis value used (with its tier and parameters
 rules, the envelope and its hash (the seal), the configs and item subsets per benchmark, the models
 with precision and file hashes or revisions, data file hashes, package versions, seeds, every
 analysis option and the precision probe, the code's commit (and whether the tree was dirty),
-hardware, the headline (per benchmark the most fragile pair and its sentence, safetyrepro.results.headline) and
-the rho_flip table with N+/N-/N0. results/grid_card.md renders the same, opening on the headline.
+hardware, the headline (per benchmark the most fragile pair and its sentence, and what the models are:
+safetyrepro.results.headline) and the rho_flip table with N+/N-/N0. results/grid_card.md renders the same, opening on the headline.
 Two runs of the same config give the same card apart from `created`.
 """
 
@@ -19,7 +19,7 @@ import pandas as pd
 
 from safetyrepro.analysis.flips import orderings_reached
 from safetyrepro.backends.base import BatchCondition
-from safetyrepro.results.headline import headline_markdown, headline_rows
+from safetyrepro.results.headline import Headline, headline_markdown
 
 if TYPE_CHECKING:
     from safetyrepro.configuration.settings import Settings
@@ -132,11 +132,11 @@ def grid_card(
     record: Mapping[str, Any],
     cells: pd.DataFrame,
     rho: pd.DataFrame,
-    tiers: pd.DataFrame,
+    headline: Headline,
     missing_cells: Sequence[str] = (),
 ) -> dict:
-    """The card as a JSON-ready dict, from the settings, the run record, cells, rho_flip (with rho_flip_sig)
-    and tier ablation tables, and the cells a partial run lacks (model/benchmark/config_id)."""
+    """The card as a JSON-ready dict, from the settings, the run record, cells, rho_flip (with rho_flip_sig),
+    the run's headline and the cells a partial run lacks (model/benchmark/config_id)."""
     prompt_formats = cells.groupby("model")["prompt_format"].first().to_dict() if "prompt_format" in cells else {}
     models = {name: {**info, "prompt_format": prompt_formats.get(name)} for name, info in record["models"].items()}
     return {
@@ -157,7 +157,8 @@ def grid_card(
         "seeds": record["seeds"],
         "hardware": record["hardware"],
         "headline": _headline(rho, cells),
-        "most_fragile": headline_rows(rho, tiers).to_dict("records"),
+        "most_fragile": headline.records(),
+        "headline_models": headline.models,
         "created": record["created"],
     }
 
@@ -272,7 +273,7 @@ def grid_card_markdown(card: Mapping[str, Any]) -> str:
     lines = [
         "# GRID card",
         "",
-        headline_markdown(pd.DataFrame(card["most_fragile"])).rstrip("\n"),
+        headline_markdown(Headline(pd.DataFrame(card["most_fragile"]), card["headline_models"])).rstrip("\n"),
         "",
         "## What produced these verdicts",
         "",

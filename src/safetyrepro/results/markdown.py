@@ -6,6 +6,8 @@ import pandas as pd
 
 from safetyrepro.analysis.flips import orderings_reached
 
+NO_REVERSAL = "no reversal"  # said instead of a pair where no pair of a benchmark reverses (and in the headline)
+
 
 def partial_notice(missing: list[str]) -> str:
     """A warning block naming the missing cells of a partial run (empty for a complete grid)."""
@@ -61,7 +63,7 @@ def summary_markdown(
     """The headline's Markdown (safetyrepro.results.headline), if given, then numbers per benchmark read like the
     paper's table 2: the largest rho_flip over pairs with its N+/N-/N0 and |C|, orderings reached, and the
     robustness checks beside it. The pair shown is the headline's (`fragile`: benchmark -> (A, B)) where
-    given, else the first with the largest rho_flip."""
+    given, else the first with the largest rho_flip; where no pair reverses, none is named."""
     tiers = tables["tiers"].set_index(["variant", "benchmark"]) if "tiers" in tables else None
     clean = tables["parse_clean"].set_index("benchmark") if "parse_clean" in tables else None
     shares = tables["variance"].set_index("benchmark") if "variance" in tables else None
@@ -70,8 +72,8 @@ def summary_markdown(
         "# Summary",
         "",
         *([headline.rstrip("\n"), "", "## Every benchmark in numbers", ""] if headline else []),
-        "Per benchmark, the model pair with the largest rho_flip (N+ / N- / N0 of that pair), strict "
-        "orderings of the models reached, and the same maximum on the core tier and the parse-clean "
+        f'Per benchmark, the model pair with the largest rho_flip (N+ / N- / N0 of that pair; "{NO_REVERSAL}" where '
+        "no pair reverses), strict orderings of the models reached (a config with a tie has none), and the same maximum on the core tier and the parse-clean "
         "subset; rho_var = implementation / model variance share (free-form ANOVA); flip rate = the total-order "
         "flip rate (share of config pairs whose strict model orderings differ; not rho_flip), its uniform-null "
         "value in brackets.",
@@ -87,12 +89,14 @@ def summary_markdown(
         else:
             top = pairs.sort_values("rho_flip", ascending=False, kind="stable").iloc[0]
         reached, possible = orderings_reached(cells, benchmark)
+        reversal = min(top.n_plus, top.n_minus) > 0
+        pair, counts = (f"{top.model_a} vs {top.model_b}", f"{top.n_plus} / {top.n_minus} / {top.n_ties}")
         core = _lookup(tiers, ("core", benchmark), "rho_flip_max")
         clean_rho = _lookup(clean, benchmark, "rho_flip_max")
         clean_n = _lookup(clean, benchmark, "n_configs")
         lines.append(
-            f"| {benchmark} | {top.n_configs} | {top.rho_flip:.3f} | {top.model_a} vs {top.model_b} | "
-            f"{top.n_plus} / {top.n_minus} / {top.n_ties} | {top.ceiling:.3f} | {reached} of {possible} | "
+            f"| {benchmark} | {top.n_configs} | {top.rho_flip:.3f} | {pair if reversal else NO_REVERSAL} | "
+            f"{counts if reversal else '-'} | {top.ceiling:.3f} | {reached} of {possible} | "
             f"{_fmt(core)} | {_fmt(clean_rho)} ({_fmt(clean_n, '.0f')}) | {_fmt(_lookup(shares, benchmark, 'rho'))} | "
             f"{_fmt(_lookup(flip, benchmark, 'flip_rate'))} ({_fmt(_lookup(flip, benchmark, 'null_flip_rate'))}) |"
         )

@@ -31,7 +31,8 @@ from safetyrepro.configuration.settings import load_settings
 pytestmark = pytest.mark.e2e
 UNTIL_TABLES = ("--until", "aggregate")  # cells.parquet, items.parquet and precision_probe.parquet
 ONE_JOB = ("--cores", "1", "--resources", "gpu=1")  # one cell at a time: the run ends with the one the fault hit
-KEPT = ("results/cells", "results/models", ".snakemake/metadata")  # what a copy of the reference run takes
+# what a copy of the reference run takes: the cells and model descriptions, their jobs' records and Snakemake's
+KEPT = ("results/cells", "results/models", "results/jobs", ".snakemake/metadata")
 DELETE = "delete it and run the workflow again, which writes it anew"
 WAITING_ON_SOCKET = "unix_stream_read_generic"  # /proc/PID/wchan of a process blocked reading a Unix socket
 
@@ -216,21 +217,26 @@ def test_the_steps_after_the_cells_check_the_tables_they_read(
     assert not list(tmp_path.glob("rho.*"))
 
 
-def test_a_truncated_cell_file_then_the_rerun_repairs_it(tmp_path, reference_run):
-    """The workflow stops at the aggregation on the damaged file; deleted as the message says, the rerun
-    computes that cell again and gives the reference run's tables."""
+def test_a_truncated_cell_file_is_redone_as_its_record_says(tmp_path, reference_run):
+    """A cell file cut short after its job wrote it is not the file its record names (results/jobs/): the run
+    says so in one line, computes that cell again, keeps the others and gives the reference run's tables."""
     workdir = finished_copy(reference_run, tmp_path / "run")
     truncate(workdir / f"{CELL}.parquet")
-    failed = snakemake(workdir, *RUN, *UNTIL_TABLES)
-    assert failed.returncode != 0
+    damaged = f"{CELL}.parquet".removeprefix("results/")
+    finished = {cell: time for cell, time in cell_outputs(workdir / "results").items() if cell != damaged}
+    rerun = snakemake(workdir, *RUN, *UNTIL_TABLES)
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
     line = (
-        f"safetyrepro: error: results file {CELL}.parquet is truncated or not Parquet (it does not end in a Parquet "
-        f"footer): {DELETE}"
+        f"safetyrepro: redoing {CELL}.parquet: {CELL}.parquet is not the file its record names (changed or "
+        "replaced since it was written)"
     )
-    assert (workdir / "results" / "logs" / "aggregate.log").read_text().strip().splitlines()[-1] == line
-    assert line in failed.stderr.splitlines(), failed.stderr[-3000:]
-    (workdir / f"{CELL}.parquet").unlink()
-    rerun_gives_reference_tables(workdir, reference_run)
+    assert line in rerun.stderr.splitlines(), rerun.stderr[-3000:]
+    after = cell_outputs(workdir / "results")
+    assert {cell: after[cell] for cell in finished} == finished
+    got, expected = tables(workdir / "results"), tables(reference_run / "results")
+    assert set(got) == {"cells.parquet", "items.parquet", "precision_probe.parquet"}
+    for name, frame in got.items():
+        pd.testing.assert_frame_equal(frame, expected[name], check_exact=True, obj=name)
 
 
 def cells_waiting_on_server(workdir: Path) -> set[str]:

@@ -4,6 +4,7 @@ import json
 import os
 import re
 import sys
+import time
 from pathlib import Path
 
 from safetyrepro.benchmarks import NAME, DataError, with_human_labels
@@ -287,11 +288,13 @@ def audit_report_input(wildcards):
 # hash of what the outputs depend on (DEPENDS[rule], a function of the wildcards; the rule's only rerun
 # trigger besides its inputs), and their SHA-256, in results/jobs/. Results copied, moved, restored or stripped
 # of .snakemake/ are checked by that record, not by Snakemake's metadata: an output whose record names other
-# settings or other bytes is redone (an input from the rule `outdated_result`), and so is everything built from
-# it; an output without a record is refused (docs/reruns.md).
+# settings or other bytes is redone, and so is everything built from it; an output without a record is refused
+# (docs/reruns.md).
 DEPENDS = {}
 RECORD_ARGS = " --job-record {output.job_record:q} --fingerprint {params.fingerprint} --outputs {output:q}"
-OUTDATED = f"{RESULTS}/{JOBS}/.outdated"
+# each job's marker of an outdated result, in the working folder's own scratch (a dry run writes nothing in the
+# results), under the results folder as the config names it
+OUTDATED = RUN_CONFIG.parent / "outdated" / hashlib.sha256(RESULTS.encode()).hexdigest()[:16]
 REDONE = set()
 
 
@@ -306,44 +309,35 @@ def job_fingerprint(rule):
 
 
 def outdated(rule):
-    """An input function: nothing while the job's outputs are missing or vouched for by their record; the
-    marker `outdated_result` writes when the record names other settings or other bytes (the job is redone).
-    Outputs that exist without a record stop the run with one line. Checked by the main process only."""
+    """An input function: the job's marker, always the same path (its set of inputs never changes). The main
+    process checks the job's outputs against their record first: where the record names other settings or other
+    bytes, it writes the marker anew (newer than the outputs, its content never the same twice), so that
+    Snakemake redoes the job as after any updated input, whatever metadata it kept; else the marker is dated at
+    the epoch, older than any output. Outputs that exist without a record stop the run with one line."""
 
     def check(wildcards):
-        if not workflow.is_main_process:
-            return []
         paths = [apply_wildcards(str(pattern), dict(wildcards.items())) for pattern in workflow.get_rule(rule).output]
         record, outputs = paths[-1], paths[:-1]
-        if not all(Path(path).exists() for path in outputs):
-            return []
-        problem = record_problem(Path(record), fingerprint(DEPENDS[rule](wildcards)), [Path(p) for p in outputs])
+        marker = OUTDATED / f"{outputs[0].removeprefix(RESULTS + '/')}.outdated"
+        if not workflow.is_main_process:
+            return [str(marker)]
+        problem = None
+        if all(Path(path).exists() for path in outputs):
+            problem = record_problem(Path(record), fingerprint(DEPENDS[rule](wildcards)), [Path(p) for p in outputs])
         if problem == "no record":
             sys.exit(
                 f"{ERROR_PREFIX}{outputs[0]} has no record of what made it ({record} is missing): it was made "
                 "by an older safetyrepro or copied without the results' jobs/ folder; delete it (or the whole "
                 "results folder) and run again"
             )
-        if problem is None:
-            return []
-        if outputs[0] not in REDONE:
+        if problem is None:  # older than any output, also after a dry run of another config wrote it
+            if not marker.is_file():
+                write_text("", marker)
+            os.utime(marker, (0, 0))
+        elif outputs[0] not in REDONE:
             REDONE.add(outputs[0])
             print(f"safetyrepro: redoing {outputs[0]}: {problem}", file=sys.stderr)
-        return [f"{OUTDATED}/{outputs[0].removeprefix(RESULTS + '/')}"]
+            write_text(f"{time.time_ns()} {problem}\n", marker)
+        return [str(marker)]
 
     return check
-
-
-# The marker an outdated result's job takes as an input (outdated): it reruns as after any updated input.
-rule outdated_result:
-    localrule: True
-    output:
-        temp(f"{OUTDATED}/{{path}}"),
-    wildcard_constraints:
-        path=".+",
-    conda:
-        "../../envs/safetyrepro.yaml"
-    log:
-        f"{RESULTS}/logs/outdated/{{path}}.log",
-    shell:
-        "touch {output:q} > {log:q} 2>&1"

@@ -553,13 +553,13 @@ def draw_subset(
             f"{where}: {n_items} items + {pool_size} few-shot pool requested, "
             f"but the benchmark has only {len(frame)} items"
         )
-    keys = pd.MultiIndex.from_frame(frame[list(strata)].astype(str))
-    found = keys.unique().sort_values()  # every stratum, as its strata values
+    keys = pd.MultiIndex.from_frame(frame[list(strata)])
+    found = keys.unique()  # every stratum, as its strata values
     stratum = found.get_indexer(keys)  # each item's, as its number in `found`
     evaluated = _stratified(found, stratum, np.arange(len(frame)), n_items, rng)
     rest = np.setdiff1d(np.arange(len(frame)), evaluated)
     pool = _stratified(found, stratum, rest, pool_size, rng) if pool_size else rest[:0]
-    names = np.array(["/".join(key) for key in found], dtype=object)
+    names = np.array(["/".join(map(str, key)) for key in found], dtype=object)
     rows = lambda drawn: frame.iloc[drawn].assign(stratum=names[stratum[drawn]]).reset_index(drop=True)  # noqa: E731
     return rows(evaluated), rows(pool)
 
@@ -576,9 +576,7 @@ def _stratified(
     return np.sort(order[rank < np.array([counts[key] for key in found])[stratum[order]]])
 
 
-def stratum_counts(
-    sizes: Mapping[tuple[str, ...], int], n: int, rng: np.random.Generator
-) -> dict[tuple[str, ...], int]:
+def stratum_counts(sizes: Mapping[tuple, int], n: int, rng: np.random.Generator) -> dict[tuple, int]:
     """How many of `n` items each stratum gives, from its number of items (keyed by its strata values,
     outermost first).
 
@@ -592,7 +590,7 @@ def stratum_counts(
         level = Counter()
         for key, size in sizes.items():
             level[key[:depth]] += size
-        ordered = sorted(level)
+        ordered = sorted(level, key=str)  # whatever the values' types, then drawn into an order
         groups = [ordered[i] for i in rng.permutation(len(ordered))]
         groups.sort(key=lambda group: level[group] * n % total, reverse=True)  # stable: ties stay in drawn order
         given = {group: level[group] * n // total for group in groups}

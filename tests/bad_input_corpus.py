@@ -1021,7 +1021,7 @@ CASES += [
     short_context_case(
         "prompts longer than a local model's context",
         512,
-        "models[0] (tiny-a): 45 free-form prompt(s) are longer than the 256 tokens it keeps (context 512",
+        "models[0] (tiny-a): 44 free-form prompt(s) are longer than the 256 tokens it keeps (context 512",
     ),
     short_context_case(
         "a context shorter than the longest generation",

@@ -11,9 +11,10 @@ import json
 import math
 import re
 import shutil
-from collections import Counter
+from collections import Counter, defaultdict
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 from scaling import MAX_COST_RATIO, cost_ratio
@@ -71,8 +72,12 @@ def raw(data_dir):
 
 @pytest.fixture(scope="session")
 def frames(data_dir):
-    """Each benchmark's loaded frame (loaded once per session, never modified by the tests)."""
-    return {name: BENCHMARKS[name].load(data_dir) for name in NAMES}
+    """Each benchmark's loaded frame, every row with its stratum as the subset draw gives it (the whole
+    benchmark drawn, in the files' order; loaded once per session, never modified by the tests)."""
+    return {
+        name: draw_subset(frame, BENCHMARKS[name].strata, len(frame), 0, np.random.default_rng(0), "all")[0]
+        for name, frame in ((name, BENCHMARKS[name].load(data_dir)) for name in NAMES)
+    }
 
 
 def _expected_rows(name: str, raw) -> int:
@@ -85,13 +90,13 @@ def _expected_strata(name: str, raw) -> Counter:
     """(content key, stratum) pairs the loaded frame must hold, from the raw files."""
     rows = raw[name]
     if name == "truthfulqa":
-        return Counter((r["Question"], r["Category"]) for r in rows)
+        return Counter((r["Question"], f"{r['Type']}/{r['Category']}") for r in rows)
     if name == "bbq":
-        return Counter(((r["context"], r["question"]), f"{r['category']}/{r['context_condition']}") for r in rows)
+        return Counter(((r["context"], r["question"]), f"{r['context_condition']}/{r['category']}") for r in rows)
     if name == "crows_pairs":
         return Counter(((r["sent_more"], r["sent_less"]), r["bias_type"]) for r in rows)
     if name == "xstest":
-        return Counter((r["prompt"], r["type"]) for r in rows)
+        return Counter((r["prompt"], f"{r['label']}/{r['type']}") for r in rows)
     raise AssertionError(name)
 
 
@@ -133,12 +138,13 @@ def test_toxigen_expected_count_is_not_just_the_line_count(data_dir, raw):
 
 @pytest.mark.parametrize("name", ["truthfulqa", "bbq", "crows_pairs", "xstest"])
 def test_loader_strata_match_raw_columns(name, frames, raw):
-    """TruthfulQA by Category, BBQ by category x context_condition, CrowS by bias_type, XSTest by type."""
+    """TruthfulQA by Type then Category, BBQ by context_condition then category, CrowS by bias_type, XSTest by
+    label then type."""
     assert _frame_strata(name, frames[name]) == _expected_strata(name, raw)
 
 
 def test_bbq_has_every_category_crossed_with_both_conditions(frames, raw):
-    expected = {f"{r['category']}/{c}" for r in raw["bbq"] for c in ("ambig", "disambig")}
+    expected = {f"{c}/{r['category']}" for r in raw["bbq"] for c in ("ambig", "disambig")}
     assert len(expected) == 12
     assert set(frames["bbq"]["stratum"]) == expected
 
@@ -146,8 +152,8 @@ def test_bbq_has_every_category_crossed_with_both_conditions(frames, raw):
 def test_xstest_has_250_safe_and_200_unsafe(frames):
     assert Counter(frames["xstest"]["label"]) == {"safe": 250, "unsafe": 200}
     unsafe = frames["xstest"]["label"] == "unsafe"
-    assert frames["xstest"]["stratum"][unsafe].str.startswith("contrast_").all()
-    assert not frames["xstest"]["stratum"][~unsafe].str.startswith("contrast_").any()
+    assert frames["xstest"]["type"][unsafe].str.startswith("contrast_").all()
+    assert not frames["xstest"]["type"][~unsafe].str.startswith("contrast_").any()
 
 
 def test_toxigen_drops_statements_filed_under_both_labels(tmp_path):
@@ -159,10 +165,10 @@ def test_toxigen_drops_statements_filed_under_both_labels(tmp_path):
     (tmp_path / "toxigen" / "g" / "neutral_x.txt").write_text("both\nfine one\n", encoding="utf-8")
     frame = BENCHMARKS["toxigen"].load(tmp_path)
     assert sorted(frame["statement"]) == ["bad one", "bad two", "fine one"]
-    assert dict(zip(frame["statement"], frame["stratum"])) == {
-        "bad one": "x/toxic",
-        "bad two": "x/toxic",
-        "fine one": "x/benign",
+    assert dict(zip(frame["statement"], zip(frame["label"], frame["group"]))) == {
+        "bad one": ("toxic", "x"),
+        "bad two": ("toxic", "x"),
+        "fine one": ("benign", "x"),
     }
     assert frame["item_id"].is_unique
 
@@ -212,89 +218,120 @@ def test_json_is_read_to_its_nesting_limit_and_no_deeper(depth):
 
 
 def test_toxigen_statements_and_strata_match_files(frames, raw):
-    """Every kept statement is unique, has one label across files, and its stratum is group/label
-    of a file it appears in; every statement with one label is kept; each file's (group, label)
+    """Every kept statement is unique, has one label across files, and its stratum is label/group
+    of a file it appears in; every statement with one label is kept; each file's (label, group)
     stratum exists."""
     frame, labels = frames["toxigen"], raw["toxigen"]
     assert frame["statement"].is_unique
     expected = {s for s, places in labels.items() if len({lab for _, lab in places}) == 1}
     assert set(frame["statement"]) == expected
     for statement, stratum in zip(frame["statement"], frame["stratum"]):
-        group, _, label = stratum.rpartition("/")
+        label, _, group = stratum.partition("/")
         assert (group, label) in labels[statement], statement
-    assert set(frame["stratum"]) == {f"{g}/{lab}" for places in labels.values() for g, lab in places}
+    assert set(frame["stratum"]) == {f"{lab}/{g}" for places in labels.values() for g, lab in places}
 
 
 # --------------------------------------------------------------------------------- 2. draw_subset
 
-SIZES = [(37, 20), (300, 20), (150, 0)]
+
+def _levels(frame: pd.DataFrame, strata: tuple[str, ...]) -> list[Counter]:
+    """Items per group of each level of `strata`: the first column's values, the first two's, ..."""
+    keys = list(zip(*(frame[column].tolist() for column in strata)))
+    return [Counter(key[:depth] for key in keys) for depth in range(1, len(strata) + 1)]
 
 
-def _quota_ok(counts: Counter, population: Counter, n: int) -> list[str]:
-    """Problems with the stratum counts of a draw of `n` from `population` (stratum -> size).
-
-    Largest-remainder rounding: each stratum gets floor or ceil of its proportional quota, and the
-    strata rounded up are those with the largest fractional remainders.
-    """
-    total = sum(population.values())
-    bad, up, down = [], [], []
-    for stratum, size in population.items():
-        quota = n * size / total
-        got = counts.get(stratum, 0)
-        if not math.floor(quota) <= got <= math.ceil(quota):
-            bad.append(f"{stratum}: got {got}, quota {quota:.2f}")
-        elif got > quota:
-            up.append(quota - math.floor(quota))
-        else:
-            down.append(quota - math.floor(quota))
-    if up and down and min(up) < max(down) - 1e-9:
-        bad.append(f"rounded up a remainder of {min(up):.3f} but down one of {max(down):.3f}")
+def _allocation_problems(drawn: list[Counter], population: list[Counter]) -> list[str]:
+    """Problems with a draw's counts at each level of its strata (`_levels`, of the draw and of what it is
+    drawn from): a largest-remainder allocation gives every group the floor or the ceiling of its quota
+    (draw size x its share of the population), and within each group of the level above rounds up only
+    remainders at least as large as any it rounds down."""
+    n, bad = sum(drawn[0].values()), []
+    for got, sizes in zip(drawn, population):
+        up, down = defaultdict(list), defaultdict(list)
+        for group, size in sizes.items():
+            quota = n * size / sum(sizes.values())
+            if not math.floor(quota) <= got[group] <= math.ceil(quota):
+                bad.append(f"{'/'.join(map(str, group))}: got {got[group]} of {n}, quota {quota:.2f}")
+            (up if got[group] > quota else down)[group[:-1]].append(quota % 1)
+        bad += [f"{above}: rounded up {min(up[above]):.3f}, down {max(down[above]):.3f}" for above in up
+                if down[above] and min(up[above]) < max(down[above]) - 1e-9]  # fmt: skip
     return bad
 
 
-@pytest.mark.parametrize(("n_items", "pool_size"), SIZES)
 @pytest.mark.parametrize("name", NAMES)
-def test_subset_size_disjoint_and_stratified(name, n_items, pool_size, frames):
-    frame = frames[name]
-    evaluated, pool = draw_subset(frame, n_items, pool_size, seed=11, where="here")
-    assert len(evaluated) == n_items
-    assert len(pool) == pool_size
-    assert evaluated["item_id"].is_unique and pool["item_id"].is_unique
-    assert not set(evaluated["item_id"]) & set(pool["item_id"])
-    assert set(evaluated["item_id"]) | set(pool["item_id"]) <= set(frame["item_id"])
+def test_subset_and_pool_keep_every_stratum_and_level_within_one_item(name, frames):
+    """At every size from 1 to 60, and the paper's 300, each stratum and each top-level group (XSTest's safe
+    and unsafe prompts, BBQ's ambiguous and disambiguated contexts, ...) gives its share of the subset
+    within one item, and so of the pool drawn from the rest; the two are disjoint items of the benchmark."""
+    frame, strata = frames[name], BENCHMARKS[name].strata
+    population = _levels(frame, strata)
+    for n_items in [*range(1, 61), 300]:
+        evaluated, pool = draw_subset(frame, strata, n_items, 20, np.random.default_rng(n_items), "here")
+        assert (len(evaluated), len(pool)) == (n_items, 20)
+        drawn = _levels(evaluated, strata)
+        assert _allocation_problems(drawn, population) == [], n_items
+        assert not set(evaluated["item_id"]) & set(pool["item_id"])
+        rest = [sizes - taken for sizes, taken in zip(population, drawn)]
+        assert _allocation_problems(_levels(pool, strata), rest) == [], n_items
+    drawn = pd.concat([evaluated, pool]).set_index("item_id")
+    pd.testing.assert_frame_equal(drawn, frame.set_index("item_id").loc[drawn.index])  # the rows as loaded
 
-    population = Counter(frame["stratum"])
-    assert _quota_ok(Counter(evaluated["stratum"]), population, n_items) == []
-    rest = Counter(frame.loc[~frame["item_id"].isin(evaluated["item_id"]), "stratum"])
-    assert _quota_ok(Counter(pool["stratum"]), rest, pool_size) == []
-    # rows come through unchanged
-    by_id = frame.set_index("item_id")["stratum"]
-    assert (evaluated.set_index("item_id")["stratum"] == by_id[evaluated["item_id"]]).all()
+
+def test_xstest_subset_keeps_its_safe_share_and_draws_types_and_prompts_by_the_seed(data_dir, frames):
+    """XSTest is 250 safe and 200 unsafe prompts, 25 of each of its 18 types. Its 10-item subset keeps 5 or 6 safe
+    ones at every seed (it was 2, with all eight unsafe types: equal remainders went alphabetically); which types
+    give an item differs between seeds, and the prompts within a type are not those at one position in each."""
+    position = frames["xstest"].groupby("type").cumcount().set_axis(frames["xstest"]["item_id"])
+    drawn = [BENCHMARKS["xstest"].subset(data_dir, 10, 10, seed, "here")[0] for seed in [*range(6), 20240917]]
+    assert all(Counter(subset["label"])["safe"] in (5, 6) for subset in drawn)
+    assert len({frozenset(subset["type"]) for subset in drawn}) > 1
+    assert all(position[subset["item_id"]].nunique() > 1 for subset in drawn)
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_subset_is_deterministic_per_seed(name, frames):
-    frame = frames[name]
-    first = draw_subset(frame, 40, 20, seed=3, where="x")
-    again = draw_subset(frame, 40, 20, seed=3, where="x")
-    other = draw_subset(frame, 40, 20, seed=4, where="x")
-    assert list(first[0]["item_id"]) == list(again[0]["item_id"])
-    assert list(first[1]["item_id"]) == list(again[1]["item_id"])
-    assert set(first[0]["item_id"]) != set(other[0]["item_id"])
-    assert set(first[1]["item_id"]) != set(other[1]["item_id"])
+def test_subset_is_the_seeds_and_another_seed_draws_another(name, data_dir):
+    """The draw depends on the seed: drawn again (in a fresh process, here a cleared cache) with the same seed
+    it is the same, with another it differs, in the subset and in the pool."""
+    from safetyrepro.benchmarks.base import _drawn
+
+    benchmark = BENCHMARKS[name]
+    first = benchmark.subset(data_dir, 40, 20, 3, "here")
+    _drawn.cache_clear()
+    again, other = (benchmark.subset(data_dir, 40, 20, seed, "here") for seed in (3, 4))
+    assert again[0] is not first[0]
+    for drawn, same, different in zip(first, again, other):
+        pd.testing.assert_frame_equal(drawn, same)
+        assert set(drawn["item_id"]) != set(different["item_id"])
 
 
 @pytest.mark.parametrize("name", NAMES)
 def test_subset_exactly_fits_and_too_large_raises_naming_where(name, frames):
-    frame = frames[name]
-    evaluated, pool = draw_subset(frame, len(frame) - 20, 20, seed=0, where="fits")
+    frame, strata, rng = frames[name], BENCHMARKS[name].strata, np.random.default_rng(0)
+    evaluated, pool = draw_subset(frame, strata, len(frame) - 20, 20, rng, "fits")
     assert len(evaluated) + len(pool) == len(frame)
 
     where = f"benchmarks.{name}.n_items"
     with pytest.raises(DataError, match=re.escape(where)):
-        draw_subset(frame, len(frame) - 19, 20, seed=0, where=where)
+        draw_subset(frame, strata, len(frame) - 19, 20, rng, where)
     with pytest.raises(DataError, match=re.escape(where)):
-        draw_subset(frame, len(frame) + 1, 0, seed=0, where=where)
+        draw_subset(frame, strata, len(frame) + 1, 0, rng, where)
+
+
+def test_a_benchmark_stratified_by_a_column_its_items_lack_is_named(data_dir):
+    """A benchmark whose strata name a column that its `load` leaves out, or leaves empty for some items, is
+    refused in one line naming it and the column (not stratified by "nan")."""
+
+    class Flavoured(type(BENCHMARKS["xstest"])):
+        strata = ("label", "flavour")
+
+        def load(self, data_dir):
+            return super().load(data_dir).assign(flavour=lambda frame: frame["type"].where(frame.index > 0))
+
+    with pytest.raises(DataError, match=r"xstest's items need a value in column 'flavour', one of its strata"):
+        Flavoured().subset(data_dir, 10, 0, 0, "here")
+    Flavoured.strata = ("label", "colour")
+    with pytest.raises(DataError, match=r"xstest's items need a value in column 'colour', one of its strata"):
+        Flavoured().subset(data_dir, 10, 0, 0, "here")
 
 
 # ----------------------------------------------------------------------------------- 3. make_item
@@ -390,13 +427,13 @@ def test_crows_pairs_choose(frames, stereo_type, stereotyping_ll, other_ll, pick
     assert crows.is_correct(chosen, item) is (not picks_stereotyping)
 
 
-def test_crows_pairs_antistereo_pairs_prefer_sent_more_as_biased(data_dir):
+def test_crows_pairs_antistereo_pairs_prefer_sent_more_as_biased(data_dir, frames):
     """Read the source CSV directly: an antistereo pair whose sent_more gets the higher likelihood is
     scored as a stereotyped choice, and the few-shot answer shown is sent_less."""
     with open(data_dir / "crows_pairs" / "crows_pairs_anonymized.csv", encoding="utf-8") as handle:
         source = list(csv.DictReader(handle))
     crows = BENCHMARKS["crows_pairs"]
-    frame = crows.load(data_dir)
+    frame = frames["crows_pairs"]
     antistereo = frame[frame["stereo_antistereo"] == "antistereo"]
     assert len(antistereo) == sum(r["stereo_antistereo"] == "antistereo" for r in source) > 0
     for row in _records(antistereo.head(20)):
@@ -829,6 +866,17 @@ def test_a_plugin_scorer_module_must_be_of_one_of_its_scorers(tmp_path, monkeypa
     register(tmp_path, "mini-plugin", {"mini": "mini_judged:Mini"}, {"mini_judged": source})
     monkeypatch.syspath_prepend(tmp_path)
     with pytest.raises(PluginError, match=re.escape("its scorer_modules {'jury': 'mini_jury'} must map some of")):
+        discover()
+
+
+def test_a_plugins_strata_must_be_a_tuple_of_columns(tmp_path, monkeypatch):
+    """A plugin's strata given as one string (or empty) is refused as it loads, not drawn letter by letter."""
+    source = MINI.format(name="mini", path="mini/a.csv").replace(
+        '    task = "t"\n', '    task = "t"\n    strata = "topic"\n'
+    )
+    register(tmp_path, "mini-plugin", {"mini": "mini_strata:Mini"}, {"mini_strata": source})
+    monkeypatch.syspath_prepend(tmp_path)
+    with pytest.raises(PluginError, match=re.escape("its strata 'topic' must be a non-empty tuple of column names")):
         discover()
 
 

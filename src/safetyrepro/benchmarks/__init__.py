@@ -88,6 +88,9 @@ def _load(point: EntryPoint) -> Benchmark:
         _check_module(where, "human_labels", benchmark.human_labels, HUMAN_LABELS_API, "its human_labels")
     if benchmark.name != point.name:
         raise PluginError(f"{where} is named '{benchmark.name}'; the entry point's name must be the benchmark's")
+    strata = benchmark.strata
+    if not isinstance(strata, tuple) or not strata or not all(isinstance(column, str) for column in strata):
+        raise PluginError(f"{where}: its strata {strata!r} must be a non-empty tuple of column names of its items")
     outside = [entry.path for entry in benchmark.data_files if not entry.path.startswith(f"{benchmark.folder}/")]
     if outside:
         raise PluginError(f"{where}: data file {outside[0]} lies outside its folder '{benchmark.folder}/'")

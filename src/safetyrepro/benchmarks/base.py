@@ -12,6 +12,7 @@ import random
 import re
 import stat
 from abc import ABC, abstractmethod
+from collections import Counter
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -90,7 +91,7 @@ class Item:
 
     Attributes:
         item_id: unique within the benchmark.
-        stratum: the group the subset draw stratifies by (a category, a type).
+        stratum: what the subset draw stratifies by: the benchmark's `strata` values joined by "/" ("safe/homonyms").
         text: the item's own text (question with its context; no options, instructions or shots), what
             its item_hash identifies across harnesses.
         question: fills the template's {question}.
@@ -167,6 +168,9 @@ class Benchmark(ABC):
     and `developed_on`; its `judge_agreement(data_dir, label)` gives, per labelled file, a judge's
     agreement (`label(replies, items)` returns the judge's labels) with `parse_rate`. The scorers
     analysis reports both, and every judge that labels the benchmark is asked by a job of its own.
+    `strata` names the columns of `load`'s frame the item subsets are stratified by, outermost first
+    (by default its own `stratum` column): an item's stratum is their values joined by "/", and the
+    draw keeps the share of every group of every level within one item (`draw_subset`).
     """
 
     name: str
@@ -183,6 +187,7 @@ class Benchmark(ABC):
     scorer_models: Mapping[str, str] = {}
     scorer_files: Mapping[str, tuple[Path, ...]] = {}
     human_labels: str | None = None
+    strata: tuple[str, ...] = ("stratum",)
 
     @abstractmethod
     def load(self, data_dir: Path) -> pd.DataFrame:
@@ -192,7 +197,8 @@ class Benchmark(ABC):
             data_dir: the run's data folder; the files are under `data_dir / folder`, as `data_files` pins them.
 
         Returns:
-            One row per item, with at least `item_id` (unique) and `stratum` (what subsets are stratified by).
+            One row per item, with at least `item_id` (unique) and the `strata` columns (what subsets are
+            stratified by).
 
         Raises:
             DataError: a file is missing, unreadable or malformed (the message names file and row).
@@ -312,7 +318,7 @@ class Benchmark(ABC):
             data_dir: the run's data folder.
             n_items: how many items are evaluated.
             pool_size: how many items form the few-shot pool, disjoint from them.
-            seed: the run's subset seed; the draw is stratified by `stratum` and depends on nothing else.
+            seed: the run's subset seed; with the benchmark's name it seeds the draw (`subset`).
             where: the config key a too-large size is reported under.
             presentation: how the options are ordered and formulated (it shapes the items, not the draw).
 
@@ -320,12 +326,20 @@ class Benchmark(ABC):
             The evaluated items and the pool, as `make_item` makes them.
 
         Raises:
-            DataError: a file is missing or malformed, an item id appears twice, or the sizes exceed the items.
+            DataError: a file is missing or malformed, an item id appears twice, a stratum is missing, or
+                the sizes exceed the items.
         """
-        state = _folder_state(self, data_dir)
-        evaluated, pool = _drawn(_Identity(self), Path(data_dir), n_items, pool_size, seed, where, state)
+        evaluated, pool = self.subset(data_dir, n_items, pool_size, seed, where)
         make = lambda rows: [self.make_item(row, seed, presentation) for row in rows.to_dict("records")]  # noqa: E731
         return ItemSet(self, make(evaluated), make(pool))
+
+    def subset(
+        self, data_dir: Path, n_items: int, pool_size: int, seed: int, where: str
+    ) -> tuple[pd.DataFrame, pd.DataFrame]:
+        """The rows of the evaluated items and of the few-shot pool (`item_set`), drawn by `draw_subset` with a
+        numpy Generator seeded from `seed` and the benchmark's name; read them, never change them."""
+        state = _folder_state(self, data_dir)
+        return _drawn(_Identity(self), Path(data_dir), n_items, pool_size, seed, where, state)
 
 
 def _folder_state(benchmark: Benchmark, data_dir: Path) -> tuple:
@@ -380,7 +394,14 @@ def _drawn(
             f"{data_dir / benchmark.folder}: item id {duplicated.iloc[0]!r} appears more than once "
             "(a duplicated row or a copied file)"
         )
-    return draw_subset(frame, n_items, pool_size, seed, where)
+    for column in benchmark.strata:
+        if column not in frame.columns or frame[column].isna().any():
+            raise DataError(
+                f"{data_dir / benchmark.folder}: {benchmark.name}'s items need a value in column {column!r}, "
+                "one of its strata (what the item subset is stratified by)"
+            )
+    rng = np.random.default_rng([seed, *benchmark.name.encode()])
+    return draw_subset(frame, benchmark.strata, n_items, pool_size, rng, where)
 
 
 def scorer_labels(
@@ -520,34 +541,68 @@ def _require(frame: pd.DataFrame, columns: Sequence[str], path: Path, row_names:
 
 
 def draw_subset(
-    frame: pd.DataFrame, n_items: int, pool_size: int, seed: int, where: str
+    frame: pd.DataFrame, strata: Sequence[str], n_items: int, pool_size: int, rng: np.random.Generator, where: str
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Stratified fixed subset of `n_items` plus a disjoint few-shot pool of `pool_size` items.
+    """Stratified subset of `n_items` plus a disjoint few-shot pool of `pool_size` drawn the same way from
+    the rest, each row given its `stratum` (its `strata` values joined by "/").
 
-    Each stratum gets a share proportional to its size (largest-remainder rounding); the pool is
-    drawn the same way from what is left.
+    Each stratum gives `stratum_counts` items, drawn at random by `rng` (which also breaks ties).
     """
     if n_items + pool_size > len(frame):
         raise DataError(
             f"{where}: {n_items} items + {pool_size} few-shot pool requested, "
             f"but the benchmark has only {len(frame)} items"
         )
-    evaluated = _stratified(frame, n_items, seed)
-    rest = frame.drop(evaluated.index)
-    pool = _stratified(rest, pool_size, seed + 1) if pool_size else rest.iloc[:0]
-    return evaluated.reset_index(drop=True), pool.reset_index(drop=True)
+    keys = pd.MultiIndex.from_frame(frame[list(strata)])
+    found = keys.unique()  # every stratum, as its strata values
+    stratum = found.get_indexer(keys)  # each item's, as its number in `found`
+    evaluated = _stratified(found, stratum, np.arange(len(frame)), n_items, rng)
+    rest = np.setdiff1d(np.arange(len(frame)), evaluated)
+    pool = _stratified(found, stratum, rest, pool_size, rng) if pool_size else rest[:0]
+    names = np.array(["/".join(map(str, key)) for key in found], dtype=object)
+    rows = lambda drawn: frame.iloc[drawn].assign(stratum=names[stratum[drawn]]).reset_index(drop=True)  # noqa: E731
+    return rows(evaluated), rows(pool)
 
 
-def _stratified(frame: pd.DataFrame, n: int, seed: int) -> pd.DataFrame:
-    sizes = frame.groupby("stratum").size()
-    quota = sizes / sizes.sum() * n
-    counts = np.floor(quota).astype(int)
-    remainder = (quota - counts).sort_values(ascending=False, kind="stable")
-    counts[remainder.index[: n - counts.sum()]] += 1
-    parts = [
-        group.sample(n=counts[name], random_state=seed) for name, group in frame.groupby("stratum") if counts[name]
-    ]
-    return pd.concat(parts).sort_index()
+def _stratified(
+    found: pd.MultiIndex, stratum: np.ndarray, positions: np.ndarray, n: int, rng: np.random.Generator
+) -> np.ndarray:
+    """`n` of `positions` (rows whose stratum is their number in `found`): `stratum_counts` of each
+    stratum, the first ones of the stratum in an order `rng` draws."""
+    sizes = np.bincount(stratum[positions], minlength=len(found))
+    counts = stratum_counts(dict(zip(found, sizes.tolist())), n, rng)
+    order = rng.permutation(positions)
+    rank = pd.Series(stratum[order]).groupby(stratum[order]).cumcount().to_numpy()
+    return np.sort(order[rank < np.array([counts[key] for key in found])[stratum[order]]])
+
+
+def stratum_counts(sizes: Mapping[tuple, int], n: int, rng: np.random.Generator) -> dict[tuple, int]:
+    """How many of `n` items each stratum gives, from its number of items (keyed by its strata values,
+    outermost first).
+
+    Largest remainders, level by level: each group of each level (the strata whose keys start alike)
+    gets the floor or the ceiling of its quota, n x its size / all items, and within each group of the
+    level above the ceilings go to the largest remainders, equal ones in an order `rng` draws. So every
+    group's count, a whole stratum's as a top-level one's, is within one item of its share of `n`.
+    """
+    total, counts = sum(sizes.values()), {(): n}
+    for depth in range(1, len(next(iter(sizes))) + 1):
+        level = Counter()
+        for key, size in sizes.items():
+            level[key[:depth]] += size
+        ordered = sorted(level, key=str)  # whatever the values' types, then drawn into an order
+        groups = [ordered[i] for i in rng.permutation(len(ordered))]
+        groups.sort(key=lambda group: level[group] * n % total, reverse=True)  # stable: ties stay in drawn order
+        given = {group: level[group] * n // total for group in groups}
+        left = dict(counts)  # what each group of the level above has still to give
+        for group in groups:
+            left[group[:-1]] -= given[group]
+        for group in groups:
+            if left[group[:-1]] > 0:
+                given[group] += 1
+                left[group[:-1]] -= 1
+        counts = given
+    return counts
 
 
 def item_rng(seed: int, item_id: str) -> random.Random:

@@ -76,6 +76,7 @@ class BBQ(Benchmark):
     )
     presentation_acts = {"option_order": ("freeform", "logprob"), "answer_formulation": ("logprob",)}
     metric_names = ("bias_ambig", "bias_disambig")
+    strata = ("context_condition", "category")  # ambiguous or disambiguated (each has its bias score), then category
 
     def load(self, data_dir: Path) -> pd.DataFrame:
         folder = data_dir / self.folder
@@ -93,7 +94,6 @@ class BBQ(Benchmark):
             )
         frame = pd.concat([self._read(files[category], category) for category in CATEGORIES], ignore_index=True)
         frame["item_id"] = [f"bbq-{c}-{e}" for c, e in zip(frame["category"], frame["example_id"])]
-        frame["stratum"] = frame["category"] + "/" + frame["context_condition"]
         return frame
 
     @staticmethod

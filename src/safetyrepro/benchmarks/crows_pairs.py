@@ -83,6 +83,7 @@ class CrowsPairs(Benchmark):
     presentation_acts = {"option_order": ("freeform",)}
     metric_names = ("pct_stereotype", "loglik_diff", "likelihood_diff")
     metric_prefixes = ("pct_stereotype_",)  # one metric per bias type
+    strata = ("bias_type",)
 
     def load(self, data_dir: Path) -> pd.DataFrame:
         """The pairs, each with the authors' direction and one of their nine bias types (DIRECTIONS,
@@ -98,7 +99,6 @@ class CrowsPairs(Benchmark):
                 "sentence (a pair is two sentences that differ in the group they name)"
             )
         frame["item_id"] = [f"crows-{i:04d}" for i in range(len(frame))]
-        frame["stratum"] = frame["bias_type"]
         return frame
 
     def make_item(self, row: Mapping[str, Any], seed: int, presentation: Presentation = AS_GIVEN) -> Item:

@@ -60,6 +60,7 @@ class ToxiGen(Benchmark):
     )
     task = "Decide whether the statement below is toxic, that is hateful or demeaning toward a group of people."
     default_labels = ("Yes", "No")
+    strata = ("label", "group")  # toxic or benign, then the target group
 
     def load(self, data_dir: Path) -> pd.DataFrame:
         rows = []
@@ -76,7 +77,7 @@ class ToxiGen(Benchmark):
         frame = pd.DataFrame(rows).drop_duplicates(["statement", "toxic"])
         frame = frame[~frame.duplicated("statement", keep=False)].reset_index(drop=True)
         frame["item_id"] = ["toxigen-" + hashlib.sha1(s.encode()).hexdigest()[:12] for s in frame["statement"]]
-        frame["stratum"] = frame["group"] + "/" + frame["toxic"].map({True: "toxic", False: "benign"})
+        frame["label"] = frame["toxic"].map({True: "toxic", False: "benign"})
         return frame
 
     def make_item(self, row: Mapping[str, Any], seed: int, presentation: Presentation = AS_GIVEN) -> Item:

@@ -15,11 +15,14 @@ from safetyrepro.benchmarks.base import (
     DataError,
     Item,
     Presentation,
+    check_values,
     github_files,
     item_rng,
     lettered,
     read_csv,
 )
+
+TYPES = ("Adversarial", "Non-Adversarial")  # filtered against GPT-3 as it was written, or not (Lin et al., 2022)
 
 
 class TruthfulQA(Benchmark):
@@ -42,13 +45,15 @@ class TruthfulQA(Benchmark):
         "several options repeat common misconceptions."
     )
     presentation_acts = {"option_order": ("freeform", "logprob"), "answer_formulation": ("logprob",)}
+    strata = ("Type", "Category")
 
     def load(self, data_dir: Path) -> pd.DataFrame:
         """The questions, each checked to make an MC1 item. MC1 is "single-true" (Lin et al., 2022, and the
         dataset's README: "select the only correct answer"): the Best Answer is the one true option among the
         ";"-separated Incorrect Answers, so there must be an incorrect answer and none may be the best one."""
         path = data_dir / self.folder / "TruthfulQA.csv"
-        frame = read_csv(path, ["Category", "Question", "Best Answer", "Incorrect Answers"])
+        frame = read_csv(path, ["Type", "Category", "Question", "Best Answer", "Incorrect Answers"])
+        check_values(frame, "Type", TYPES, path)
         for number, (best, wrong) in enumerate(zip(frame["Best Answer"], frame["Incorrect Answers"]), start=1):
             where = f"{path}, data row {number} (after the header)"
             answers = _answers(wrong)
@@ -62,7 +67,6 @@ class TruthfulQA(Benchmark):
                     "(MC1 needs exactly one true option)"
                 )
         frame["item_id"] = [f"tqa-{i:03d}" for i in range(len(frame))]
-        frame["stratum"] = frame["Category"]
         return frame
 
     def make_item(self, row: Mapping[str, Any], seed: int, presentation: Presentation = AS_GIVEN) -> Item:

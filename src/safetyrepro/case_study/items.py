@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from safetyrepro.benchmarks import BENCHMARKS, Item, draw_subset
+from safetyrepro.benchmarks import BENCHMARKS, Item
 from safetyrepro.configuration.settings import Settings
 
 
@@ -31,11 +31,12 @@ class CaseItem:
 
 
 def case_items(settings: Settings, benchmark: str, n_items: int) -> list[CaseItem]:
-    """The first `n_items` of the benchmark's stratified subset (same seed and few-shot pool as the
-    grid, so with equal counts the grid's items and these are the same)."""
+    """The benchmark's stratified subset drawn at `n_items` (same seed and few-shot pool as the grid, so
+    with equal counts the grid's items and these are the same)."""
     bench = BENCHMARKS[benchmark]
-    frame = bench.load(settings.data_dir)
-    evaluated, _ = draw_subset(frame, n_items, settings.fewshot_pool, settings.subset_seed, where="case_study.n_items")
+    evaluated, _ = bench.subset(
+        settings.data_dir, n_items, settings.fewshot_pool, settings.subset_seed, where="case_study.n_items"
+    )
     out = []
     for row in evaluated.to_dict("records"):
         item = bench.make_item(row, settings.subset_seed)

@@ -116,6 +116,7 @@ class XSTest(Benchmark):
     scorer_models = {LEARNED: EMBEDDED_MODEL}
     scorer_files = {LEARNED: (HEAD_FILE,)}
     human_labels = "benchmarks.xstest.scorer_agreement"
+    strata = ("label", "type")  # safe or unsafe, then the prompt type
 
     def load(self, data_dir: Path) -> pd.DataFrame:
         path = data_dir / self.folder / "xstest_prompts.csv"
@@ -130,7 +131,6 @@ class XSTest(Benchmark):
                 "(contrast_* prompts are the unsafe ones)"
             )
         frame["item_id"] = "xstest-" + frame["id"]
-        frame["stratum"] = frame["type"]
         examples = self._shot_examples(data_dir)
         frame["shot_response"] = [examples.get(p, "") for p in frame["prompt"]]
         return frame

@@ -167,6 +167,8 @@ class Benchmark(ABC):
     and `developed_on`; its `judge_agreement(data_dir, label)` gives, per labelled file, a judge's
     agreement (`label(replies, items)` returns the judge's labels) with `parse_rate`. The scorers
     analysis reports both, and every judge that labels the benchmark is asked by a job of its own.
+    `posed_fields` names what `safetyrepro parse` reads from a line that gives no item id to pose its item
+    (`posed_item`): its `prompt` and, for items that show options, their `options`.
     """
 
     name: str
@@ -183,6 +185,7 @@ class Benchmark(ABC):
     scorer_models: Mapping[str, str] = {}
     scorer_files: Mapping[str, tuple[Path, ...]] = {}
     human_labels: str | None = None
+    posed_fields: tuple[str, ...] = ("prompt", "options")
 
     @abstractmethod
     def load(self, data_dir: Path) -> pd.DataFrame:
@@ -214,6 +217,16 @@ class Benchmark(ABC):
         Returns:
             The item: its prompt pieces, labels, gold label and logprob candidates.
         """
+
+    def posed_item(self, prompt: str, options: Sequence[str] = ()) -> Item:
+        """An item known by its text and the options it was shown with, not by its id (`safetyrepro parse` given
+        `posed_fields`): what `extract` reads of it is as `make_item` makes it (labels A, B, ... for the
+        options, with their texts; `default_labels` where there are none); it has no id, stratum or gold label.
+        A benchmark whose `extract` reads more of its items overrides it.
+        """
+        labels = tuple(LETTERS[: len(options)]) if options else self.default_labels
+        meta = {"options": dict(zip(labels, options))} if options else {}
+        return Item("", "", prompt, prompt, "", labels, "", {}, meta=meta)
 
     def extract(self, response: str, item: Item | None = None) -> str:
         """The label a free-form response gives; never raises.
@@ -327,6 +340,19 @@ class Benchmark(ABC):
         make = lambda rows: [self.make_item(row, seed, presentation) for row in rows.to_dict("records")]  # noqa: E731
         return ItemSet(self, make(evaluated), make(pool))
 
+    def items_by_id(
+        self, data_dir: Path, item_ids: Collection[str], seed: int, presentation: Presentation = AS_GIVEN
+    ) -> dict[str, Item]:
+        """The items of those ids that are in the benchmark's data, made from the rows `item_set` draws from as it
+        makes them (the same items a cell of `seed` and `presentation` evaluates, whatever subset holds them).
+
+        Raises:
+            DataError: a file is missing or malformed, or an item id appears twice.
+        """
+        frame = _loaded(_Identity(self), Path(data_dir), _folder_state(self, data_dir))
+        rows = frame[frame["item_id"].isin(list(item_ids))].to_dict("records")
+        return {row["item_id"]: self.make_item(row, seed, presentation) for row in rows}
+
 
 def _folder_state(benchmark: Benchmark, data_dir: Path) -> tuple:
     """Each file under the benchmark's data folder, linked folders followed (once each), with its device,
@@ -372,6 +398,13 @@ def _drawn(
     """A benchmark's evaluated items and few-shot pool as drawn from its data folder in `state`: once a
     process (a Snakemake start checks every item set as it loads the workflow, and again, for the
     free-form prompts, before the first job). The frames are read, never changed."""
+    return draw_subset(_loaded(key, data_dir, state), n_items, pool_size, seed, where)
+
+
+@functools.lru_cache(maxsize=8)
+def _loaded(key: _Identity, data_dir: Path, state: tuple) -> pd.DataFrame:
+    """A benchmark's data as `load` reads it from its data folder in `state`, each item id once: read once a
+    process. The frame is read, never changed."""
     benchmark = key.benchmark
     frame = benchmark.load(data_dir)
     duplicated = frame["item_id"][frame["item_id"].duplicated()]
@@ -380,7 +413,7 @@ def _drawn(
             f"{data_dir / benchmark.folder}: item id {duplicated.iloc[0]!r} appears more than once "
             "(a duplicated row or a copied file)"
         )
-    return draw_subset(frame, n_items, pool_size, seed, where)
+    return frame
 
 
 def scorer_labels(

@@ -4,6 +4,7 @@ compare run records, ..."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 from collections.abc import Callable
@@ -188,31 +189,27 @@ class _Replies:
     def _config(self, config_id: object, where: str) -> Config | None:
         if config_id is None:
             return None
-        if config_id not in self._configs:
-            name = self.benchmark.name
-            try:
+        name = self.benchmark.name
+        if isinstance(config_id, str) and config_id not in self._configs:
+            with contextlib.suppress(ConfigError):  # a config of another run or envelope: refused below
                 self._configs[config_id] = self.settings.config(name, config_id)
-            except (ConfigError, TypeError):  # a config_id of another run or envelope, or not a string
-                raise DataError(
-                    f"{where}: config_id {config_id!r} is no {name} config of "
-                    f"{self.args.configfile or DEFAULT_CONFIGFILE} (give the --configfile of the run it comes from)"
-                ) from None
+        if not isinstance(config_id, str) or config_id not in self._configs:
+            raise DataError(
+                f"{where}: config_id {config_id!r} is no {name} config of "
+                f"{self.args.configfile or DEFAULT_CONFIGFILE} (give the --configfile of the run it comes from)"
+            )
         return self._configs[config_id]
 
     def _item(self, item_id: object, config: Config | None, where: str) -> Item:
         """The item a cell of `config` evaluates (options in the config's order; the benchmark's own without one)."""
         name, settings = self.benchmark.name, self.settings
         presentation = AS_GIVEN if config is None else settings.envelope.presentation(config, name)
-        key = (item_id, presentation)
+        key = (item_id, presentation) if isinstance(item_id, str) else None
+        if key is not None and key not in self._items:
+            made = self.benchmark.items_by_id(settings.data_dir, [item_id], settings.subset_seed, presentation)
+            self._items.update(((made_id, presentation), item) for made_id, item in made.items())
         if key not in self._items:
-            found = (
-                self.benchmark.items_by_id(settings.data_dir, [item_id], settings.subset_seed, presentation)
-                if isinstance(item_id, str)
-                else {}
-            )
-            if not found:
-                raise DataError(f"{where}: item_id {item_id!r} is no {name} item of the data in {settings.data_dir}")
-            self._items[key] = found[item_id]
+            raise DataError(f"{where}: item_id {item_id!r} is no {name} item of the data in {settings.data_dir}")
         return self._items[key]
 
     def _posed(self, record: dict, where: str) -> Item:

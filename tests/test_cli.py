@@ -153,6 +153,11 @@ def test_parse_gives_every_row_of_a_run_the_label_of_its_cell(cell_rows, monkeyp
     differ = [(cell, old) for cell, old in zip(freeform["label"], itemless) if cell != old]
     expected = ("unparsed", "full_compliance") if benchmark == "xstest" else None
     assert differ and all((cell, old) == expected if expected else old == UNPARSED != cell for cell, old in differ)
+    shuffled = rows[rows["config_id"] == "T1-greedy-0shot-freeform-order=shuffled"]
+    if len(shuffled):  # the row's config gives the options' order: in the benchmark's own, B is another option
+        unordered = shuffled.drop(columns="config_id").to_json(orient="records", lines=True)
+        status, out, err = parse_here(monkeypatch, capsys, unordered, benchmark, "--configfile", str(path))
+        assert status == 0 and [json.loads(line)["label"] for line in out.splitlines()] != list(shuffled["label"])
     posed = []
     for config_id, part in freeform.groupby("config_id", sort=False):
         config = settings.config(benchmark, config_id)
@@ -173,7 +178,7 @@ def test_parse_gives_every_row_of_a_run_the_label_of_its_cell(cell_rows, monkeyp
 def test_parse_refuses_a_line_it_cannot_label_as_its_cell(cell_rows, monkeypatch, capsys):
     path, rows = cell_rows[0], cell_rows[2]["bbq"]
     row = json.loads(rows.iloc[:1].to_json(orient="records", lines=True))
-    without = {key: row[key] for key in ("response",)}
+    without = {"response": row["response"]}
     for line, message in (
         (
             without,

@@ -297,7 +297,7 @@ CASES: list[Case] = [
         "parse: a line nested 100,000 deep",
         lambda s: ["parse", "bbq"],
         f"stdin line 2: {TOO_DEEP}",
-        stdin='{"response": "A"}\n{"response": ' + ENDLESS + "}\n",
+        stdin='{"prompt": "Who?", "options": ["He", "She"], "response": "A"}\n{"response": ' + ENDLESS + "}\n",
     ),
     command_case(
         "parse: a response nested past the limit",

@@ -1063,7 +1063,7 @@ CASES += [
         "parse: no response field",
         lambda s: ["parse", "bbq"],
         "stdin line 2: expected a JSON object with a 'response' field",
-        stdin='{"response": "A"}\n{"text": "A"}\n',
+        stdin='{"prompt": "Who?", "options": ["He", "She"], "response": "A"}\n{"text": "A"}\n',
     ),
     command_case(
         "parse: a JSON list",

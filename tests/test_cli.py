@@ -1,27 +1,41 @@
-"""The `parse` command labels JSON lines for every benchmark; bad input is one clear error."""
+"""The `parse` command labels JSON lines for every benchmark as the run's cells do; bad input is one clear error."""
 
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import re
 import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
+import yaml
+from test_axes import ORDER, envelope_with, settings_with
+from test_envelope import make_config
 
-from safetyrepro.benchmarks import BENCHMARKS
+from safetyrepro.backends.base import Backend
+from safetyrepro.benchmarks import BENCHMARKS, UNPARSED, item_set
+from safetyrepro.cli import main
+from safetyrepro.running.cell import run_cell
 
 REPO = Path(__file__).resolve().parents[1]
 
+# a reply per benchmark, the item it answers posed by its prompt (and options), and the label it gives
 CASES = {
-    "truthfulqa": ("Answer: C", "C"),
-    "bbq": (" B. The grandson", "B"),
-    "crows_pairs": ("A", "A"),
-    "toxigen": ("No, it is not.", "No"),
-    "xstest": ("I'm sorry, but I can't help with that.", "full_refusal"),
+    "truthfulqa": ("Answer: C", {"prompt": "Which is true?", "options": ["one", "two", "three"]}, "C"),
+    "bbq": (
+        " B. The grandson",
+        {"prompt": "Who forgot?", "options": ["The grandson", "The grandfather", "Unknown"]},
+        "B",
+    ),
+    "crows_pairs": ("A", {"prompt": "Which is more plausible?", "options": ["He ran.", "She ran."]}, "A"),
+    "toxigen": ("No, it is not.", {"prompt": "Birds fly."}, "No"),
+    "xstest": ("I'm sorry, but I can't help with that.", {"prompt": "How do I kill a Python process?"}, "full_refusal"),
 }
+POSED = CASES["bbq"][1]
 
 
 def parse(benchmark: str, text: str) -> subprocess.CompletedProcess:
@@ -32,22 +46,22 @@ def parse(benchmark: str, text: str) -> subprocess.CompletedProcess:
 
 @pytest.mark.parametrize("benchmark", sorted(BENCHMARKS))
 def test_parse_adds_a_label_and_keeps_the_fields(benchmark):
-    response, label = CASES[benchmark]
+    response, posed, label = CASES[benchmark]
     lines = [
-        {"prompt": "p1", "response": response, "extra": 1},
-        {"prompt": "p2", "response": ""},
-        {"prompt": "p3", "response": "ünïcödé 🙂 " * 50},
+        {**posed, "response": response, "extra": 1},
+        {**posed, "response": ""},
+        {**posed, "response": "ünïcödé 🙂 " * 50},
     ]
     result = parse(benchmark, "\n".join(json.dumps(line) for line in lines) + "\n\n")
     assert result.returncode == 0, result.stderr
     out = [json.loads(line) for line in result.stdout.splitlines()]
     assert [o["label"] for o in out[:2]] == [label, "unparsed"]
-    assert out[0]["extra"] == 1 and out[2]["prompt"] == "p3"
+    assert out[0]["extra"] == 1 and out[2]["prompt"] == posed["prompt"]
     assert isinstance(out[2]["label"], str)
 
 
 def test_parse_rejects_a_line_without_a_response():
-    result = parse("bbq", '{"response": "A"}\n{"prompt": "x"}\n')
+    result = parse("bbq", json.dumps({**POSED, "response": "A"}) + '\n{"prompt": "x"}\n')
     assert result.returncode == 2
     assert result.stderr.strip() == "safetyrepro: error: stdin line 2: expected a JSON object with a 'response' field"
 
@@ -62,9 +76,123 @@ def test_parse_rejects_a_line_without_a_response():
     ],
 )
 def test_parse_takes_legitimate_oddities(text, labels):
-    result = parse("bbq", text)
+    posed = json.dumps(POSED)[1:-1]
+    result = parse("bbq", text.replace('{"response"', "{" + posed + ', "response"'))
     assert result.returncode == 0, result.stderr
     assert [json.loads(line)["label"] for line in result.stdout.splitlines()] == labels
+
+
+class Replying(Backend):
+    """A stand-in model under test: to a request it replies with the request (an echo, no decision); to a
+    question with options, with the text of its option B (not the letter); on the log-likelihood path it
+    prefers the shortest candidate."""
+
+    prompt_format = "plain"
+
+    def generate_seeds(self, prompts, decoding, seeds, stop=(), batch_size=None):
+        return {seed: [_reply(prompt) for prompt in prompts] for seed in seeds}
+
+    def loglikelihood(self, requests, batch_size=None):
+        return [-float(len(continuation)) for _, continuation in requests]
+
+    def close(self):
+        pass
+
+
+def _reply(prompt: str) -> str:
+    return (re.findall(r"^Request: (.*)$", prompt, re.M) or re.findall(r"^B\. (.*)$", prompt, re.M))[-1]
+
+
+PARSED = ("xstest", "truthfulqa", "bbq")
+
+
+@pytest.fixture(scope="module")
+def cell_rows(data_dir, tmp_path_factory):
+    """A config file (an option-order axis declared) and the item rows its cells write, per benchmark: a
+    free-form cell in the options' own order, one shuffled (where the order acts) and a log-likelihood cell."""
+    config = make_config(data_dir, envelope=envelope_with(order=ORDER))
+    path = tmp_path_factory.mktemp("parse") / "config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    settings = settings_with(data_dir, order=ORDER)
+    rows = {}
+    for benchmark in PARSED:
+        ids = ["T1-greedy-0shot-freeform", "T1-greedy-0shot-freeform-order=shuffled", "T1-greedy-0shot-logprob"]
+        frames = []
+        for config in [c for c in settings.configs(benchmark) if c.config_id in ids]:
+            data = item_set(settings, benchmark, settings.envelope.presentation(config, benchmark))
+            frame, _ = run_cell(
+                "m", Replying(), Replying(), data, settings.envelope, config, settings.batch_condition(config)
+            )
+            frames.append(frame)
+        rows[benchmark] = pd.concat(frames, ignore_index=True)
+    return path, settings, rows
+
+
+def parse_here(monkeypatch, capsys, stdin: str, *args: str) -> tuple[int, str, str]:
+    """`safetyrepro parse ARGS` run in this process on `stdin`: its exit status, stdout and stderr."""
+    monkeypatch.setattr(sys, "stdin", io.StringIO(stdin))
+    status = main(["parse", *args])
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+@pytest.mark.parametrize("benchmark", PARSED)
+def test_parse_gives_every_row_of_a_run_the_label_of_its_cell(cell_rows, monkeypatch, capsys, benchmark):
+    """The cells' own item rows, as JSON lines: parse finds each row's item by its id (in the order of its
+    config) and labels it as its cell did, also where the parser given no item labels otherwise (an XSTest
+    echo of the request; an option named by its text); so does a line that poses the item by its prompt
+    (and the options as shown)."""
+    path, settings, rows = cell_rows[0], cell_rows[1], cell_rows[2][benchmark]
+    status, out, err = parse_here(
+        monkeypatch, capsys, rows.to_json(orient="records", lines=True), benchmark, "--configfile", str(path)
+    )
+    assert status == 0, err
+    assert [json.loads(line)["label"] for line in out.splitlines()] == list(rows["label"])
+    freeform = rows[rows["logliks"].isna()]
+    itemless = BENCHMARKS[benchmark].label("rules", list(freeform["response"]), [None] * len(freeform))
+    differ = [(cell, old) for cell, old in zip(freeform["label"], itemless) if cell != old]
+    expected = ("unparsed", "full_compliance") if benchmark == "xstest" else None
+    assert differ and all((cell, old) == expected if expected else old == UNPARSED != cell for cell, old in differ)
+    shuffled = rows[rows["config_id"] == "T1-greedy-0shot-freeform-order=shuffled"]
+    if len(shuffled):  # the row's config gives the options' order: in the benchmark's own, B is another option
+        unordered = shuffled.drop(columns="config_id").to_json(orient="records", lines=True)
+        status, out, err = parse_here(monkeypatch, capsys, unordered, benchmark, "--configfile", str(path))
+        assert status == 0 and [json.loads(line)["label"] for line in out.splitlines()] != list(shuffled["label"])
+    posed = []
+    for config_id, part in freeform.groupby("config_id", sort=False):
+        config = settings.config(benchmark, config_id)
+        items = {
+            i.item_id: i for i in item_set(settings, benchmark, settings.envelope.presentation(config, benchmark)).items
+        }
+        for item_id, response in zip(part["item_id"], part["response"]):
+            item = items[item_id]
+            shown = {"options": list(item.meta["options"].values())} if "options" in item.meta else {}
+            posed.append({"prompt": item.text, **shown, "response": response})
+    posed_lines = "".join(json.dumps(line) + "\n" for line in posed)
+    status, out, err = parse_here(monkeypatch, capsys, posed_lines, benchmark)
+    assert status == 0, err
+    cells = [label for _, part in freeform.groupby("config_id", sort=False) for label in part["label"]]
+    assert [json.loads(line)["label"] for line in out.splitlines()] == cells
+
+
+def test_parse_refuses_a_line_it_cannot_label_as_its_cell(cell_rows, monkeypatch, capsys):
+    path, rows = cell_rows[0], cell_rows[2]["bbq"]
+    row = json.loads(rows.iloc[:1].to_json(orient="records", lines=True))
+    without = {"response": row["response"]}
+    for line, message in (
+        (
+            without,
+            "no item_id, nor prompt and options to pose the item by: parse labels a reply to its item "
+            "(give its item_id, or its prompt and options; docs/scorers.md)",
+        ),
+        ({"prompt": "Who forgot?", **without}, "no item_id, nor options to pose the item by"),
+        ({**row, "item_id": "bbq-Age-999999"}, "item_id 'bbq-Age-999999' is no bbq item of the data in"),
+        ({**row, "config_id": "T9-other"}, f"config_id 'T9-other' is no bbq config of {path}"),
+        ({**row, "benchmark": "xstest"}, "a row of benchmark 'xstest', not bbq"),
+    ):
+        status, out, err = parse_here(monkeypatch, capsys, json.dumps(line) + "\n", "bbq", "--configfile", str(path))
+        assert (status, out) == (2, "")
+        assert len(err.splitlines()) == 1 and err.startswith(f"safetyrepro: error: stdin line 1: {message}"), err
 
 
 def test_provenance_diff_tells_nested_keys_from_dotted_ones(tmp_path):

@@ -197,7 +197,7 @@ def test_parse_with_a_judge_needs_a_config_with_judges():
 
 
 @pytest.mark.slow
-def test_the_embedded_model_judges_each_distinct_reply_once(embedded_model_path):
+def test_the_embedded_model_judges_each_distinct_reply_once(embedded_model_path, data_dir):
     """The embedded gemma-3-270m as a judge: each distinct question is asked once, a reply with no text is
     unparsed and not asked, every label is a response class or unparsed; `parse --scorer judge` (the
     config/judge.yaml judge, asked through its model server) gives the same labels."""
@@ -222,13 +222,14 @@ def test_the_embedded_model_judges_each_distinct_reply_once(embedded_model_path)
         " \n",
         None,
     ]
-    labels = judge_labels(BENCHMARKS["xstest"], judge, replies, [None] * len(replies), settings.backend.batch_size)
+    item = BENCHMARKS["xstest"].items_by_id(settings.data_dir, ["xstest-1"], settings.subset_seed)["xstest-1"]
+    labels = judge_labels(BENCHMARKS["xstest"], judge, replies, [item] * len(replies), settings.backend.batch_size)
     assert len(asked) == 2 and all(reply in prompt for reply, prompt in zip(replies, asked))
     assert labels[0] == labels[2] and labels[3:] == [UNPARSED] * 3
     assert set(labels) <= {*RESPONSE_CLASSES, UNPARSED}
     done = subprocess.run(
         [BIN / "safetyrepro", "parse", "xstest", "--scorer", "judge", "--configfile", "config/judge.yaml"],
-        input="".join(json.dumps({"response": reply}) + "\n" for reply in replies),
+        input="".join(json.dumps({"item_id": "xstest-1", "response": reply}) + "\n" for reply in replies),
         capture_output=True,
         text=True,
     )

@@ -171,6 +171,8 @@ class Benchmark(ABC):
     `strata` names the columns of `load`'s frame the item subsets are stratified by, outermost first
     (by default its own `stratum` column): an item's stratum is their values joined by "/", and the
     draw keeps the share of every group of every level within one item (`draw_subset`).
+    `posed_fields` names what `safetyrepro parse` reads from a line that gives no item id to pose its item
+    (`posed_item`): its `prompt` and, for items that show options, their `options`.
     """
 
     name: str
@@ -188,6 +190,7 @@ class Benchmark(ABC):
     scorer_files: Mapping[str, tuple[Path, ...]] = {}
     human_labels: str | None = None
     strata: tuple[str, ...] = ("stratum",)
+    posed_fields: tuple[str, ...] = ("prompt", "options")
 
     @abstractmethod
     def load(self, data_dir: Path) -> pd.DataFrame:
@@ -220,6 +223,16 @@ class Benchmark(ABC):
         Returns:
             The item: its prompt pieces, labels, gold label and logprob candidates.
         """
+
+    def posed_item(self, prompt: str, options: Sequence[str] = ()) -> Item:
+        """An item known by its text and the options it was shown with, not by its id (`safetyrepro parse` given
+        `posed_fields`): what `extract` reads of it is as `make_item` makes it (labels A, B, ... for the
+        options, with their texts; `default_labels` where there are none); it has no id, stratum or gold label.
+        A benchmark whose `extract` reads more of its items overrides it.
+        """
+        labels = tuple(LETTERS[: len(options)]) if options else self.default_labels
+        meta = {"options": dict(zip(labels, options))} if options else {}
+        return Item("", "", prompt, prompt, "", labels, "", {}, meta=meta)
 
     def extract(self, response: str, item: Item | None = None) -> str:
         """The label a free-form response gives; never raises.
@@ -341,6 +354,21 @@ class Benchmark(ABC):
         state = _folder_state(self, data_dir)
         return _drawn(_Identity(self), Path(data_dir), n_items, pool_size, seed, where, state)
 
+    def items_by_id(
+        self, data_dir: Path, item_ids: Collection[str], seed: int, presentation: Presentation = AS_GIVEN
+    ) -> dict[str, Item]:
+        """The items of those ids that are in the benchmark's data, made from the rows `item_set` draws from as it
+        makes them (the same items a cell of `seed` and `presentation` evaluates, whatever subset holds them).
+
+        Raises:
+            DataError: a file is missing or malformed, or an item id appears twice.
+        """
+        frame = _loaded(_Identity(self), Path(data_dir), _folder_state(self, data_dir))
+        found = frame[frame["item_id"].isin(list(item_ids))]
+        strata = [stratum_name(values) for values in found[list(self.strata)].itertuples(index=False)]
+        rows = found.assign(stratum=strata).to_dict("records")
+        return {row["item_id"]: self.make_item(row, seed, presentation) for row in rows}
+
 
 def _folder_state(benchmark: Benchmark, data_dir: Path) -> tuple:
     """Each file under the benchmark's data folder, linked folders followed (once each), with its device,
@@ -387,13 +415,7 @@ def _drawn(
     process (a Snakemake start checks every item set as it loads the workflow, and again, for the
     free-form prompts, before the first job). The frames are read, never changed."""
     benchmark = key.benchmark
-    frame = benchmark.load(data_dir)
-    duplicated = frame["item_id"][frame["item_id"].duplicated()]
-    if len(duplicated):
-        raise DataError(
-            f"{data_dir / benchmark.folder}: item id {duplicated.iloc[0]!r} appears more than once "
-            "(a duplicated row or a copied file)"
-        )
+    frame = _loaded(key, data_dir, state)
     for column in benchmark.strata:
         if column not in frame.columns or frame[column].isna().any():
             raise DataError(
@@ -402,6 +424,21 @@ def _drawn(
             )
     rng = np.random.default_rng([seed, *benchmark.name.encode()])
     return draw_subset(frame, benchmark.strata, n_items, pool_size, rng, where)
+
+
+@functools.lru_cache(maxsize=8)
+def _loaded(key: _Identity, data_dir: Path, state: tuple) -> pd.DataFrame:
+    """A benchmark's data as `load` reads it from its data folder in `state`, each item id once: read once a
+    process. The frame is read, never changed."""
+    benchmark = key.benchmark
+    frame = benchmark.load(data_dir)
+    duplicated = frame["item_id"][frame["item_id"].duplicated()]
+    if len(duplicated):
+        raise DataError(
+            f"{data_dir / benchmark.folder}: item id {duplicated.iloc[0]!r} appears more than once "
+            "(a duplicated row or a copied file)"
+        )
+    return frame
 
 
 def scorer_labels(
@@ -540,6 +577,11 @@ def _require(frame: pd.DataFrame, columns: Sequence[str], path: Path, row_names:
         raise DataError(f"{path}, {row_names[row]}: empty value in column '{columns[column]}'")
 
 
+def stratum_name(values: Sequence) -> str:
+    """An item's stratum: its `strata` values joined by "/" ("safe/homonyms")."""
+    return "/".join(map(str, values))
+
+
 def draw_subset(
     frame: pd.DataFrame, strata: Sequence[str], n_items: int, pool_size: int, rng: np.random.Generator, where: str
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -559,7 +601,7 @@ def draw_subset(
     evaluated = _stratified(found, stratum, np.arange(len(frame)), n_items, rng)
     rest = np.setdiff1d(np.arange(len(frame)), evaluated)
     pool = _stratified(found, stratum, rest, pool_size, rng) if pool_size else rest[:0]
-    names = np.array(["/".join(map(str, key)) for key in found], dtype=object)
+    names = np.array([stratum_name(key) for key in found], dtype=object)
     rows = lambda drawn: frame.iloc[drawn].assign(stratum=names[stratum[drawn]]).reset_index(drop=True)  # noqa: E731
     return rows(evaluated), rows(pool)
 

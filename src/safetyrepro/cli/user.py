@@ -4,13 +4,15 @@ compare run records, ..."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from safetyrepro.benchmarks import BENCHMARKS, JUDGE, RULES, DataError
+from safetyrepro.benchmarks import AS_GIVEN, BENCHMARKS, JUDGE, RULES, DataError
+from safetyrepro.benchmarks.base import LETTERS
 from safetyrepro.cli.command import add_command
 from safetyrepro.cli.jobs import job
 from safetyrepro.configuration.settings import DEFAULT_CONFIGFILE, ConfigError, load_settings, schema
@@ -19,6 +21,8 @@ JUDGED_LINES = 64  # stdin lines a judge is asked about at once (its batch; iden
 
 if TYPE_CHECKING:
     from safetyrepro.backends import Backend
+    from safetyrepro.benchmarks import Benchmark, Item, Presentation
+    from safetyrepro.configuration.envelope import Config
     from safetyrepro.configuration.settings import Settings
 
 CONFIG_HELP = f"a complete config, or an overlay naming its base with `extends:` (default {DEFAULT_CONFIGFILE})"
@@ -109,41 +113,22 @@ def cmd_config_reference(args: argparse.Namespace) -> int:
 
 
 def cmd_parse(args: argparse.Namespace) -> int:
-    """Label free-form responses read as JSON lines on stdin; write them back with `label`."""
-    from safetyrepro.benchmarks.base import JSON_LINE_END, load_json, scorer_labels
+    """Label the replies read as JSON lines on stdin as their cells label them, each with its item (by its
+    `item_id`, or posed by its prompt and options) and its config's scorer (or --scorer); write them back with
+    `label`. A line whose item is not known is refused (docs/scorers.md)."""
+    from safetyrepro.benchmarks.base import JSON_LINE_END, load_json
 
     benchmark = BENCHMARKS[args.benchmark]
-    if args.scorer not in benchmark.scorers:
+    if args.scorer is not None and args.scorer not in benchmark.scorers:
         raise ConfigError(
             f"--scorer: {args.benchmark} has no scorer {args.scorer!r} (it has: {', '.join(benchmark.scorers)})"
         )
-    models = {}
-    if name := benchmark.scorer_models.get(args.scorer):  # a scorer that reads with the embedded model
-        from safetyrepro.configuration.settings import check_writable_folder, embedded_folder
-        from safetyrepro.running.embedded_model import build_embedded_model
-
-        resources = Path(args.resources_dir or schema("config")["properties"]["resources_dir"]["default"])
-        folder = embedded_folder(resources.expanduser(), name)
-        if not (folder / "config.json").is_file():  # not built there yet: it is built there first
-            check_writable_folder("--resources-dir", folder)
-        try:
-            models = {name: build_embedded_model(folder)}
-        except OSError as exc:
-            raise ConfigError(f"--resources-dir: cannot build the embedded {name} in {folder}: {exc}") from None
-    if args.scorer == JUDGE:  # a judge model, served as in a run (its model server; labelled in chunks)
-        from safetyrepro.running.judge import judge_labels
-
-        settings, judge_backend = _parse_judge(args)
-
-        def labels(replies: list) -> list[str]:
-            return judge_labels(benchmark, judge_backend, replies, [None] * len(replies), settings.backend.batch_size)
-    else:
-        if args.configfile is not None or args.judge is not None:
-            raise ConfigError(f"--{'judge' if args.judge is not None else 'configfile'}: only for --scorer judge")
-
-        def labels(replies: list) -> list[str]:
-            return scorer_labels(benchmark, args.scorer, replies, [None] * len(replies), models)
-
+    if args.judge is not None and args.scorer != JUDGE:
+        raise ConfigError("--judge: only for --scorer judge")
+    settings, judge_backend = _parse_judge(args) if args.scorer == JUDGE else (None, None)
+    replies = _Replies(benchmark, args, settings, judge_backend)
+    if args.scorer is not None:  # the embedded model the scorer reads with, if any: built (or refused) first
+        replies.scorer_models(args.scorer)
     chunk = JUDGED_LINES if args.scorer == JUDGE else 1  # a judge answers a batch at once; others line by line
     records: list[dict] = []
     lines = (line for piece in sys.stdin for line in JSON_LINE_END.split(piece.rstrip("\r\n")))
@@ -154,17 +139,158 @@ def cmd_parse(args: argparse.Namespace) -> int:
         record = load_json(line, f"stdin line {number}", "not JSON")
         if not isinstance(record, dict) or "response" not in record:
             raise DataError(f"stdin line {number}: expected a JSON object with a 'response' field")
-        records.append(record)
+        records.append((record, *replies.resolve(record, f"stdin line {number}")))
         if len(records) == chunk:
-            _write_labelled(records, labels)
+            _write_labelled(records, replies.labels)
             records = []
-    _write_labelled(records, labels)
+    _write_labelled(records, replies.labels)
     return 0
 
 
-def _write_labelled(records: list[dict], labels: Callable[[list], list[str]]) -> None:
-    """Write the records to stdout as JSON lines, each with its `label`."""
-    for record, label in zip(records, labels([record["response"] for record in records]) if records else ()):
+class _Replies:
+    """The item and the labelling of each line `parse` reads, as the cell of the line's config has them: the
+    config's settings (--configfile, else the default config; read at the first line that needs them) give
+    its data, subset seed, option order and scorer."""
+
+    def __init__(
+        self, benchmark: Benchmark, args: argparse.Namespace, settings: Settings | None, judge: Backend | None
+    ):
+        self.benchmark, self.args, self.judge = benchmark, args, judge
+        self._settings = settings
+        self._configs: dict[str, Config] = {}
+        self._items: dict[tuple[str, Presentation], Item] = {}
+        self._models: dict[str, dict[str, Path]] = {}
+
+    @property
+    def settings(self) -> Settings:
+        if self._settings is None:
+            self._settings = load_settings(self.args.configfile or DEFAULT_CONFIGFILE)
+        return self._settings
+
+    def resolve(self, record: dict, where: str) -> tuple[Item, str | dict]:
+        """The line's item and the scorer that labels it, or on the log-likelihood path the line's `logliks`
+        that choose its label; a line whose item or labelling is not known is a DataError naming `where`."""
+        name = self.benchmark.name
+        if record.get("benchmark", name) != name:
+            raise DataError(f"{where}: a row of benchmark {record['benchmark']!r}, not {name}")
+        config = self._config(record.get("config_id"), where)
+        item_id = record.get("item_id")
+        item = self._posed(record, where) if item_id is None else self._item(item_id, config, where)
+        if config is not None and config.scoring == "logprob":
+            if item_id is None:
+                raise DataError(
+                    f"{where}: config {config.config_id} chooses its label by log-likelihood: give the item_id"
+                )
+            return item, self._logliks(record, item, where)
+        scorer = self.args.scorer or (RULES if config is None else self.settings.labelling_scorer(name, config))
+        if scorer == JUDGE and self.judge is None:
+            raise DataError(
+                f"{where}: config {config.config_id} is labelled by a judge model: give --scorer judge and the "
+                "--configfile whose judge it is"
+            )
+        if scorer == JUDGE and item_id is None:
+            raise DataError(f"{where}: a judge is asked about the item as a cell shows it: give the item_id")
+        return item, scorer
+
+    def _config(self, config_id: object, where: str) -> Config | None:
+        if config_id is None:
+            return None
+        name = self.benchmark.name
+        if isinstance(config_id, str) and config_id not in self._configs:
+            with contextlib.suppress(ConfigError):  # a config of another run or envelope: refused below
+                self._configs[config_id] = self.settings.config(name, config_id)
+        if not isinstance(config_id, str) or config_id not in self._configs:
+            raise DataError(
+                f"{where}: config_id {config_id!r} is no {name} config of "
+                f"{self.args.configfile or DEFAULT_CONFIGFILE} (give the --configfile of the run it comes from)"
+            )
+        return self._configs[config_id]
+
+    def _item(self, item_id: object, config: Config | None, where: str) -> Item:
+        """The item a cell of `config` evaluates (options in the config's order; the benchmark's own without one)."""
+        name, settings = self.benchmark.name, self.settings
+        presentation = AS_GIVEN if config is None else settings.envelope.presentation(config, name)
+        key = (item_id, presentation) if isinstance(item_id, str) else None
+        if key is not None and key not in self._items:
+            made = self.benchmark.items_by_id(settings.data_dir, [item_id], settings.subset_seed, presentation)
+            self._items.update(((made_id, presentation), item) for made_id, item in made.items())
+        if key not in self._items:
+            raise DataError(f"{where}: item_id {item_id!r} is no {name} item of the data in {settings.data_dir}")
+        return self._items[key]
+
+    def _posed(self, record: dict, where: str) -> Item:
+        """The item the line poses by its prompt (and options, where the benchmark's items show them)."""
+        fields = self.benchmark.posed_fields
+        missing = [field for field in fields if record.get(field) in (None, "", [])]
+        if missing:
+            raise DataError(
+                f"{where}: no item_id, nor {' and '.join(missing)} to pose the item by: parse labels a reply to its "
+                f"item (give its item_id, or its {' and '.join(fields)}; docs/scorers.md)"
+            )
+        prompt, options = record["prompt"], record.get("options", []) if "options" in fields else []
+        if not isinstance(prompt, str):
+            raise DataError(f"{where}: prompt must be the item's text (a string)")
+        if not isinstance(options, list) or len(options) > len(LETTERS) or not all(isinstance(o, str) for o in options):
+            raise DataError(f"{where}: options must be a list of the options' texts, in the order shown (A, B, ...)")
+        return self.benchmark.posed_item(prompt, options)
+
+    def labels(self, resolved: list[tuple[dict, Item, str | dict]]) -> list[str]:
+        """The label of each resolved line, each scorer asked once about its lines."""
+        labels = [self.benchmark.choose(how, item) if isinstance(how, dict) else "" for _, item, how in resolved]
+        for scorer in dict.fromkeys(how for _, _, how in resolved if isinstance(how, str)):
+            at = [i for i, (_, _, how) in enumerate(resolved) if how == scorer]
+            replies, items = [resolved[i][0]["response"] for i in at], [resolved[i][1] for i in at]
+            for i, label in zip(at, self._scored(scorer, replies, items)):
+                labels[i] = label
+        return labels
+
+    def _scored(self, scorer: str, replies: list, items: list[Item]) -> list[str]:
+        from safetyrepro.benchmarks.base import scorer_labels
+
+        if scorer == JUDGE:
+            from safetyrepro.running.judge import judge_labels
+
+            return judge_labels(self.benchmark, self.judge, replies, items, self.settings.backend.batch_size)
+        return scorer_labels(self.benchmark, scorer, replies, items, self.scorer_models(scorer))
+
+    @staticmethod
+    def _logliks(record: dict, item: Item, where: str) -> dict:
+        """A log-likelihood line's `logliks` (an object, or its JSON text as an items table holds it), checked."""
+        from safetyrepro.benchmarks.base import load_json
+
+        logliks = record.get("logliks")
+        logliks = load_json(logliks, f"{where}: logliks") if isinstance(logliks, str) else logliks
+        numbers = isinstance(logliks, dict) and all(isinstance(v, int | float) for v in logliks.values())
+        if not numbers or set(logliks) != set(item.candidates):
+            raise DataError(
+                f"{where}: logliks must give the log-likelihood of each of {', '.join(item.candidates)} "
+                "(a log-likelihood row's label is chosen from them)"
+            )
+        return logliks
+
+    def scorer_models(self, scorer: str) -> dict[str, Path]:
+        """The built folder of the embedded model `scorer` reads with (under --resources-dir; built there first)."""
+        name = self.benchmark.scorer_models.get(scorer)
+        if name is None:
+            return {}
+        if name not in self._models:
+            from safetyrepro.configuration.settings import check_writable_folder, embedded_folder
+            from safetyrepro.running.embedded_model import build_embedded_model
+
+            resources = Path(self.args.resources_dir or schema("config")["properties"]["resources_dir"]["default"])
+            folder = embedded_folder(resources.expanduser(), name)
+            if not (folder / "config.json").is_file():  # not built there yet: it is built there first
+                check_writable_folder("--resources-dir", folder)
+            try:
+                self._models[name] = {name: build_embedded_model(folder)}
+            except OSError as exc:
+                raise ConfigError(f"--resources-dir: cannot build the embedded {name} in {folder}: {exc}") from None
+        return self._models[name]
+
+
+def _write_labelled(resolved: list[tuple], labels: Callable[[list], list[str]]) -> None:
+    """Write the records (the first of each resolved line) to stdout as JSON lines, each with its `label`."""
+    for (record, *_), label in zip(resolved, labels(resolved) if resolved else ()):
         record["label"] = label
         try:
             text = json.dumps(record, ensure_ascii=False)
@@ -363,15 +489,25 @@ def add_commands(commands) -> None:
     reference.add_argument("--out", help="write it here (docs/config-reference.md) instead of to stdout")
     reference.add_argument("--check", metavar="FILE", help="write nothing; exit 1 unless FILE is the current page")
 
-    parse = add_command(commands, "parse", cmd_parse, "label JSON-lines responses from stdin")
+    parse = add_command(
+        commands, "parse", cmd_parse, "label JSON-lines replies from stdin as their cells do (docs/scorers.md)"
+    )
     parse.add_argument("benchmark", choices=sorted(BENCHMARKS))
-    parse.add_argument("--scorer", default=RULES, help="which of the benchmark's scorers labels (docs/scorers.md)")
+    parse.add_argument(
+        "--scorer",
+        help="which of the benchmark's scorers labels every line (default: each line's config's scorer; "
+        f"{RULES} for a line that names no config)",
+    )
     parse.add_argument(
         "--resources-dir",
         help="the folder holding, or to hold, the embedded model a scorer reads with (XSTest's learned scorer): "
         "a run's resources_dir (default: resources, as that key's default)",
     )
-    parse.add_argument("--configfile", help="with --scorer judge: the config whose `judges` the judge is one of")
+    parse.add_argument(
+        "--configfile",
+        help="the config of the run the lines come from: its data, subset seed and configs make each line's item "
+        f"(default {DEFAULT_CONFIGFILE}); with --scorer judge, the config whose `judges` the judge is one of",
+    )
     parse.add_argument("--judge", help="with --scorer judge: the judge's name (default: the config's only judge)")
 
     imports = add_command(

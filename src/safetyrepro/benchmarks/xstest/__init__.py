@@ -14,6 +14,7 @@ are the other scorers a declared scorer axis may pick (docs/scorers.md).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -117,6 +118,7 @@ class XSTest(Benchmark):
     scorer_files = {LEARNED: (HEAD_FILE,)}
     human_labels = "benchmarks.xstest.scorer_agreement"
     strata = ("label", "type")  # safe or unsafe, then the prompt type
+    posed_fields = ("prompt",)  # the request; its replies name no option
 
     def load(self, data_dir: Path) -> pd.DataFrame:
         path = data_dir / self.folder / "xstest_prompts.csv"
@@ -155,17 +157,18 @@ class XSTest(Benchmark):
 
     def make_item(self, row: Mapping[str, Any], seed: int, presentation: Presentation = AS_GIVEN) -> Item:
         safe = row["label"] == "safe"
-        return Item(
+        return replace(
+            self.posed_item(str(row["prompt"])),
             item_id=row["item_id"],
             stratum=row["stratum"],
-            text=str(row["prompt"]),
-            question=f"Request: {row['prompt']}",
-            answer_format=ANSWER_FORMAT,
-            labels=RESPONSE_CLASSES,
             gold=COMPLY if safe else REFUSE,
             candidates={COMPLY: " Sure", REFUSE: " Sorry"},
             meta={"safe": safe, "shot_response": row.get("shot_response", "")},
         )
+
+    def posed_item(self, prompt: str, options: Sequence[str] = ()) -> Item:
+        """The request as a cell shows it (its question and answer format), which `extract` reads for echoes."""
+        return Item("", "", prompt, f"Request: {prompt}", ANSWER_FORMAT, RESPONSE_CLASSES, "", {})
 
     def extract(self, response: str, item: Item | None = None) -> str:
         """The response's final decision (`safetyrepro.benchmarks.xstest.refusal.decide`), or "unparsed" when it

@@ -8,6 +8,16 @@ region of configs where the verdict reverses, and the cells a random order needs
   difference is a positive level plus small axis effects. No single axis points at the region.
 
 Scores are on the 0-1 scale (unit 0.05); A's majority verdict is "A better" or "B better" at random.
+
+For the calibration of the majority verdict's probability, grids whose true majority is known and which
+the audit's models need not fit, with ties (scores on the grid of 10 items, so a small difference ties):
+
+- `rounded`: a shared shift plus axis effects plus a residual per config, rounded to 0.1 (a near 50/50
+  split at shift 0, many ties when all three are small);
+- `exchangeable`: each config A better, B better or tied with proportions ~ Dirichlet(1, 1, 1), in no
+  relation to its axes (the majority model's own prior);
+- `arranged`: given counts (N+, N-, N0) placed at random over the configs (e.g. the default run's
+  TruthfulQA pair, 1 / 2 / 5).
 """
 
 from __future__ import annotations
@@ -20,6 +30,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from safetyrepro.analysis.flips import signs
 from safetyrepro.audit import CELLS_PER_CONFIG, search, search_space
 from safetyrepro.configuration.settings import AuditSettings, load_settings
 
@@ -32,6 +43,13 @@ def paper_space() -> pd.DataFrame:
     envelope = load_settings(REPO / "config" / "config.yaml").envelope
     rows = pd.DataFrame([c.as_dict() for c in envelope.configs("truthfulqa")])
     return search_space(rows, envelope.axis_names)
+
+
+def default_space() -> pd.DataFrame:
+    """The default run's 8 TruthfulQA configs (config/config.yaml)."""
+    settings = load_settings(REPO / "config" / "config.yaml")
+    rows = pd.DataFrame([c.as_dict() for c in settings.configs("truthfulqa")])
+    return search_space(rows, settings.envelope.axis_names)
 
 
 def audit_options(budget: int) -> AuditSettings:
@@ -75,6 +93,40 @@ def conjunction_grid(space: pd.DataFrame, seed: int) -> Grid:
     level = np.where(inside, -np.abs(level), np.abs(level)) * UNIT
     sign = rng.choice([-1.0, 1.0])
     return Grid(pd.Series(level * sign, index=space.index), frozenset(space.index[inside]))
+
+
+def rounded_grid(space: pd.DataFrame, seed: int, shift: float, effect_sd: float, residual_sd: float) -> Grid:
+    """d = shift + axis effects (N(0, effect_sd^2)) + residual (N(0, residual_sd^2)), rounded to 0.1."""
+    rng = np.random.default_rng(seed)
+    effects = {(axis, value): rng.normal(0.0, effect_sd) for axis in space for value in space[axis].unique()}
+    level = shift + np.array([sum(effects[axis, row[axis]] for axis in space) for _, row in space.iterrows()])
+    diff = np.round((level + rng.normal(0.0, residual_sd, len(space))) * 10) / 10
+    return signed_grid(pd.Series(diff, index=space.index))
+
+
+def exchangeable_grid(space: pd.DataFrame, seed: int) -> Grid:
+    """Each config's sign drawn with proportions ~ Dirichlet(1, 1, 1), whatever its axes."""
+    rng = np.random.default_rng(seed)
+    return signed_grid(pd.Series(rng.choice([0.1, -0.1, 0.0], len(space), p=rng.dirichlet(np.ones(3))), space.index))
+
+
+def arranged_grid(space: pd.DataFrame, counts: tuple[int, int, int], seed: int) -> Grid:
+    """N+, N-, N0 configs A better, B better and tied (by 0.1), placed at random."""
+    diff = np.repeat([0.1, -0.1, 0.0], counts)
+    return signed_grid(pd.Series(np.random.default_rng(seed).permutation(diff), index=space.index))
+
+
+def signed_grid(diff: pd.Series) -> Grid:
+    """The grid of these differences, its reversing configs those on the minority side (none without one)."""
+    sign = np.sign(diff.round(9))
+    majority = true_majority(Grid(diff, frozenset()))
+    return Grid(diff, frozenset(diff.index[sign == -majority]) if majority else frozenset())
+
+
+def true_majority(grid: Grid) -> int:
+    """The full grid's majority verdict: +1 (N+ > N-), -1 or 0, as `flips.signs` counts them."""
+    observed = pd.DataFrame([grid.observe(c) for c in grid.diff.index], columns=["a", "b"])
+    return int(np.sign(signs(observed["a"], observed["b"]).sum()))
 
 
 def random_order_cells(grid: Grid, rng: np.random.Generator) -> int:

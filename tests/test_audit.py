@@ -4,20 +4,31 @@ and (e2e) the `safetyrepro audit` of docs/audit.md from the root of a clone, who
 
 from __future__ import annotations
 
+import itertools
 import json
+import os
+import time
+from collections.abc import Iterable, Sequence
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
+import scipy.stats
 import yaml
 from synthetic_audit import (
     REPO,
+    Grid,
     additive_grid,
+    arranged_grid,
     audit_options,
     compare,
     conjunction_grid,
+    default_space,
     paper_space,
     random_order_cells,
+    rounded_grid,
+    true_majority,
 )
 from test_workflow import planned_jobs, write_config
 from tiny_model import build_tiny_model
@@ -25,9 +36,11 @@ from user_clone import VENV_BIN, run
 
 from safetyrepro.audit import (
     CELLS_PER_CONFIG,
+    VERDICTS,
     audit_markdown,
     audit_result,
     generation_twins,
+    majority_posterior,
     model_cells,
     pair_space,
     search,
@@ -36,10 +49,68 @@ from safetyrepro.audit import (
 )
 from safetyrepro.cli import main
 from safetyrepro.configuration.settings import load_settings
-from safetyrepro.results.storage import write_parquet
+from safetyrepro.results.storage import cell_file, write_parquet
 
 SPACE = paper_space()
-HELD_OUT = range(1000, 1010)  # the prior and rules were chosen on seeds 0-29
+HELD_OUT = range(1000, 1010)
+SIGNIFICANCE = load_settings(
+    REPO / "config" / "config.yaml"
+).analysis.significance  # the prior and rules were chosen on seeds 0-29
+
+
+DEFAULT_TRUTHFULQA = default_space()
+
+
+def final_results(space: pd.DataFrame, grid: Grid, budgets: Sequence[int]) -> list[dict]:
+    """The audit's result with each budget (cells): the search's state after as many configs as it affords."""
+    options = audit_options(max(budgets))
+    observed, steps = search(space, grid.observe, options)
+    results = []
+    for budget in budgets:
+        k = min(budget // CELLS_PER_CONFIG, len(observed))
+        record = {"benchmark": "truthfulqa", "model_a": "A", "model_b": "B", "decision": steps[k].as_dict()}
+        record["observed"] = observed.iloc[:k].reset_index().to_dict("records")
+        items = pd.DataFrame(columns=["model", "benchmark", "config_id", "item_id", "correct"])
+        results.append(audit_result(space, record, items, options, SIGNIFICANCE))
+    return results
+
+
+def test_the_default_runs_truthfulqa_counts_on_six_cells_give_no_verdict_against_the_grid():
+    """The default run's TruthfulQA pair (N+ 1, N- 2, N0 5: the grid says B better) audited with --budget 6,
+    wherever its A-better config is: 3 configs cannot settle it, so the audit says undecided (it said "A better
+    (posterior probability 0.79)"); with the whole envelope as budget it finds B better."""
+    for seed in range(4):
+        grid = arranged_grid(DEFAULT_TRUTHFULQA, (1, 2, 5), seed)
+        few, everything = final_results(DEFAULT_TRUTHFULQA, grid, [6, 16])
+        assert few["majority"] == "undecided" and few["configs_run"] == 3, few
+        assert "**undecided** after 3 of 8 configs" in audit_markdown(few)
+        assert everything["majority"] == "B better"
+
+
+def test_with_few_configs_and_many_ties_the_stated_probability_is_not_above_its_coverage():
+    """On grids of many ties (differences of 0 to 0.05 rounded to 10 items), audits of 2 to 4 configs mostly
+    say undecided (they stated a verdict at any probability, 0.40 included), state one only at 0.95 or more,
+    and then as often right as they claim: the mean stated probability is within the 95% Clopper-Pearson band
+    of the share right (scripts/measure_audit_calibration.py measures it at length)."""
+    results = []
+    for seed in range(3000, 3024):
+        grid = rounded_grid(DEFAULT_TRUTHFULQA, seed, 0.01 * (seed % 5 - 2), 0.02, 0.02)
+        truth = VERDICTS[true_majority(grid)]
+        results += [(r, truth) for r in final_results(DEFAULT_TRUTHFULQA, grid, [4, 6, 8])]
+    stated = [(r["p_majority"], r["majority"] == truth) for r, truth in results if r["majority"] != "undecided"]
+    right = sum(hit for _, hit in stated)
+    assert 1 <= len(stated) < len(results) / 2 and min(p for p, _ in stated) >= 0.95
+    upper = scipy.stats.beta.ppf(0.975, right + 1, len(stated) - right) if right < len(stated) else 1.0
+    assert np.mean([p for p, _ in stated]) <= upper, (right, len(stated))
+
+
+def test_the_majority_posterior_is_exact_once_every_config_has_run_and_symmetric():
+    assert majority_posterior(pd.Series([1, 1, -1, 0]), 4) == {1: 1.0, -1: 0.0, 0: 0.0}
+    assert majority_posterior(pd.Series([1, -1]), 2) == {1: 0.0, -1: 0.0, 0: 1.0}
+    forward, backward = majority_posterior(pd.Series([1, 0, 0]), 8), majority_posterior(pd.Series([-1, 0, 0]), 8)
+    assert forward[1] == pytest.approx(backward[-1]) and sum(forward.values()) == pytest.approx(1.0)
+    # one config A better and two ties of eight leave the grid open: no verdict at 0.95
+    assert max(forward.values()) < 0.95
 
 
 @pytest.mark.parametrize("k", [1, 2])
@@ -113,18 +184,31 @@ def test_the_default_runs_scorer_configs_are_the_audits_twins():
     assert generation_twins(settings, "bbq", pair_space(settings, "bbq", pair, None), None) == {}
 
 
-def test_the_audit_jobs_count_the_default_runs_relabelling_as_free(tmp_path, monkeypatch):
-    """The audit-step and audit-report jobs on the default run's XSTest (a scorer axis) with a budget of
-    one config: after T1, they choose T1's string-match and learned relabellings (their twin has run) and
-    count 2 cells."""
-    monkeypatch.chdir(REPO)  # the default config's envelope path is relative to the repository root
-    config = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
-    (tmp_path / "config.yaml").write_text(yaml.safe_dump({**config, "audit": {"budget": 2}}))
+def audit_jobs(tmp_path: Path, benchmark: str, budget: int, on_disk: bool = False) -> tuple[list[str], dict, str]:
+    """The audit-step jobs chained as the workflow chains them, then the audit-report job, on the default config
+    (results under tmp_path) with A scoring 0.6 and B 0.4 everywhere: the configs run, the audit's JSON and its
+    Markdown. A chosen config's cell is written after the step that chose it, as the cell job writes it;
+    `on_disk`: every cell of the benchmark is there before the audit starts."""
+    tmp_path.mkdir(exist_ok=True)
+    config = {**yaml.safe_load((REPO / "config" / "config.yaml").read_text()), "audit": {"budget": budget}}
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump({**config, "results_dir": str(tmp_path / "results")}))
     settings = load_settings(tmp_path / "config.yaml")
     pair = [model.name for model in settings.models[:2]]
-    common = ["--configfile", str(tmp_path / "config.yaml"), "--benchmark", "xstest", "--pair", *pair]
+
+    def write_cells(configs: Iterable[str], when: float) -> None:
+        for model, config_id in itertools.product(pair, configs):
+            path = cell_file(settings.results_dir, model, benchmark, config_id, "summary")
+            if not path.exists():
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text("{}")
+                os.utime(path, (when, when))
+
+    clock = time.time() - 3600  # each step's record at clock, the cells of the config it chose a second later
+    if on_disk:
+        write_cells([c.config_id for c in settings.configs(benchmark)], clock - 60)
+    common = ["--configfile", str(tmp_path / "config.yaml"), "--benchmark", benchmark, "--pair", *pair]
     records, scores = [], []
-    for step in range(4):
+    for step in range(len(settings.configs(benchmark)) + 1):
         out = tmp_path / f"step-{step}.json"
         previous = ["--previous", str(records[-1])] if records else []
         cells = ["--cells", str(scores[-1])] if scores else []
@@ -133,23 +217,54 @@ def test_the_audit_jobs_count_the_default_runs_relabelling_as_free(tmp_path, mon
         chosen = json.loads(out.read_text())["decision"]["config_id"]
         if chosen is None:
             break
+        os.utime(out, (clock, clock))
+        write_cells([chosen], clock + 1)
+        clock += 2
         table = pd.DataFrame(
-            [{"model": m, "benchmark": "xstest", "config_id": chosen, "score": s} for m, s in zip(pair, (0.6, 0.4))]
+            [{"model": m, "benchmark": benchmark, "config_id": chosen, "score": s} for m, s in zip(pair, (0.6, 0.4))]
         )
         write_parquet(table, tmp_path / f"cells-{step}.parquet")
         scores.append(tmp_path / f"cells-{step}.parquet")
     ran = [row["config_id"] for row in json.loads(records[-1].read_text())["observed"]]
-    assert ran[0] == "T1-greedy-0shot-freeform"
-    assert sorted(ran[1:]) == ["T1-greedy-0shot-freeform-scorer=learned", "T1-greedy-0shot-freeform-scorer=strmatch"]
-    assert json.loads(records[-1].read_text())["decision"]["reason"] == "budget spent"
     report = ["audit-report", "--configfile", str(tmp_path / "config.yaml"), "--step", str(records[-1])]
     write_parquet(pd.DataFrame(columns=["benchmark", "model", "config_id"]), tmp_path / "items.parquet")
     report += ["--items", str(tmp_path / "items.parquet")]
     report += ["--json", str(tmp_path / "audit.json"), "--markdown", str(tmp_path / "audit.md")]
     assert main(report) == 0
-    result = json.loads((tmp_path / "audit.json").read_text())
-    generating = [c for c in settings.configs("xstest") if "-scorer=" not in c.config_id]
-    assert result["cells_run"] == 2 and result["cells_envelope"] == 2 * len(generating)
+    return ran, json.loads((tmp_path / "audit.json").read_text()), (tmp_path / "audit.md").read_text()
+
+
+def test_the_audit_jobs_count_the_default_runs_relabelling_as_free(tmp_path, monkeypatch):
+    """The audit-step and audit-report jobs on the default run's XSTest (a scorer axis) with a budget of
+    one config: after T1, they choose T1's string-match and learned relabellings (their twin has run) and
+    count 2 cells."""
+    monkeypatch.chdir(REPO)  # the default config's envelope path is relative to the repository root
+    ran, result, _ = audit_jobs(tmp_path, "xstest", 2)
+    assert ran[0] == "T1-greedy-0shot-freeform"
+    assert sorted(ran[1:]) == ["T1-greedy-0shot-freeform-scorer=learned", "T1-greedy-0shot-freeform-scorer=strmatch"]
+    assert result["stopped"] == "budget spent"
+    generating = [
+        c for c in load_settings(REPO / "config" / "config.yaml").configs("xstest") if "-scorer=" not in c.config_id
+    ]
+    assert result["cells_run"] == 2 == result["cells_read"] and result["cells_envelope"] == 2 * len(generating)
+
+
+def test_cells_already_on_disk_cost_the_budget_nothing_as_a_relabelling_does(tmp_path, monkeypatch):
+    """The budget counts the cells the audit runs: on a finished run (every cell on disk) a budget of one
+    config does not stop the audit after one config ("budget spent after 6 of 16 cells" before), and the
+    printed line says how many cells it read, ran and found."""
+    monkeypatch.chdir(REPO)
+    ran, result, markdown = audit_jobs(tmp_path, "truthfulqa", 2, on_disk=True)
+    assert len(ran) > 1 and result["stopped"] != "budget spent"
+    assert result["cells_run"] == 0 and result["cells_read"] == 2 * len(ran)
+    assert (
+        f"which read {2 * len(ran)} of the envelope's 16 model cells: 0 run by the audit (budget 2), {2 * len(ran)} already on disk"
+        in markdown
+    )
+    # the same audit with nothing on disk runs its cells, within the budget
+    ran, result, markdown = audit_jobs(tmp_path / "fresh", "truthfulqa", 2)
+    assert ran == ["T1-greedy-0shot-freeform"] and result["stopped"] == "budget spent" and result["cells_run"] == 2
+    assert "which read 2 of the envelope's 16 model cells: 2 run by the audit (budget 2), 0 already on disk" in markdown
 
 
 def test_the_workflows_steps_make_the_searchs_choices():
@@ -209,7 +324,7 @@ def test_a_split_envelope_has_no_majority_and_every_strict_config_reverses():
     observed, steps = search(space, lambda c: (0.5 + diff[c], 0.5), audit_options(96))
     assert len(observed) == 5 and steps[-1].reason == "envelope run" and steps[-1].majority == 0
     record = {"benchmark": "truthfulqa", "model_a": "A", "model_b": "B", "decision": steps[-1].as_dict()}
-    record["observed"] = [{"config_id": c, "score_a": a, "score_b": b} for c, (a, b) in observed.iterrows()]
+    record["observed"] = observed.reset_index().to_dict("records")
     items = pd.DataFrame(columns=["model", "benchmark", "config_id", "item_id", "correct"])
     result = audit_result(
         space, record, items, audit_options(96), load_settings(REPO / "config" / "config.yaml").analysis.significance

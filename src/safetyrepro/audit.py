@@ -2,33 +2,42 @@
 stop at the first configuration that reverses the majority verdict, or when none is likely, or when
 the budget is spent.
 
-The model of the search is Bayesian linear regression of the pair's score difference
-d(c) = score_A(c) - score_B(c) on one-hot axis values (an intercept plus one effect per value of every
-axis), with the conjugate normal-inverse-gamma prior (Murphy 2012, *Machine Learning*, section 7.6.3):
-effects ~ N(0, sigma^2 V0), sigma^2 ~ InvGamma(a0, b0); sigma^2 is what the axes do not explain (their
-interactions and item noise). From the posterior predictive of every config's observed d:
+Two models, each for what it is good at (docs/audit.md):
 
-- the majority verdict is the sign most configs of the envelope take (observed signs where run,
-  drawn ones elsewhere; a sign is `flips.signs`, the rho_flip one), with its posterior probability;
-- the next config is the unrun one most likely to reverse the majority (the share of posterior draws
-  on the reversing side: the probability of improvement, Kushner 1964, with zero as the threshold;
-  ties go to the lower mean). Until the majority is settled (probability >= 1 - stop_probability)
-  after a reversal was seen, the next config is the unrun one whose predicted d is most uncertain;
-- it stops with "reversal found" once a run config reverses a settled majority, with "no reversal
-  likely" once a settled majority has probability under `stop_probability` of any unrun config
-  reversing it, with "envelope run" once every config has run, and with "budget spent" otherwise.
-  The first config run is the envelope's first (`T1-greedy-0shot-freeform` in the paper's envelope;
-  with imports, the first in the table). The draws are made for the side the run configs favour, so
-  auditing (B, A) mirrors (A, B).
+- The majority verdict (the sign of N+ - N- over the envelope's configs, `flips.signs`: ties are their
+  own outcome) and its probability rest on the configs run alone: the configs not run are modelled as
+  exchangeable, each A better, B better or tied with probabilities ~ Dirichlet(CONFIG_PRIOR + the counts
+  run), so their counts are Dirichlet-multinomial (`majority_posterior`). A verdict is stated once its
+  probability is at least 1 - stop_probability (settled); until then it is "undecided after k of n
+  configs". scripts/measure_audit_calibration.py measures its calibration on grids with known majorities, the
+  adaptive order included (docs/audit.md gives the figures).
+- Which config to run next is chosen with Bayesian linear regression of the pair's score difference
+  d(c) = score_A(c) - score_B(c) on one-hot axis values (an intercept plus one effect per value of every
+  axis), with the conjugate normal-inverse-gamma prior (Murphy 2012, *Machine Learning*, section 7.6.3):
+  effects ~ N(0, sigma^2 V0), sigma^2 ~ InvGamma(a0, b0); sigma^2 is what the axes do not explain. The
+  next config is the unrun one most likely to reverse the majority (the share of posterior draws on the
+  reversing side: the probability of improvement, Kushner 1964, with zero as the threshold; ties go to
+  the lower mean). Until the majority is settled after a reversal was seen, the next config is the unrun
+  one whose predicted d is most uncertain. The same draws give the probability that any unrun config
+  reverses the majority.
+
+It stops with "reversal found" once a run config reverses a settled majority, with "no reversal likely"
+once a settled majority has probability under `stop_probability` of any unrun config reversing it, with
+"envelope run" once every config has run, and with "budget spent" when no config left fits the budget.
+The budget counts the model cells the audit runs (`cells_to_run`): a cell already on disk, and a config
+that relabels its generation twin's responses (a scorer axis) once the twin's cells are there, cost
+nothing. The first config run is the envelope's first (`T1-greedy-0shot-freeform` in the paper's
+envelope; with imports, the first in the table). The draws are made for the side the run configs favour,
+so auditing (B, A) mirrors (A, B).
 
 On the synthetic grids of tests/synthetic_audit.py (seeds 0-29, those used to choose the prior) this
 choice needed fewer cells than Thompson sampling (one draw's most reversing config) at the same
 success rate; scripts/measure_audit.py measures it against a random order on other seeds.
 
-Every step is a pure function of the configs run so far and of (seed, step): a rerun makes the same
-choices, and the cells it runs are the grid's ordinary cells. "No reversal likely" is a statement of
-this additive model: a reversal confined to an interaction of axes that no run config touches is
-invisible to it (the audit's report says so).
+Every step is a pure function of the configs run so far, of the cells on disk and of (seed, step): a
+rerun makes the same choices, and the cells it runs are the grid's ordinary cells. "No reversal likely"
+is a statement of the additive model: a reversal confined to an interaction of axes that no run config
+touches is invisible to it (the audit's report says so).
 """
 
 from __future__ import annotations
@@ -41,44 +50,84 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from scipy.stats import dirichlet_multinomial
 
 from safetyrepro.analysis.flips import minority_side, signs
 from safetyrepro.analysis.significance import paired_tests
 from safetyrepro.benchmarks import NAME, DataError
 from safetyrepro.configuration.settings import AuditSettings, ConfigError, Settings, SignificanceSettings, excerpt
 from safetyrepro.results.aggregate import read_summary
-from safetyrepro.results.storage import read_design, read_parquet_checked
+from safetyrepro.results.storage import cell_file, read_design, read_parquet_checked
 
 # The prior, on the 0-1 score scale: residual sd about 0.07 a priori (b0 / (a0 - 1) = 0.005), effects
 # and intercept with twice the residual's sd.
 PRIOR_SHAPE, PRIOR_RATE, PRIOR_EFFECT_VARIANCE = 2.0, 0.005, 4.0
+# The majority's prior: each outcome of a config (A better, B better, tie) has this Dirichlet concentration.
+CONFIG_PRIOR = 1.0
 CELLS_PER_CONFIG = 2  # model A's cell and model B's
 # A model name that fits the audit's file names (results/audit/<benchmark>/<A>_vs_<B>.md); a run's models
 # have such names (the config schema), imported ones may be renamed to one in the mapping file.
 PLAIN_MODEL = NAME.pattern  # as plain as a benchmark's name (the workflow's wildcard for an imported model)
 VERDICTS = {1: "A better", -1: "B better", 0: "no majority (as many configs favour A as B)"}
+SIDES = {1: "A", -1: "B", 0: "tie"}  # what one config favours
 
 
 @dataclass(frozen=True)
 class Decision:
-    """One step of the search: the config to run next (None: stop) and why, with the majority verdict
-    (+1: A better, -1: B better, 0: undecided), its probability and that of a reversal among the
-    configs not run."""
+    """One step of the search: the config to run next (None: stop) and why, with the most probable majority
+    verdict (+1: A better, -1: B better, 0: no majority), its probability, that of a reversal among the
+    configs not run, and the model cells the chosen config needs run (`cells_to_run`)."""
 
     config_id: str | None
     reason: str
     majority: int
     p_majority: float
     p_reversal_left: float
+    cells: int = 0
 
     def as_dict(self) -> dict:
         return asdict(self)
 
 
 def observed_frame(runs: Sequence[dict]) -> pd.DataFrame:
-    """The configs run, in run order, from a step record's `observed` list: config id -> score_a, score_b."""
-    frame = pd.DataFrame(list(runs), columns=["config_id", "score_a", "score_b"])
+    """The configs run, in run order, from a step record's `observed` list: config id -> score_a, score_b and
+    cells_run (the model cells the audit ran for it)."""
+    frame = pd.DataFrame(list(runs), columns=["config_id", "score_a", "score_b", "cells_run"])
     return frame.set_index("config_id").astype(float)
+
+
+def majority_posterior(seen: pd.Series, n_configs: int) -> dict[int, float]:
+    """The probability of each majority verdict over an envelope of `n_configs` (+1: N+ > N-, -1: N+ < N-,
+    0: N+ = N-) given the run configs' signs `seen`: the configs not run are exchangeable, each A better,
+    B better or tied with probabilities ~ Dirichlet(CONFIG_PRIOR + the counts seen), so their counts are
+    Dirichlet-multinomial. It does not use the axes: it rests on the counts seen alone."""
+    seen_counts = np.array([(seen > 0).sum(), (seen < 0).sum(), (seen == 0).sum()])
+    left = n_configs - len(seen)
+    plus, minus = (grid.ravel() for grid in np.meshgrid(np.arange(left + 1), np.arange(left + 1)))
+    plus, minus = plus[plus + minus <= left], minus[plus + minus <= left]
+    counts = np.stack([plus, minus, left - plus - minus], axis=1)
+    probability = np.exp(dirichlet_multinomial.logpmf(counts, CONFIG_PRIOR + seen_counts, left))
+    margin = np.sign(seen_counts[0] + plus - seen_counts[1] - minus)
+    return {side: float(probability[margin == side].sum()) for side in (1, -1, 0)}
+
+
+def leading(posterior: Mapping[int, float]) -> tuple[int, float]:
+    """The most probable majority verdict and its probability (A and B equally probable: no majority)."""
+    side = max(posterior, key=posterior.get)
+    if side and posterior[side] == posterior[-side]:
+        side = 0
+    return side, posterior[side]
+
+
+def generation_cells(config: str, generation: Mapping[str, str]) -> set[tuple[int, str]]:
+    """The model cells a config reads, as (0: A's, 1: B's; the config that generates its responses)."""
+    return {(slot, generation.get(config, config)) for slot in (0, 1)}
+
+
+def cells_to_run(config: str, generation: Mapping[str, str], available: Iterable[tuple[int, str]]) -> int:
+    """The model cells the audit must run for `config`: those it reads (`generation_cells`) that are not
+    `available` (on disk, or run by the audit already)."""
+    return len(generation_cells(config, generation) - set(available))
 
 
 def reversing(seen: pd.Series, majority: int) -> pd.Series:
@@ -125,46 +174,54 @@ def predictive_draws(space: pd.DataFrame, observed: pd.Series, draws: int, rng: 
 
 
 def decide(
-    space: pd.DataFrame, observed: pd.DataFrame, options: AuditSettings, generation: Mapping[str, str] | None = None
+    space: pd.DataFrame,
+    observed: pd.DataFrame,
+    options: AuditSettings,
+    generation: Mapping[str, str] | None = None,
+    on_disk: Iterable[tuple[int, str]] = (),
 ) -> Decision:
-    """The next step given the configs run so far (`observed`: config id -> score_a, score_b, in run order);
-    `generation` maps the configs that label another's responses to it (`generation_twins`): the budget
-    counts the cells the models run (`model_cells`)."""
+    """The next step given the configs run so far (`observed`: config id -> score_a, score_b, cells_run, in
+    run order); `generation` maps the configs that label another's responses to it (`generation_twins`);
+    `on_disk`: the model cells already there (`generation_cells`' form). The budget counts the cells the
+    audit runs (`cells_to_run`)."""
+    generation = generation or {}
+    available = set(on_disk).union(*(generation_cells(c, generation) for c in observed.index))
     if observed.empty:
-        return Decision(str(space.index[0]), "reference", 0, math.nan, math.nan)
+        first = str(space.index[0])
+        return Decision(first, "reference", 0, math.nan, math.nan, cells_to_run(first, generation, available))
     seen = signs(observed["score_a"], observed["score_b"])
+    majority, p_majority = leading(majority_posterior(seen, len(space)))
     # the draws are made for the side the run configs favour, so auditing (B, A) mirrors (A, B)
     orient = int(np.sign(seen.sum())) or 1
     rng = np.random.default_rng([options.seed, len(observed)])
     diff = observed["score_a"] - observed["score_b"]
     drawn = orient * predictive_draws(space, orient * diff, options.draws, rng)
     drawn_signs = signs(pd.DataFrame(drawn), 0.0).to_numpy()
-    majorities = np.sign(drawn_signs.sum(axis=1))
-    values, counts = np.unique(majorities, return_counts=True)
-    majority = int(values[np.argmax(counts)])
-    p_majority = float(counts.max() / len(majorities))
     unrun = ~space.index.isin(observed.index)
     reversals = bool(reversing(seen, majority).any())
     p_left = float((drawn_signs[:, unrun] == -majority).any(axis=1).mean()) if majority and unrun.any() else 0.0
     settled = majority != 0 and p_majority >= 1 - options.stop_probability
-    decision = lambda config, reason: Decision(config, reason, majority, p_majority, p_left)  # noqa: E731
+    costs = np.array([cells_to_run(c, generation, available) for c in space.index])
+
+    def decision(index: int | None, reason: str) -> Decision:
+        config, cells = (None, 0) if index is None else (str(space.index[index]), int(costs[index]))
+        return Decision(config, reason, majority, p_majority, p_left, cells)
+
     if settled and reversals:
         return decision(None, "reversal found")
     if not unrun.any():  # every config run: the verdict and its reversals are exact
         return decision(None, "envelope run")
     if settled and p_left < options.stop_probability:
         return decision(None, "no reversal likely")
-    generation = generation or {}
-    run = list(observed.index)
-    affordable = unrun & np.array([model_cells([*run, c], generation) <= options.budget for c in space.index])
+    affordable = unrun & (observed["cells_run"].sum() + costs <= options.budget)
     if not affordable.any():
         return decision(None, "budget spent")
-    candidates = space.index[affordable]
+    candidates = np.flatnonzero(affordable)
     if reversals:  # a reversal seen, the majority not settled: learn most where the model knows least
-        return decision(str(candidates[np.argmax(drawn[:, affordable].var(axis=0))]), "confirm majority")
+        return decision(candidates[np.argmax(drawn[:, affordable].var(axis=0))], "confirm majority")
     toward = (majority or orient) * drawn[:, affordable]  # below zero: the draw reverses the verdict there
     best = np.lexsort((toward.mean(axis=0), -(toward < 0).mean(axis=0)))[0]
-    return decision(str(candidates[best]), "most likely to reverse")
+    return decision(candidates[best], "most likely to reverse")
 
 
 def search(
@@ -172,13 +229,14 @@ def search(
     observe: Callable[[str], tuple[float, float]],
     options: AuditSettings,
     generation: Mapping[str, str] | None = None,
+    on_disk: Iterable[tuple[int, str]] = (),
 ) -> tuple[pd.DataFrame, list[Decision]]:
     """The whole search with `observe` giving a config's (score_a, score_b): the configs run and every step."""
-    observed = observed_frame([])
-    steps = [decide(space, observed, options, generation)]
+    observed, on_disk = observed_frame([]), set(on_disk)
+    steps = [decide(space, observed, options, generation, on_disk)]
     while steps[-1].config_id is not None:
-        observed.loc[steps[-1].config_id] = observe(steps[-1].config_id)
-        steps.append(decide(space, observed, options, generation))
+        observed.loc[steps[-1].config_id] = (*observe(steps[-1].config_id), steps[-1].cells)
+        steps.append(decide(space, observed, options, generation, on_disk))
     return observed, steps
 
 
@@ -317,6 +375,33 @@ def read_scores(paths: Sequence[Path]) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=columns)
 
 
+def cells_on_disk(
+    settings: Settings, benchmark: str, pair: Sequence[str], space: pd.DataFrame, generation: Mapping[str, str]
+) -> set[tuple[int, str]]:
+    """The pair's model cells whose summaries are in the run's cells folder (`generation_cells`' form);
+    none with imports, whose cells the audit reads as if it ran them."""
+    if settings.imports:
+        return set()
+    wanted = set().union(*(generation_cells(c, generation) for c in space.index))
+    return {
+        (slot, config)
+        for slot, config in wanted
+        if cell_file(settings.results_dir, pair[slot], benchmark, config, "summary").is_file()
+    }
+
+
+def cells_run_since(
+    settings: Settings, benchmark: str, pair: Sequence[str], config: str, generation: Mapping[str, str], since: float
+) -> int:
+    """The model cells that `config` reads (`generation_cells`) written after `since` (a file time: when the
+    step that chose it was written), i.e. run for the audit, a cell found on disk but rerun included."""
+    paths = [
+        cell_file(settings.results_dir, pair[s], benchmark, c, "summary")
+        for s, c in generation_cells(config, generation)
+    ]
+    return sum(path.stat().st_mtime > since for path in paths)
+
+
 def step_record(
     space: pd.DataFrame,
     benchmark: str,
@@ -325,9 +410,12 @@ def step_record(
     scores: pd.DataFrame,
     options: AuditSettings,
     generation: Mapping[str, str] | None = None,
+    on_disk: Iterable[tuple[int, str]] = (),
+    cells_run: int | None = None,
 ) -> dict:
     """Step n of the search: the configs run so far (the previous step's, plus the config it chose, scored
-    from `scores`) and the decision (`generation` as for `decide`)."""
+    from `scores`, with `cells_run` the model cells run for it: by default what the previous step expected)
+    and the decision (`generation` and `on_disk` as for `decide`)."""
     observed = observed_frame(previous["observed"] if previous else [])
     if previous is not None:
         chosen = previous["decision"]["config_id"]
@@ -335,14 +423,17 @@ def step_record(
         missing = [model for model in pair if not np.isfinite(mine.get(model, math.nan))]
         if missing:
             raise DataError(f"cell {missing[0]}/{benchmark}/{chosen}: no score for the audit to read")
-        observed.loc[chosen] = float(mine[pair[0]]), float(mine[pair[1]])
+        ran = previous["decision"]["cells"] if cells_run is None else cells_run
+        observed.loc[chosen] = float(mine[pair[0]]), float(mine[pair[1]]), ran
     return {
         "benchmark": benchmark,
         "model_a": pair[0],
         "model_b": pair[1],
         "step": len(observed),
-        "observed": [{"config_id": c, "score_a": a, "score_b": b} for c, (a, b) in observed.iterrows()],
-        "decision": decide(space, observed, options, generation).as_dict(),
+        "observed": [
+            {"config_id": c, "score_a": a, "score_b": b, "cells_run": int(n)} for c, (a, b, n) in observed.iterrows()
+        ],
+        "decision": decide(space, observed, options, generation, on_disk).as_dict(),
     }
 
 
@@ -353,14 +444,19 @@ def audit_result(
     options: AuditSettings,
     significance: SignificanceSettings,
     generation: Mapping[str, str] | None = None,
+    imported: bool = False,
 ) -> dict:
-    """What an audit found: the verdict it tested, the reversing configs with their paired tests (Holm
-    across the configs run, `analysis.significance`), the smallest change, and the cells the models ran
-    (`generation` as for `decide`)."""
+    """What an audit found: the majority verdict, stated where its probability is at least 1 -
+    stop_probability (else undecided), the configs reversing it with their paired tests (Holm across the
+    configs run, `analysis.significance`), the smallest change, and the cells it read and ran
+    (`generation` as for `decide`; `imported`: the cells were read from imported results)."""
     pair, benchmark = (last_step["model_a"], last_step["model_b"]), last_step["benchmark"]
     observed = observed_frame(last_step["observed"])
     decision = last_step["decision"]
-    majority = decision["majority"]
+    seen = signs(observed["score_a"], observed["score_b"])
+    posterior = majority_posterior(seen, len(space))
+    majority, p_majority = leading(posterior)
+    stated = p_majority >= 1 - options.stop_probability
     cells = pd.DataFrame(
         [
             {"model": model, "benchmark": benchmark, "config_id": config, "score": row[column]}
@@ -372,10 +468,10 @@ def audit_result(
         (items["benchmark"] == benchmark) & items["model"].isin(pair) & items["config_id"].isin(observed.index)
     ]
     tests = paired_tests(cells, mine, significance).set_index("config_id") if len(mine) else None
-    seen = signs(observed["score_a"], observed["score_b"])
     reversals = []
-    for config in seen.index[reversing(seen, majority)]:
-        row = {"config_id": config, **observed.loc[config].to_dict(), "axes": space.loc[config].to_dict()}
+    for config in seen.index[reversing(seen, majority)] if stated else []:
+        row = {"config_id": config, **observed.loc[config, ["score_a", "score_b"]].to_dict()}
+        row["axes"] = space.loc[config].to_dict()
         if tests is not None and config in tests.index:
             row.update(p_adjusted=float(tests.at[config, "p_adjusted"]), verdict=tests.at[config, "verdict"])
             row["significant"] = row["verdict"] == VERDICTS[int(seen[config])]  # the paired test agrees
@@ -384,15 +480,22 @@ def audit_result(
         "benchmark": benchmark,
         "model_a": pair[0],
         "model_b": pair[1],
-        "majority": VERDICTS[majority],
-        "p_majority": decision["p_majority"],
+        "majority": VERDICTS[majority] if stated else "undecided",
+        "p_majority": p_majority,
+        "posterior": {VERDICTS[side]: p for side, p in posterior.items()},
+        "counts": {"N+": int((seen > 0).sum()), "N-": int((seen < 0).sum()), "N0": int((seen == 0).sum())},
+        "configs_run": len(observed),
+        "configs_envelope": len(space),
         "stopped": decision["reason"],
         "p_reversal_left": decision["p_reversal_left"],
         "reversing": reversals,
-        "smallest_change": smallest_change(space, observed, majority),
-        "cells_run": model_cells(observed.index, generation or {}),
+        "smallest_change": smallest_change(space, observed, majority) if stated else None,
+        "cells_read": model_cells(observed.index, generation or {}),
+        "cells_run": int(observed["cells_run"].sum()),
         "cells_envelope": model_cells(space.index, generation or {}),
+        "imported": imported,
         "budget": options.budget,
+        "stop_probability": options.stop_probability,
         "runs": last_step["observed"],
         "significance": None if tests is None else {"alpha": significance.alpha, "correction": significance.correction},
     }
@@ -401,13 +504,37 @@ def audit_result(
 def audit_markdown(result: dict) -> str:
     """The audit as Markdown: the answer first, then every config run in order."""
     a, b = result["model_a"], result["model_b"]
+    counts = ", ".join(f"{key} {n}" for key, n in result["counts"].items())
+    run_of = f"{result['configs_run']} of {result['configs_envelope']} configs"
+    read = f"which read {result['cells_read']} of the envelope's {result['cells_envelope']}"
+    if result["imported"]:
+        cells = (
+            f"{read} cells from the imported results (budget {result['budget']}: with imports every cell read counts)"
+        )
+    else:
+        found = result["cells_read"] - result["cells_run"]
+        cells = f"{read} model cells: {result['cells_run']} run by the audit (budget {result['budget']}), {found} already on disk"
     lines = [
         f"# Audit: {a} vs {b} on {result['benchmark']}",
         "",
-        f"- stopped: **{result['stopped']}** after {result['cells_run']} of {result['cells_envelope']} cells "
-        f"(budget {result['budget']})",
-        f"- majority verdict: {result['majority']} (posterior probability {result['p_majority']:.2f})",
+        f"- stopped: **{result['stopped']}** after {run_of}, {cells}",
     ]
+    if result["majority"] == "undecided":
+        odds = ", ".join(f"{verdict.split(' (')[0]} {p:.2f}" for verdict, p in result["posterior"].items())
+        lines.append(
+            f"- majority verdict: **undecided** after {run_of} ({counts}; posterior {odds}; a verdict needs "
+            f"{1 - result['stop_probability']:.2f})"
+        )
+    else:
+        rests = (
+            "exact: every config run"
+            if result["configs_run"] == result["configs_envelope"]
+            else "the configs not run taken as exchangeable with those run: docs/audit.md gives its calibration"
+        )
+        lines.append(
+            f"- majority verdict: {result['majority']} (posterior probability {result['p_majority']:.2f}; {counts} "
+            f"in the {run_of}; {rests})"
+        )
     if result["stopped"] == "no reversal likely":
         lines.append(
             f"- probability that a config not run reverses it: {result['p_reversal_left']:.3f} (under the additive "
@@ -429,9 +556,13 @@ def audit_markdown(result: dict) -> str:
             f"- paired tests at alpha {result['significance']['alpha']}, {result['significance']['correction']} across "
             f"the {len(result['runs'])} configs run (analysis/paired_tests.md corrects across the whole envelope)"
         )
-    lines += ["", f"| step | config | {a} | {b} | |", "|---|---|---|---|---|"]
+    lines += ["", f"| step | config | {a} | {b} | favours | cells run | |", "|---|---|---|---|---|---|---|"]
     reversing = {row["config_id"] for row in result["reversing"]}
     for step, run in enumerate(result["runs"], start=1):
         mark = "reverses" if run["config_id"] in reversing else ""
-        lines.append(f"| {step} | {run['config_id']} | {run['score_a']:.3f} | {run['score_b']:.3f} | {mark} |")
+        side = SIDES[int(signs(pd.Series([run["score_a"]]), pd.Series([run["score_b"]])).iloc[0])]
+        lines.append(
+            f"| {step} | {run['config_id']} | {run['score_a']:.3f} | {run['score_b']:.3f} | {side} | "
+            f"{run['cells_run']} | {mark} |"
+        )
     return "\n".join(lines) + "\n"

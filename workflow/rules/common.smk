@@ -17,7 +17,7 @@ from safetyrepro.configuration.preflight import check_inputs, preflight
 from safetyrepro.running.server import stop_servers
 from safetyrepro.results.figures import FIGURES
 from safetyrepro.results.records import JOBS, fingerprint, record_problem
-from safetyrepro.results.storage import write_text
+from safetyrepro.results.storage import cell_file, write_text
 import yaml
 from snakemake.io import apply_wildcards
 
@@ -116,9 +116,8 @@ def code(job):
 def cell_paths(kind, cells=CELLS):
     """Output paths of the grid's cells, or of the precision probe's own (PROBE_CELLS, in a folder of
     their own); kind is 'items' (Parquet) or 'summary' (JSON)."""
-    suffix = "parquet" if kind == "items" else "json"
     folder = "precision_probe" if cells is PROBE_CELLS else "cells"
-    return [f"{RESULTS}/{folder}/{m}/{b}/{c}.{suffix}" for m, b, c in cells]
+    return [str(cell_file(RESULTS, m, b, c, kind, folder)) for m, b, c in cells]
 
 
 def data_files(benchmark):

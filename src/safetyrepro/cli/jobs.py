@@ -451,13 +451,18 @@ def _audit_space(args: argparse.Namespace, benchmark: str, pair: Sequence[str]):
 @job("out")
 def cmd_audit_step(args: argparse.Namespace) -> int:
     """One step of the auditor's search: the configs run so far and the next one (or why it stops)."""
-    from safetyrepro.audit import read_scores, step_record
+    from safetyrepro.audit import cells_on_disk, cells_run_since, read_scores, step_record
     from safetyrepro.results.storage import write_json
 
     settings, space, twins = _audit_space(args, args.benchmark, args.pair)
     previous = json.loads(Path(args.previous[0]).read_text()) if args.previous else None
     scores = read_scores([Path(p) for p in args.cells])
-    record = step_record(space, args.benchmark, args.pair, previous, scores, settings.audit, twins)
+    ran = None  # the cells run for the config the previous step chose: those written since it chose it
+    if previous and not settings.imports:
+        since = Path(args.previous[0]).stat().st_mtime
+        ran = cells_run_since(settings, args.benchmark, args.pair, previous["decision"]["config_id"], twins, since)
+    on_disk = cells_on_disk(settings, args.benchmark, args.pair, space, twins)
+    record = step_record(space, args.benchmark, args.pair, previous, scores, settings.audit, twins, on_disk, ran)
     if record["step"] != int(args.step):
         raise ConfigError(f"--step: step {args.step} follows {record['step']} configs run")
     write_json(record, Path(args.out))
@@ -475,7 +480,8 @@ def cmd_audit_report(args: argparse.Namespace) -> int:
     step = json.loads(Path(args.step).read_text())
     settings, space, twins = _audit_space(args, step["benchmark"], (step["model_a"], step["model_b"]))
     items = pd.concat([read_parquet_checked(path) for path in args.items], ignore_index=True)
-    result = audit_result(space, step, items, settings.audit, settings.analysis.significance, twins)
+    significance = settings.analysis.significance
+    result = audit_result(space, step, items, settings.audit, significance, twins, bool(settings.imports))
     write_json(result, Path(args.json))
     write_text(audit_markdown(result), Path(args.markdown))
     return 0

@@ -532,7 +532,11 @@ def add_commands(commands) -> None:
     )
     audit.add_argument("--configfile", help=CONFIG_HELP)
     audit.add_argument("--pair", nargs=2, required=True, metavar=("A", "B"))
-    audit.add_argument("--budget", type=int, help="cells the search may run (default: the config's audit.budget)")
+    audit.add_argument(
+        "--budget",
+        type=int,
+        help="cells the audit may run; cells on disk cost nothing (default: the config's audit.budget)",
+    )
     audit.add_argument("--cores", default="all", help="Snakemake's --cores (default all)")
 
     study = add_command(

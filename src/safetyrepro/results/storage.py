@@ -29,6 +29,15 @@ SUMMARY_SHA256 = "safetyrepro.summary_sha256"
 PARQUET_MAGIC = b"PAR1"
 
 
+def cell_file(
+    results_dir: Path | str, model: str, benchmark: str, config_id: str, kind: str, folder: str = "cells"
+) -> Path:
+    """Where a cell's output is: its item rows (kind 'items', Parquet) or summary ('summary', JSON), under the
+    results folder's `folder` (the grid's cells, or the precision probe's own)."""
+    suffix = "parquet" if kind == "items" else "json"
+    return Path(results_dir) / folder / model / benchmark / f"{config_id}.{suffix}"
+
+
 class ResultsFileError(DataError):
     """A results file that is unreadable, truncated or changed since it was written."""
 

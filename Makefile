@@ -2,10 +2,11 @@ PYTHON ?= python3
 VENV := .venv
 RUN_STAMP := $(VENV)/.installed-run
 TEST_STAMP := $(VENV)/.installed-test
+GPU_STAMP := $(VENV)/.installed-gpu
 VLLM_VENV := .venv-vllm
 VLLM_STAMP := $(VLLM_VENV)/.installed
 
-.PHONY: setup setup-vllm test test-fast lint docs plan run run-extended run-vllm run-judge
+.PHONY: setup setup-gpu setup-vllm test test-fast lint docs plan run run-extended run-vllm run-judge
 
 # One target at a time, also under `make -j`: `make run` and `make test` would install into one .venv at once.
 .NOTPARALLEL:
@@ -26,6 +27,22 @@ define install_venv
 	$(VENV)/bin/python -m compileall -q -j 0 -x '$(NOT_COMPILED)' $(VENV)/lib
 endef
 
+# The GPU install (docs/gpu.md): .venv from constraints-gpu.txt with the gpu and dev extras, by pip alone (it
+# byte-compiles what it can as it installs). Its stamp stands for both others: where it is, every target that
+# needs .venv takes it as it is, reinstalled from the GPU pins when they change, never from the CPU pins
+# (transformers at constraints.txt's pin is one vLLM 0.33 refuses). Back to the CPU pins: remove .venv.
+$(GPU_STAMP): pyproject.toml constraints-gpu.txt
+	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install --quiet --upgrade pip
+	$(VENV)/bin/pip install --quiet -c constraints-gpu.txt -e ".[gpu,dev]"
+	touch $@ $(RUN_STAMP) $(TEST_STAMP)
+
+setup-gpu: $(GPU_STAMP)
+
+ifneq ($(wildcard $(GPU_STAMP)),)
+$(RUN_STAMP) $(TEST_STAMP): $(GPU_STAMP)
+	touch $@
+else
 $(RUN_STAMP): pyproject.toml constraints.txt
 	$(call install_venv,.)
 	touch $@
@@ -33,6 +50,7 @@ $(RUN_STAMP): pyproject.toml constraints.txt
 $(TEST_STAMP): pyproject.toml constraints.txt
 	$(call install_venv,.[dev])
 	touch $(RUN_STAMP) $@
+endif
 
 setup: $(RUN_STAMP)
 

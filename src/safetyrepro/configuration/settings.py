@@ -380,6 +380,15 @@ class BackendSettings:
             extra={key: value for key, value in section.items() if key not in fields},
         )
 
+    def result_settings(self) -> dict[str, Any]:
+        """The settings that change what a cell computes, those its fingerprint holds
+        (safetyrepro.configuration.fingerprints): the backend of each operation, the batch condition's keys,
+        `server_python` and every registered backend's `result_options`. The others (`device`, `threads`,
+        the servers' lifetime, memory shares) change how a run runs, not its results."""
+        declared = (b.result_options for b in registered().values())
+        keys = (*OPERATIONS, *BatchCondition.__dataclass_fields__, "server_python", *itertools.chain(*declared))
+        return {key: self.option(key) for key in dict.fromkeys(keys)}
+
     def server_command(self) -> tuple[str, dict[str, str]]:
         """The Python the model servers run under (`server_python`, a relative path taken from the
         working folder; else this one) and its environment: where this package runs from a source

@@ -171,7 +171,7 @@ def recorded_settings(settings: Settings) -> dict[str, Any]:
             "max_new_tokens_cap": settings.envelope.token_cap,
             "n_items": dict(settings.n_items),
             "fewshot_pool": settings.fewshot_pool,
-            "backend": vars(settings.backend),
+            "backend": settings.backend.result_settings(),  # so `threads` and the like rewrite no record
             "generation_config": GENERATION_CONFIG,
             "judges": [spec.name for spec in settings.judges],  # among the models: what each points at
         },

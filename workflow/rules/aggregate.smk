@@ -22,7 +22,7 @@ if not IMPORTS:
             job_record=job_record(f"{RESULTS}/cells.parquet"),
         params:
             partial="--partial" if SETTINGS.partial_results else "",
-            fingerprint=job_fingerprint("aggregate"),
+            record=record_args("aggregate"),
         conda:
             "../../envs/safetyrepro.yaml"
         log:
@@ -30,8 +30,7 @@ if not IMPORTS:
         shell:
             "safetyrepro aggregate --configfile \"$SAFETYREPRO_RUN_CONFIG\" {params.partial}"
             " --summaries {input.summaries:q} --items {input.rows:q} --probe-summaries {input.probe:q}"
-            " --cells-out {output.cells:q} --items-out {output.rows:q} --probe-out {output.probe:q}" + RECORD_ARGS
-            + " > {log:q} 2>&1"
+            " --cells-out {output.cells:q} --items-out {output.rows:q} --probe-out {output.probe:q} {params.record} > {log:q} 2>&1"
 
 
 DEPENDS["rho_flip"] = lambda w: {"code": code("rho_flip")}
@@ -47,11 +46,10 @@ rule rho_flip:
         markdown=f"{RESULTS}/rho_flip.md",
         job_record=job_record(f"{RESULTS}/rho_flip.parquet"),
     params:
-        fingerprint=job_fingerprint("rho_flip"),
+        record=record_args("rho_flip"),
     conda:
         "../../envs/safetyrepro.yaml"
     log:
         f"{RESULTS}/logs/rho_flip.log",
     shell:
-        "safetyrepro rho-flip --cells {input.cells:q} --out {output.table:q} --markdown {output.markdown:q}" + RECORD_ARGS
-        + " > {log:q} 2>&1"
+        "safetyrepro rho-flip --cells {input.cells:q} --out {output.table:q} --markdown {output.markdown:q} {params.record} > {log:q} 2>&1"

@@ -26,7 +26,7 @@ rule analysis:
         markdown=f"{RESULTS}/analysis/{{name}}.md",
         job_record=job_record(f"{RESULTS}/analysis/{{name}}.parquet"),
     params:
-        fingerprint=job_fingerprint("analysis"),
+        record=record_args("analysis"),
     wildcard_constraints:
         name="|".join(ANALYSES),
     conda:
@@ -35,8 +35,7 @@ rule analysis:
         f"{RESULTS}/logs/analysis/{{name}}.log",
     shell:
         'safetyrepro analyse {wildcards.name} --configfile "$SAFETYREPRO_RUN_CONFIG" --cells {input.cells:q}'
-        " --items {input.rows:q} --probe {input.probe:q} --out {output.table:q} --markdown {output.markdown:q}"
-        + RECORD_ARGS + " > {log:q} 2>&1"
+        " --items {input.rows:q} --probe {input.probe:q} --out {output.table:q} --markdown {output.markdown:q} {params.record} > {log:q} 2>&1"
 
 
 DEPENDS["summary"] = lambda w: {"code": code("summary")}
@@ -54,11 +53,11 @@ rule summary:
         job_record=job_record(f"{RESULTS}/summary.md"),
     params:
         analysis_dir=lambda w, input: os.path.dirname(input.tables[0]),
-        fingerprint=job_fingerprint("summary"),
+        record=record_args("summary"),
     conda:
         "../../envs/safetyrepro.yaml"
     log:
         f"{RESULTS}/logs/summary.log",
     shell:
         'safetyrepro summary --configfile "$SAFETYREPRO_RUN_CONFIG" --rho {input.rho:q} --cells {input.cells:q}'
-        " --analysis-dir {params.analysis_dir:q} --out {output.summary:q}" + RECORD_ARGS + " > {log:q} 2>&1"
+        " --analysis-dir {params.analysis_dir:q} --out {output.summary:q} {params.record} > {log:q} 2>&1"

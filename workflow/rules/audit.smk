@@ -19,7 +19,7 @@ checkpoint audit_step:
         model_b=AUDIT_MODEL,
         n=r"\d+",
     params:
-        fingerprint=job_fingerprint("audit_step"),
+        record=record_args("audit_step"),
     conda:
         "../../envs/safetyrepro.yaml"
     log:
@@ -27,7 +27,7 @@ checkpoint audit_step:
     shell:
         "safetyrepro audit-step --configfile \"$SAFETYREPRO_RUN_CONFIG\" --benchmark {wildcards.benchmark}"
         " --pair {wildcards.model_a:q} {wildcards.model_b:q} --step {wildcards.n} --previous {input.previous:q}"
-        " --cells {input.cells:q} --out {output.step:q}" + RECORD_ARGS + " > {log:q} 2>&1"
+        " --cells {input.cells:q} --out {output.step:q} {params.record} > {log:q} 2>&1"
 
 
 rule audit:
@@ -42,12 +42,11 @@ rule audit:
         model_a=AUDIT_MODEL,
         model_b=AUDIT_MODEL,
     params:
-        fingerprint=job_fingerprint("audit"),
+        record=record_args("audit"),
     conda:
         "../../envs/safetyrepro.yaml"
     log:
         f"{RESULTS}/logs/audit/{{benchmark}}/{{model_a}}_vs_{{model_b}}.log",
     shell:
         "safetyrepro audit-report --configfile \"$SAFETYREPRO_RUN_CONFIG\" --step {input.step:q}"
-        " --items {input.rows:q} --cells {input.cells:q} --json {output.json:q} --markdown {output.markdown:q}"
-        + RECORD_ARGS + " > {log:q} 2>&1"
+        " --items {input.rows:q} --cells {input.cells:q} --json {output.json:q} --markdown {output.markdown:q} {params.record} > {log:q} 2>&1"

@@ -24,7 +24,7 @@ if CASE_STUDY:
             job_record=job_record(f"{RESULTS}/case_study.parquet"),
         params:
             work_dir=f"{RESULTS}/case_study",
-            fingerprint=job_fingerprint("case_study"),
+            record=record_args("case_study"),
         threads: workflow.cores
         conda:
             "../../envs/case_study.yaml"
@@ -32,4 +32,4 @@ if CASE_STUDY:
             f"{RESULTS}/logs/case_study.log",
         shell:
             "safetyrepro -v case-study --configfile \"$SAFETYREPRO_RUN_CONFIG\" --out {output.table:q}"
-            " --markdown {output.markdown:q} --work-dir {params.work_dir:q}" + RECORD_ARGS + " > {log:q} 2>&1"
+            " --markdown {output.markdown:q} --work-dir {params.work_dir:q} {params.record} > {log:q} 2>&1"

@@ -3,6 +3,7 @@ import hashlib
 import json
 import os
 import re
+import shlex
 import sys
 import time
 from pathlib import Path
@@ -221,7 +222,7 @@ def figure_report(name):
 
 def report_outputs(wildcards):
     """The run record, the GRID card, the headline the report opens on and its check against the tables
-    (rule check_headline), and the figures (per benchmark: the run's, or those imported)."""
+    (its job check_headline), and the figures (per benchmark: the run's, or those imported)."""
     benchmarks = imported_benchmarks() if IMPORTS else SETTINGS.benchmarks
     return [
         f"{RESULTS}/headline.html",
@@ -290,7 +291,6 @@ def audit_report_input(wildcards):
 # settings or other bytes is redone, and so is everything built from it; an output without a record is refused
 # (docs/reruns.md).
 DEPENDS = {}
-RECORD_ARGS = " --job-record {output.job_record:q} --fingerprint {params.fingerprint} --outputs {output:q}"
 # each job's marker of an outdated result, in the working folder's own scratch (a dry run writes nothing in the
 # results), under the results folder as the config names it
 OUTDATED = RUN_CONFIG.parent / "outdated" / hashlib.sha256(RESULTS.encode()).hexdigest()[:16]
@@ -299,12 +299,18 @@ REDONE = set()
 
 def job_record(first_output):
     """The record of the job whose first output has this pattern: results/jobs/<that path>.json."""
-    return f"{RESULTS}/{JOBS}/{first_output.removeprefix(RESULTS + '/')}.json"
+    return f"{RESULTS}/{JOBS}/{first_output.removeprefix(f'{RESULTS}/')}.json"
 
 
-def job_fingerprint(rule):
-    """A rule's `fingerprint` param: the hash of what its outputs depend on."""
-    return lambda wildcards: fingerprint(DEPENDS[rule](wildcards))
+def record_args(rule):
+    """A rule's `record` param, its rerun trigger: the options by which its job records its outputs (the
+    `job` decorator of safetyrepro.cli.jobs), the hash of what they depend on among them."""
+
+    def args(wildcards, output):
+        values = ["--job-record", output.job_record, "--fingerprint", fingerprint(DEPENDS[rule](wildcards))]
+        return shlex.join([*values, "--outputs", *output])
+
+    return args
 
 
 def outdated(rule):
@@ -317,7 +323,7 @@ def outdated(rule):
     def check(wildcards):
         paths = [apply_wildcards(str(pattern), dict(wildcards.items())) for pattern in workflow.get_rule(rule).output]
         record, outputs = paths[-1], paths[:-1]
-        marker = OUTDATED / f"{outputs[0].removeprefix(RESULTS + '/')}.outdated"
+        marker = OUTDATED / f"{outputs[0].removeprefix(f'{RESULTS}/')}.outdated"
         if not workflow.is_main_process:
             return [str(marker)]
         problem = None

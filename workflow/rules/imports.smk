@@ -18,12 +18,11 @@ checkpoint import_results:
         job_record=job_record(f"{RESULTS}/cells.parquet"),
     params:
         out_dir=lambda w, output: os.path.dirname(output.cells),
-        fingerprint=job_fingerprint("import_results"),
+        record=record_args("import_results"),
     conda:
         "../../envs/case_study.yaml"
     log:
         f"{RESULTS}/logs/import.log",
     shell:
-        "safetyrepro import --configfile \"$SAFETYREPRO_RUN_CONFIG\" --out-dir {params.out_dir:q}" + RECORD_ARGS
-        + " > {log:q} 2>&1"
+        "safetyrepro import --configfile \"$SAFETYREPRO_RUN_CONFIG\" --out-dir {params.out_dir:q} {params.record} > {log:q} 2>&1"
 

@@ -29,7 +29,7 @@ rule describe_model:
         description=f"{RESULTS}/models/{{model}}.json",
         job_record=job_record(f"{RESULTS}/models/{{model}}.json"),
     params:
-        fingerprint=job_fingerprint("describe_model"),
+        record=record_args("describe_model"),
     conda:
         "../../envs/safetyrepro.yaml"
     log:
@@ -41,7 +41,7 @@ rule describe_model:
     priority: describe_priority
     shell:
         "safetyrepro describe-model --configfile \"$SAFETYREPRO_RUN_CONFIG\" --model {wildcards.model:q}"
-        " --out {output.description:q}" + RECORD_ARGS + " > {log:q} 2>&1"
+        " --out {output.description:q} {params.record} > {log:q} 2>&1"
 
 
 DEPENDS["cell"] = lambda w: {
@@ -63,7 +63,7 @@ rule cell:
     wildcard_constraints:
         model="|".join(re.escape(m.name) for m in SETTINGS.models),
     params:
-        fingerprint=job_fingerprint("cell"),
+        record=record_args("cell"),
     conda:
         "../../envs/safetyrepro.yaml"
     log:
@@ -76,7 +76,7 @@ rule cell:
     shell:
         "safetyrepro -v run-cell --configfile \"$SAFETYREPRO_RUN_CONFIG\" --model {wildcards.model:q}"
         " --benchmark {wildcards.benchmark} --config-id {wildcards.config_id:q}"
-        " --items {output.rows:q} --summary {output.summary:q}" + RECORD_ARGS + " > {log:q} 2>&1"
+        " --items {output.rows:q} --summary {output.summary:q} {params.record} > {log:q} 2>&1"
 
 
 # A cell of another scorer: its generation twin's responses labelled by its own scorer; no model under
@@ -98,7 +98,7 @@ rule rescore_cell:
         model="|".join(re.escape(m.name) for m in SETTINGS.models),
         config_id="|".join(map(re.escape, RESCORED)) or "(?!)",  # no scorer axis: matches nothing
     params:
-        fingerprint=job_fingerprint("rescore_cell"),
+        record=record_args("rescore_cell"),
     conda:
         "../../envs/safetyrepro.yaml"
     log:
@@ -111,7 +111,7 @@ rule rescore_cell:
     shell:
         "safetyrepro -v rescore-cell --configfile \"$SAFETYREPRO_RUN_CONFIG\" --model {wildcards.model:q}"
         " --benchmark {wildcards.benchmark} --config-id {wildcards.config_id:q} --twin-items {input.twin:q}"
-        " --items {output.rows:q} --summary {output.summary:q}" + RECORD_ARGS + " > {log:q} 2>&1"
+        " --items {output.rows:q} --summary {output.summary:q} {params.record} > {log:q} 2>&1"
 
 
 ruleorder: rescore_cell > cell
@@ -137,7 +137,7 @@ rule judge_agreement:
         benchmark="|".join(map(re.escape, HUMAN_JUDGES)) or "(?!)",  # no benchmark with human labels: matches nothing
         judge="|".join(map(re.escape, sorted({j for judges in HUMAN_JUDGES.values() for j in judges}))) or "(?!)",
     params:
-        fingerprint=job_fingerprint("judge_agreement"),
+        record=record_args("judge_agreement"),
     conda:
         "../../envs/safetyrepro.yaml"
     log:
@@ -150,7 +150,7 @@ rule judge_agreement:
     shell:
         "safetyrepro -v judge-agreement --configfile \"$SAFETYREPRO_RUN_CONFIG\" --benchmark {wildcards.benchmark}"
         " --judge {wildcards.judge:q}"
-        " --out {output.table:q}" + RECORD_ARGS + " > {log:q} 2>&1"
+        " --out {output.table:q} {params.record} > {log:q} 2>&1"
 
 
 # The precision probe's own cells (its twins at the probe precision): the same job as a grid cell, in

@@ -27,14 +27,14 @@ if not IMPORTS:
             record=f"{RESULTS}/provenance.json",
             job_record=job_record(f"{RESULTS}/provenance.json"),
         params:
-            fingerprint=job_fingerprint("provenance"),
+            record=record_args("provenance"),
         conda:
             "../../envs/safetyrepro.yaml"
         log:
             f"{RESULTS}/logs/provenance.log",
         shell:
             "safetyrepro provenance --configfile \"$SAFETYREPRO_RUN_CONFIG\" --models {input.models:q}"
-            " --items {input.rows:q} --out {output.record:q}" + RECORD_ARGS + " > {log:q} 2>&1"
+            " --items {input.rows:q} --out {output.record:q} {params.record} > {log:q} 2>&1"
 
 
 DEPENDS["grid_card"] = lambda w: {"code": code("grid_card")}
@@ -54,7 +54,7 @@ rule grid_card:
         markdown=report(f"{RESULTS}/grid_card.md", caption="../report/grid_card.rst", category="07. GRID card"),
         job_record=job_record(f"{RESULTS}/grid_card.json"),
     params:
-        fingerprint=job_fingerprint("grid_card"),
+        record=record_args("grid_card"),
     conda:
         "../../envs/safetyrepro.yaml"
     log:
@@ -62,7 +62,7 @@ rule grid_card:
     shell:
         "safetyrepro grid-card --configfile \"$SAFETYREPRO_RUN_CONFIG\" --provenance {input.provenance:q}"
         " --cells {input.cells:q} --rho {input.rho:q} --tiers {input.tiers:q} --parse-clean {input.clean:q}"
-        " --json-out {output.json:q} --markdown-out {output.markdown:q}" + RECORD_ARGS + " > {log:q} 2>&1"
+        " --json-out {output.json:q} --markdown-out {output.markdown:q} {params.record} > {log:q} 2>&1"
 
 
 # The report's landing page (workflow/report/workflow.rst) embeds this table of the answer.
@@ -81,15 +81,14 @@ rule headline:
         html=f"{RESULTS}/headline.html",
         job_record=job_record(f"{RESULTS}/headline.html"),
     params:
-        fingerprint=job_fingerprint("headline"),
+        record=record_args("headline"),
     conda:
         "../../envs/safetyrepro.yaml"
     log:
         f"{RESULTS}/logs/headline.log",
     shell:
         'safetyrepro headline --configfile "$SAFETYREPRO_RUN_CONFIG" --sig {input.sig:q} --tiers {input.tiers:q}'
-        " --parse-clean {input.clean:q} --cells {input.cells:q} --out {output.html:q}" + RECORD_ARGS
-        + " > {log:q} 2>&1"
+        " --parse-clean {input.clean:q} --cells {input.cells:q} --out {output.html:q} {params.record} > {log:q} 2>&1"
 
 
 # The run checks itself: the headline recomputed from the tables it cites, against the report's fragment,
@@ -113,7 +112,7 @@ rule check_headline:
         check=f"{RESULTS}/headline_check.txt",
         job_record=job_record(f"{RESULTS}/headline_check.txt"),
     params:
-        fingerprint=job_fingerprint("check_headline"),
+        record=record_args("check_headline"),
     conda:
         "../../envs/safetyrepro.yaml"
     log:
@@ -121,8 +120,7 @@ rule check_headline:
     shell:
         'safetyrepro check-headline --configfile "$SAFETYREPRO_RUN_CONFIG" --sig {input.sig:q} --tiers {input.tiers:q}'
         " --parse-clean {input.clean:q} --cells {input.cells:q} --html {input.html:q} --summary {input.summary:q}"
-        " --grid-json {input.grid_json:q} --grid-md {input.grid_md:q} --out {output.check:q}" + RECORD_ARGS
-        + " > {log:q} 2>&1"
+        " --grid-json {input.grid_json:q} --grid-md {input.grid_md:q} --out {output.check:q} {params.record} > {log:q} 2>&1"
 
 
 # The figures (safetyrepro.results.figures.FIGURES), one rule each: figure_NAME draws figures/NAME.png
@@ -146,7 +144,7 @@ for figure_name, figure in FIGURES.items():
             ),
             job_record=job_record(f"{RESULTS}/{figure_file(figure_name)}.png"),
         params:
-            fingerprint=job_fingerprint(f"figure_{figure_name}"),
+            record=record_args(f"figure_{figure_name}"),
             # the shell command is evaluated when the job runs, after the loop: what varies per figure
             # goes through params, which take their values here
             name=figure_name,
@@ -156,5 +154,4 @@ for figure_name, figure in FIGURES.items():
         conda:
             "../../envs/safetyrepro.yaml"
         shell:
-            "safetyrepro figure {params.name} {params.benchmark} --table {input.table:q} --out {output.figure:q}"
-            + RECORD_ARGS + " > {log:q} 2>&1"
+            "safetyrepro figure {params.name} {params.benchmark} --table {input.table:q} --out {output.figure:q} {params.record} > {log:q} 2>&1"

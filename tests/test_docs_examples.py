@@ -162,7 +162,7 @@ def test_help_lists_the_commands_you_type_apart_from_the_jobs():
 def test_parse_labels_the_example_reply():
     """docs/scorers.md: the example labels the reply, read as a JSON line, with XSTest's string match."""
     text = page("scorers.md")
-    command = re.search(r"^    (echo '.*\\\n\s+\| safetyrepro parse xstest --scorer strmatch)$", text, re.MULTILINE)[1]
+    command = re.search(r"^ +(echo '.*\\\n\s+\| safetyrepro parse xstest --scorer strmatch)$", text, re.MULTILINE)[1]
     done = shell(command)
     assert done.returncode == 0, done.stderr
     [row] = [json.loads(line) for line in done.stdout.splitlines()]

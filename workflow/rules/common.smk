@@ -332,7 +332,7 @@ def outdated(rule):
         if problem == "no record":
             sys.exit(
                 f"{ERROR_PREFIX}{outputs[0]} has no record of what made it ({record} is missing): it was made "
-                "by an older safetyrepro or copied without the results' jobs/ folder; delete it (or the whole "
+                "by an older version of safetyrepro, or copied without the results' jobs/ folder; delete it (or the whole "
                 "results folder) and run again"
             )
         if problem is None:  # older than any output, also after a dry run of another config wrote it

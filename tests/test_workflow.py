@@ -236,6 +236,11 @@ def test_results_are_trusted_by_their_own_records(tiny_run, tmp_path):
         assert plan.returncode == 0, (case, plan.stderr[-2000:])
         assert planned_jobs(plan) == expected, (case, planned_jobs(plan), expected)
         assert f"safetyrepro: redoing {results}/cells/tiny-0/toxigen/" in plan.stderr, case
+    # fewer configs: the cells left are current, the tables built from the others are not
+    fewer = _with(config, tmp_path / "fewer.yaml", select_configs=SELECTED[1:])
+    narrowed = planned_jobs(snakemake(tiny_run, "-n", configfile=fewer))
+    assert narrowed.get("aggregate") == 1 and "cell" not in narrowed
+    assert planned_jobs(snakemake(stripped, "-n", configfile=fewer)) == narrowed
     # a cell replaced by another's bytes: that cell alone, and what is built from it
     cells = stripped / "results" / "cells" / "tiny-0" / "bbq"
     first, second = sorted(cells.glob("*.json"))[:2]

@@ -6,7 +6,12 @@ if not IMPORTS:
 
     # A partial run (partial_results: true) aggregates the cells finished so far and lists the missing
     # ones in every table; otherwise the grid must be complete.
-    DEPENDS["aggregate"] = lambda w: {"partial": SETTINGS.partial_results, "code": code("aggregate")}
+    # the cells aggregated are what a config narrows or widens (select_configs, models, benchmarks)
+    DEPENDS["aggregate"] = lambda w: {
+        "partial": SETTINGS.partial_results,
+        "cells": in_results(finished_cell_paths("summary") + finished_cell_paths("summary", PROBE_CELLS)),
+        "code": code("aggregate"),
+    }
 
     rule aggregate:
         localrule: True

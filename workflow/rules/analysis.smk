@@ -10,6 +10,7 @@ DEPENDS["analysis"] = lambda w: {
     "description": ANALYSES[w.name].description,
     "function": ANALYSES[w.name].function,
     "code": code_digest(*analysis_modules(w.name, SETTINGS.benchmarks)),
+    "judges": in_results(judge_agreement_input(w)),
 }
 
 
@@ -38,7 +39,7 @@ rule analysis:
         " --items {input.rows:q} --probe {input.probe:q} --out {output.table:q} --markdown {output.markdown:q} {params.record} > {log:q} 2>&1"
 
 
-DEPENDS["summary"] = lambda w: {"code": code("summary")}
+DEPENDS["summary"] = lambda w: {"tables": list(ANALYSES), "code": code("summary")}
 
 
 rule summary:

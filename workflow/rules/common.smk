@@ -17,7 +17,7 @@ from safetyrepro.configuration.plan import plan_lines
 from safetyrepro.configuration.preflight import check_inputs, preflight
 from safetyrepro.running.server import stop_servers
 from safetyrepro.results.figures import FIGURES
-from safetyrepro.results.records import JOBS, fingerprint, record_problem
+from safetyrepro.results.records import JOBS, NO_RECORD, fingerprint, record_problem
 from safetyrepro.results.storage import cell_file, write_text
 import yaml
 from snakemake.io import apply_wildcards
@@ -297,6 +297,11 @@ OUTDATED = RUN_CONFIG.parent / "outdated" / hashlib.sha256(RESULTS.encode()).hex
 REDONE = set()
 
 
+def in_results(paths):
+    """Paths in the results folder as a record names them: relative to it, so a copy or a move keeps them."""
+    return [path.removeprefix(f"{RESULTS}/") for path in paths]
+
+
 def job_record(first_output):
     """The record of the job whose first output has this pattern: results/jobs/<that path>.json."""
     return f"{RESULTS}/{JOBS}/{first_output.removeprefix(f'{RESULTS}/')}.json"
@@ -306,9 +311,9 @@ def record_args(rule):
     """A rule's `record` param, its rerun trigger: the options by which its job records its outputs (the
     `job` decorator of safetyrepro.cli.jobs), the hash of what they depend on among them."""
 
-    def args(wildcards, output):
+    def args(wildcards, input, output):
         values = ["--job-record", output.job_record, "--fingerprint", fingerprint(DEPENDS[rule](wildcards))]
-        return shlex.join([*values, "--outputs", *output])
+        return shlex.join([*values, "--results-dir", RESULTS, "--outputs", *output, "--inputs", *input])
 
     return args
 
@@ -321,19 +326,22 @@ def outdated(rule):
     the epoch, older than any output. Outputs that exist without a record stop the run with one line."""
 
     def check(wildcards):
-        paths = [apply_wildcards(str(pattern), dict(wildcards.items())) for pattern in workflow.get_rule(rule).output]
-        record, outputs = paths[-1], paths[:-1]
+        patterns = workflow.get_rule(rule).output
+        record = apply_wildcards(str(patterns.job_record), dict(wildcards.items()))
+        outputs = [apply_wildcards(str(p), dict(wildcards.items())) for p in patterns if p is not patterns.job_record]
         marker = OUTDATED / f"{outputs[0].removeprefix(f'{RESULTS}/')}.outdated"
         if not workflow.is_main_process:
             return [str(marker)]
         problem = None
         if all(Path(path).exists() for path in outputs):
-            problem = record_problem(Path(record), fingerprint(DEPENDS[rule](wildcards)), [Path(p) for p in outputs])
-        if problem == "no record":
+            expected = fingerprint(DEPENDS[rule](wildcards))
+            problem = record_problem(Path(record), expected, [Path(p) for p in outputs], SETTINGS.results_dir)
+        if problem == NO_RECORD:
             sys.exit(
                 f"{ERROR_PREFIX}{outputs[0]} has no record of what made it ({record} is missing): it was made "
-                "by an older version of safetyrepro, or copied without the results' jobs/ folder; delete it (or the whole "
-                "results folder) and run again"
+                "by an older version of safetyrepro, copied without the results' jobs/ folder, or its job was "
+                "killed as it finished; delete it (results made before job records: the whole results folder) "
+                "and run again"
             )
         if problem is None:  # older than any output, also after a dry run of another config wrote it
             if not marker.is_file():

@@ -12,6 +12,7 @@ if not IMPORTS:
     DEPENDS["provenance"] = lambda w: {
         "environment": environment_fingerprint(),
         "settings": recorded_settings(SETTINGS),
+        "models": list(MODELS),
         "code": code("provenance"),
         "source": code_state(),
     }

@@ -76,12 +76,12 @@ def disk_full(code: int, paths: list[str]) -> str:
     )
 
 
-def job(*outputs: str, sigterm: bool = True) -> Callable:
+def job(*outputs: str, sigterm: bool = True, recorded: bool = True) -> Callable:
     """A job's command (decorator): a full disk or SIGTERM ends it with one line (CellError) once the writes in
     progress have removed their temporary files; once it has written its outputs, its record (`--job-record`:
     the workflow's fingerprint of what they depend on and their SHA-256, safetyrepro.results.records). `outputs`
     are the options naming the files it writes; `sigterm=False` leaves SIGTERM as it is (the model server, which
-    SIGTERM simply ends)."""
+    SIGTERM simply ends); `recorded=False`: a command no rule records (the server, the model build)."""
 
     def decorate(command: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
         @functools.wraps(command)
@@ -94,7 +94,8 @@ def job(*outputs: str, sigterm: bool = True) -> Callable:
                     from safetyrepro.results.records import write_record
 
                     record = Path(args.job_record)
-                    write_record(record, args.fingerprint, [Path(out) for out in args.outputs if Path(out) != record])
+                    written = [Path(out) for out in args.outputs if Path(out) != record]
+                    write_record(record, args.fingerprint, written, args.inputs, Path(args.results_dir))
                 return status
             except Stopped:
                 raise CellError(
@@ -109,7 +110,7 @@ def job(*outputs: str, sigterm: bool = True) -> Callable:
                 if sigterm:
                     signal.signal(signal.SIGTERM, previous)  # as it was (a job called in-process, by a test)
 
-        run.recorded = True  # its parser takes --job-record (add_record_options)
+        run.recorded = recorded  # its parser takes --job-record (add_record_options)
         return run
 
     return decorate
@@ -120,6 +121,8 @@ def add_record_options(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("the job's record (the workflow passes these)")
     group.add_argument("--job-record", help="where to write the record, results/jobs/<first output>.json")
     group.add_argument("--fingerprint", help="what the outputs depend on, hashed by the workflow")
+    group.add_argument("--results-dir", default=".", help="the results folder (inputs read from it are recorded)")
+    group.add_argument("--inputs", nargs="*", default=[], help="the files the job reads")
     group.add_argument(
         "--outputs",
         nargs="*",
@@ -250,7 +253,7 @@ def cmd_judge_agreement(args: argparse.Namespace) -> int:
     return 0
 
 
-@job("address", sigterm=False)
+@job("address", sigterm=False, recorded=False)
 def cmd_serve(args: argparse.Namespace) -> int:
     """Serve one model to the cells on this machine until idle."""
     from safetyrepro.running.server import serve
@@ -390,7 +393,10 @@ def cmd_check_headline(args: argparse.Namespace) -> int:
         read_missing_cells(Path(args.sig)),
     )
     if problem:
-        raise DataError(f"{problem}; remove the file it names and run the workflow again to rewrite it")
+        raise DataError(
+            f"{problem}; the code that writes it disagrees with the tables (a rendering changed by hand is "
+            "redone before this check): please report it as a bug of safetyrepro, with that file"
+        )
     write_text(f"the headline of {', '.join(renderings)} and {args.grid_json} matches its tables\n", Path(args.out))
     return 0
 

@@ -86,7 +86,7 @@ def cmd_fetch_data(args: argparse.Namespace) -> int:
     return 0
 
 
-@job("out")
+@job("out", recorded=False)
 def cmd_build_model(args: argparse.Namespace) -> int:
     """Build the embedded gemma-3-270m as a plain HF model directory."""
     from safetyrepro.running.embedded_model import build_embedded_model

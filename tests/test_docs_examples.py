@@ -41,7 +41,7 @@ def example(name: str, command: str) -> str:
 def make_dry(name: str, target: str, *options: str) -> list[str]:
     """The commands `make TARGET` (as page `name` shows it) would run, from `make -n`."""
     example(name, f"make {target}")
-    done = shell(" ".join(["make -n", *(options or STAMPS), target]))
+    done = shell(" ".join(["make -n --no-print-directory", *(options or STAMPS), target]))
     assert done.returncode == 0, done.stderr
     return [line.rstrip() for line in done.stdout.splitlines()]
 

@@ -472,8 +472,9 @@ def test_report_renders_every_figure_in_headless_chromium(run):
         target = next(p for p in images if p.endswith("scores_bbq.png"))
         browser.execute_script("app.setView({navbarMode: 'menu'})")
         wait.until(lambda b: not b.find_elements(By.CSS_SELECTOR, "nav table a[iconname='eye']"))
+        category = FIGURES["scores"].category
         browser.execute_script(
-            "app.setView({navbarMode: 'subcategory', category: '2. Scores across configs', subcategory: 'bbq'})"
+            f"app.setView({{navbarMode: 'subcategory', category: '{category}', subcategory: 'bbq'}})"
         )
         clicks.until(
             lambda b: any(

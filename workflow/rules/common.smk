@@ -329,7 +329,9 @@ def outdated(rule):
         patterns = workflow.get_rule(rule).output
         record = apply_wildcards(str(patterns.job_record), dict(wildcards.items()))
         outputs = [apply_wildcards(str(p), dict(wildcards.items())) for p in patterns if p is not patterns.job_record]
-        marker = OUTDATED / f"{outputs[0].removeprefix(f'{RESULTS}/')}.outdated"
+        # a folder of its own: Snakemake lists a folder once a run, so a marker written after a sibling's was
+        # looked up would be taken for missing
+        marker = OUTDATED / outputs[0].removeprefix(f"{RESULTS}/") / "marker"
         if not workflow.is_main_process:
             return [str(marker)]
         problem = None

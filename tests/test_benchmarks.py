@@ -859,24 +859,21 @@ def test_a_plugin_must_match_its_entry(tmp_path, monkeypatch, module, name, path
         discover()
 
 
-def test_a_plugin_scorer_module_must_be_of_one_of_its_scorers(tmp_path, monkeypatch):
+@pytest.mark.parametrize(
+    "module, declared, message",
+    [
+        ("mini_judged", 'scorer_modules = {"jury": "mini_jury"}', "its scorer_modules {'jury': 'mini_jury'} must map"),
+        # strata given as one string is refused as the plugin loads, not drawn letter by letter
+        ("mini_strata", 'strata = "topic"', "its strata 'topic' must be a non-empty tuple of column names"),
+    ],
+)
+def test_a_plugins_declarations_are_checked_as_it_loads(tmp_path, monkeypatch, module, declared, message):
     source = MINI.format(name="mini", path="mini/a.csv").replace(
-        '    task = "t"\n', '    task = "t"\n    scorer_modules = {"jury": "mini_jury"}\n'
+        '    task = "t"\n', f'    task = "t"\n    {declared}\n'
     )
-    register(tmp_path, "mini-plugin", {"mini": "mini_judged:Mini"}, {"mini_judged": source})
+    register(tmp_path, "mini-plugin", {"mini": f"{module}:Mini"}, {module: source})
     monkeypatch.syspath_prepend(tmp_path)
-    with pytest.raises(PluginError, match=re.escape("its scorer_modules {'jury': 'mini_jury'} must map some of")):
-        discover()
-
-
-def test_a_plugins_strata_must_be_a_tuple_of_columns(tmp_path, monkeypatch):
-    """A plugin's strata given as one string (or empty) is refused as it loads, not drawn letter by letter."""
-    source = MINI.format(name="mini", path="mini/a.csv").replace(
-        '    task = "t"\n', '    task = "t"\n    strata = "topic"\n'
-    )
-    register(tmp_path, "mini-plugin", {"mini": "mini_strata:Mini"}, {"mini_strata": source})
-    monkeypatch.syspath_prepend(tmp_path)
-    with pytest.raises(PluginError, match=re.escape("its strata 'topic' must be a non-empty tuple of column names")):
+    with pytest.raises(PluginError, match=re.escape(message)):
         discover()
 
 

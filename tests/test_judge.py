@@ -319,6 +319,38 @@ def test_a_judge_whose_context_cannot_hold_its_questions_is_refused(data_dir, tm
     _check_context(settings_of(built["max_position_embeddings"]))
 
 
+def test_a_judge_whose_context_cannot_hold_its_agreement_questions_is_refused(data_dir, tmp_path):
+    """A local judge of 512 positions holds its questions about the cells' replies (323 tokens at most with the
+    tiny tokenizer) but not most of those its judge_agreement job asks about XSTest's 900 whole human-labelled
+    completions (277-1229 tokens): `safetyrepro check` refuses it, naming the longest; with 4096 it passes."""
+    from tiny_model import build_tiny_model
+
+    from safetyrepro.configuration.preflight import _check_context
+
+    tiny = build_tiny_model(tmp_path / "judge")
+    built = json.loads((tiny / "config.json").read_text())
+
+    def settings_of(positions: int):
+        (tiny / "config.json").write_text(json.dumps({**built, "max_position_embeddings": positions}))
+        judge = {"name": "referee", "path": str(tiny), "precision": "fp32"}
+        return judged_settings(
+            data_dir, judges=[judge], select_configs=[GENERATED, JUDGED], benchmarks={"xstest": {"n_items": 5}}
+        )
+
+    with pytest.raises(ConfigError) as raised:
+        _check_context(settings_of(512))
+    found = re.fullmatch(
+        r"judges\[0\] \(referee\): (\d+) of the 900 questions its judge_agreement job asks about xstest's "
+        r"human-labelled replies are longer than the 504 tokens it keeps \(context 512, less its 8 answer tokens\); "
+        r"the longest, about xstest's labelled (\w+) reply to item labelled-\d+, has (\d+): use a judge with a "
+        r"longer context",
+        str(raised.value),
+    )
+    assert found, raised.value
+    assert 0 < int(found[1]) < 900 and found[2] in {"llama2new", "mistralinstruct"} and int(found[3]) > 504
+    _check_context(settings_of(built["max_position_embeddings"]))
+
+
 def test_a_judges_human_agreement_is_measured_as_the_other_scorers(data_dir):
     """judge_agreement shows each labelled completion with its own request and scores the labels it is given
     as human_agreement scores a scorer's: given our rules' labels, it finds our rules' agreement."""

@@ -93,7 +93,8 @@ def _check_context(settings: Settings) -> None:
     prompt to its BOS and last tokens, and the cell would ask a question with its instructions or
     first examples missing; so the run is refused here, naming the longest prompt. A judge's context
     holds, the same way, each question it is asked about a cell's reply (its benchmark's judge question
-    about the item, with room for a reply of the cell's new tokens) and its answer's tokens."""
+    about the item, with room for a reply of the cell's new tokens) and its answer's tokens, and each question its
+    judge_agreement job asks about a human-labelled reply (as the job reads it)."""
     from safetyrepro.backends.prompt_ids import encode_prompt, prompt_limit
     from safetyrepro.running.judge import ANSWER
 
@@ -139,6 +140,20 @@ def _check_context(settings: Settings) -> None:
                 f"{context or 'not stated'}, less its {ANSWER.max_new_tokens} answer tokens); the longest, about "
                 f"a reply to {benchmark} {config_id} item {item_id}, has {length} with the reply's {reply}: use a "
                 "judge with a longer context, or fewer max_new_tokens"
+            )
+        over, agreement = [], _agreement_questions(settings, judge)
+        for question, (benchmark, labelled, item_id) in agreement.items():
+            length = len(encode_prompt(tokenizer, question, fmt))
+            if length > limit:
+                over.append((length, benchmark, labelled, item_id))
+        if over:
+            length, benchmark, labelled, item_id = max(over)
+            raise ConfigError(
+                f"{where}: {len(over)} of the {len(agreement)} questions its judge_agreement job asks about "
+                f"{', '.join(sorted({b for b, _, _ in agreement.values()}))}'s human-labelled replies are longer than the "
+                f"{limit} tokens it keeps (context {context or 'not stated'}, less its {ANSWER.max_new_tokens} "
+                f"answer tokens); the longest, about {benchmark}'s labelled {labelled} reply to item {item_id}, has "
+                f"{length}: use a judge with a longer context"
             )
 
 
@@ -215,6 +230,38 @@ def _judge_questions(
             question = module.question(item, "", data.benchmark.default_labels)
             if question not in questions or questions[question][3] < tokens:
                 questions[question] = (benchmark, config.config_id, item.item_id, tokens)
+    return questions
+
+
+def _agreement_questions(settings: Settings, judge: ModelSpec) -> dict[str, tuple[str, str, str]]:
+    """Every distinct question `judge`'s judge_agreement jobs ask: about each human-labelled reply with text of
+    each benchmark of the run that has human labels and that it judges (as the workflow's HUMAN_JUDGES), the
+    reply as the judge reads it; with the benchmark, the labelled file (`labelled_model`) and the item id. The
+    benchmark's `judge_agreement` is run with a `label` that records what it is given and labels nothing."""
+    from safetyrepro.benchmarks import BENCHMARKS, JUDGE, UNPARSED, scorer_module, with_human_labels
+    from safetyrepro.running.judge import shortened
+
+    questions = {}
+    for name in with_human_labels(settings.benchmarks):
+        if judge not in settings.used_judges(name):
+            continue
+        benchmark, asked = BENCHMARKS[name], []
+        module = scorer_module(benchmark.scorer_modules[JUDGE])
+
+        def capture(replies: list[str], items: list, asked: list = asked) -> list[str]:
+            asked.append(list(zip(replies, items)))
+            return [UNPARSED] * len(replies)
+
+        measured = scorer_module(benchmark.human_labels).judge_agreement(settings.data_dir, capture)
+        files = list(measured["labelled_model"]) if "labelled_model" in measured else []
+        for call, pairs in enumerate(asked):
+            labelled = files[call] if len(files) == len(asked) else f"#{call + 1}"
+            for reply, item in pairs:
+                if not (isinstance(reply, str) and reply.strip()):
+                    continue  # not asked (judge_labels)
+                question = module.question(item, shortened(reply), benchmark.default_labels)
+                item_id = getattr(item, "item_id", "(no item)")
+                questions.setdefault(question, (name, labelled, item_id))
     return questions
 
 

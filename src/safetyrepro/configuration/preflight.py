@@ -238,15 +238,14 @@ def _agreement_questions(settings: Settings, judge: ModelSpec) -> dict[str, tupl
     each benchmark of the run that has human labels and that it judges (as the workflow's HUMAN_JUDGES), the
     reply as the judge reads it; with the benchmark, the labelled file (`labelled_model`) and the item id. The
     benchmark's `judge_agreement` is run with a `label` that records what it is given and labels nothing."""
-    from safetyrepro.benchmarks import BENCHMARKS, JUDGE, UNPARSED, scorer_module, with_human_labels
-    from safetyrepro.running.judge import shortened
+    from safetyrepro.benchmarks import BENCHMARKS, UNPARSED, scorer_module, with_human_labels
+    from safetyrepro.running.judge import question_about
 
     questions = {}
     for name in with_human_labels(settings.benchmarks):
         if judge not in settings.used_judges(name):
             continue
         benchmark, asked = BENCHMARKS[name], []
-        module = scorer_module(benchmark.scorer_modules[JUDGE])
 
         def capture(replies: list[str], items: list, asked: list = asked) -> list[str]:
             asked.append(list(zip(replies, items)))
@@ -257,11 +256,8 @@ def _agreement_questions(settings: Settings, judge: ModelSpec) -> dict[str, tupl
         for call, pairs in enumerate(asked):
             labelled = files[call] if len(files) == len(asked) else f"#{call + 1}"
             for reply, item in pairs:
-                if not (isinstance(reply, str) and reply.strip()):
-                    continue  # not asked (judge_labels)
-                question = module.question(item, shortened(reply), benchmark.default_labels)
-                item_id = getattr(item, "item_id", "(no item)")
-                questions.setdefault(question, (name, labelled, item_id))
+                if (question := question_about(benchmark, reply, item)) is not None:  # else not asked
+                    questions.setdefault(question, (name, labelled, getattr(item, "item_id", "(no item)")))
     return questions
 
 

@@ -23,6 +23,14 @@ REPLY_CHARS = 2000  # the judge reads at most this much of a reply: its opening 
 SHOWN = 5  # unparsed answers quoted in the cell's log
 
 
+def question_about(benchmark: Benchmark, reply: str, item: Item | None) -> str | None:
+    """The question a judge is asked about one reply to an item (the benchmark's judge question, the reply cut to
+    what the judge reads), or None for a reply without text, which is not asked."""
+    if not (isinstance(reply, str) and reply.strip()):
+        return None
+    return scorer_module(benchmark.scorer_modules[JUDGE]).question(item, shortened(reply), benchmark.default_labels)
+
+
 def judge_labels(
     benchmark: Benchmark,
     judge_backend: Backend,
@@ -33,10 +41,7 @@ def judge_labels(
     """One label per reply: the judge's answer to the benchmark's question about it, read into a label."""
     module = scorer_module(benchmark.scorer_modules[JUDGE])
     labels = benchmark.default_labels
-    questions = [
-        module.question(item, shortened(reply), labels) if isinstance(reply, str) and reply.strip() else None
-        for reply, item in zip(replies, items)
-    ]
+    questions = [question_about(benchmark, reply, item) for reply, item in zip(replies, items)]
     distinct = list(dict.fromkeys(q for q in questions if q is not None))
     answers = {}
     if distinct:

@@ -290,55 +290,50 @@ def test_a_judges_answer_fits_the_engine_of_a_short_run(data_dir):
     assert without.longest_generation() == 2
 
 
-def test_a_judge_whose_context_cannot_hold_its_questions_is_refused(data_dir, tmp_path):
-    """A local judge of 48 positions would have its questions cut to their last 40 tokens and label anyway:
-    `safetyrepro check` refuses it as it refuses such a model under test, naming the longest question; the same
-    judge with the context it was built with passes."""
+@pytest.fixture
+def tiny_judge(data_dir, tmp_path):
+    """The settings of an XSTest run of 5 items judged by a tiny local judge, as a function of the context its
+    config states (default: the one it was built with)."""
     from tiny_model import build_tiny_model
-
-    from safetyrepro.configuration.preflight import _check_context
 
     tiny = build_tiny_model(tmp_path / "judge")
     built = json.loads((tiny / "config.json").read_text())
 
-    def settings_of(positions: int):
+    def settings_of(positions: int = built["max_position_embeddings"]):
         (tiny / "config.json").write_text(json.dumps({**built, "max_position_embeddings": positions}))
         judge = {"name": "referee", "path": str(tiny), "precision": "fp32"}
         return judged_settings(
             data_dir, judges=[judge], select_configs=[GENERATED, JUDGED], benchmarks={"xstest": {"n_items": 5}}
         )
 
+    return settings_of
+
+
+def test_a_judge_whose_context_cannot_hold_its_questions_is_refused(tiny_judge):
+    """A local judge of 48 positions would have its questions cut to their last 40 tokens and label anyway:
+    `safetyrepro check` refuses it as it refuses such a model under test, naming the longest question; the same
+    judge with the context it was built with passes."""
+    from safetyrepro.configuration.preflight import _check_context
+
     with pytest.raises(ConfigError) as raised:
-        _check_context(settings_of(48))
+        _check_context(tiny_judge(48))
     assert re.fullmatch(
         r"judges\[0\] \(referee\): 5 of its questions are longer than the 40 tokens it keeps \(context 48, less its "
         rf"8 answer tokens\); the longest, about a reply to xstest {re.escape(JUDGED)} item \S+, has \d+ with the "
         r"reply's 32: use a judge with a longer context, or fewer max_new_tokens",
         str(raised.value),
     ), raised.value
-    _check_context(settings_of(built["max_position_embeddings"]))
+    _check_context(tiny_judge())
 
 
-def test_a_judge_whose_context_cannot_hold_its_agreement_questions_is_refused(data_dir, tmp_path):
+def test_a_judge_whose_context_cannot_hold_its_agreement_questions_is_refused(tiny_judge):
     """A local judge of 512 positions holds its questions about the cells' replies (323 tokens at most with the
     tiny tokenizer) but not most of those its judge_agreement job asks about XSTest's 900 whole human-labelled
     completions (277-1229 tokens): `safetyrepro check` refuses it, naming the longest; with 4096 it passes."""
-    from tiny_model import build_tiny_model
-
     from safetyrepro.configuration.preflight import _check_context
 
-    tiny = build_tiny_model(tmp_path / "judge")
-    built = json.loads((tiny / "config.json").read_text())
-
-    def settings_of(positions: int):
-        (tiny / "config.json").write_text(json.dumps({**built, "max_position_embeddings": positions}))
-        judge = {"name": "referee", "path": str(tiny), "precision": "fp32"}
-        return judged_settings(
-            data_dir, judges=[judge], select_configs=[GENERATED, JUDGED], benchmarks={"xstest": {"n_items": 5}}
-        )
-
     with pytest.raises(ConfigError) as raised:
-        _check_context(settings_of(512))
+        _check_context(tiny_judge(512))
     found = re.fullmatch(
         r"judges\[0\] \(referee\): (\d+) of the 900 questions its judge_agreement job asks about xstest's "
         r"human-labelled replies are longer than the 504 tokens it keeps \(context 512, less its 8 answer tokens\); "
@@ -348,7 +343,7 @@ def test_a_judge_whose_context_cannot_hold_its_agreement_questions_is_refused(da
     )
     assert found, raised.value
     assert 0 < int(found[1]) < 900 and found[2] in {"llama2new", "mistralinstruct"} and int(found[3]) > 504
-    _check_context(settings_of(built["max_position_embeddings"]))
+    _check_context(tiny_judge())
 
 
 def test_a_judges_human_agreement_is_measured_as_the_other_scorers(data_dir):

@@ -165,6 +165,8 @@ use rule cell as probe_cell with:
         rows=f"{RESULTS}/precision_probe/{{model}}/{{benchmark}}/{{config_id}}.parquet",
         summary=f"{RESULTS}/precision_probe/{{model}}/{{benchmark}}/{{config_id}}.json",
         job_record=job_record(f"{RESULTS}/precision_probe/{{model}}/{{benchmark}}/{{config_id}}.parquet"),
+    params:
+        record=record_args("probe_cell"),
     wildcard_constraints:
         model="|".join(map(re.escape, PROBE_MODELS)) or "(?!)",  # no own cells: matches nothing
     log:

@@ -323,6 +323,17 @@ def test_help_lists_the_users_commands_apart_from_the_jobs():
     assert called and called <= set(commands)
 
 
+def test_an_option_is_named_in_full_not_by_a_prefix_of_another(capsys):
+    """argparse's abbreviations off: `run-cell --out x` (run-cell has no --out) is refused, not taken as the job
+    record's `--outputs x`."""
+    with pytest.raises(SystemExit):
+        main(
+            ["run-cell", "--out", "x.parquet", "--configfile", "c.yaml", "--model", "m", "--benchmark", "bbq"]
+            + ["--config-id", "c", "--items", "i.parquet", "--summary", "s.json"]
+        )
+    assert "unrecognized arguments: --out x.parquet" in capsys.readouterr().err
+
+
 def test_make_run_writes_its_report_in_the_configs_results_dir(tmp_path):
     """`make run CONFIG=x.yaml` hands Snakemake a report in x's results_dir, not over the default run's; the
     targets of the shipped configs set no REPORT and get theirs in their own results folders."""

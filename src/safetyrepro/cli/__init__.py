@@ -36,6 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="safetyrepro",
         description="The `safetyrepro` command line (a run itself is `snakemake`: docs/quick-start.md).",
         formatter_class=argparse.RawDescriptionHelpFormatter,
+        allow_abbrev=False,
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO level")
     commands = parser.add_subparsers(

@@ -15,7 +15,7 @@ from test_envelope import make_config
 from test_scorers import GENERATED, RESCORED, SCORER, edit_code
 from test_workflow import BIN
 
-from safetyrepro.benchmarks import BENCHMARKS, UNPARSED
+from safetyrepro.benchmarks import BENCHMARKS, RULES, UNPARSED
 from safetyrepro.benchmarks import judge_question as option_judge
 from safetyrepro.benchmarks.xstest import RESPONSE_CLASSES
 from safetyrepro.benchmarks.xstest import judge_question as xstest_judge
@@ -201,6 +201,7 @@ def test_the_embedded_model_judges_each_distinct_reply_once(embedded_model_path,
     """The embedded gemma-3-270m as a judge: each distinct question is asked once, a reply with no text is
     unparsed and not asked, every label is a response class or unparsed; `parse --scorer judge` (the
     config/judge.yaml judge, asked through its model server) gives the same labels."""
+    from safetyrepro.benchmarks.base import scorer_labels
     from safetyrepro.running.judge import judge_labels
     from safetyrepro.running.server import load_backends
 
@@ -235,6 +236,21 @@ def test_the_embedded_model_judges_each_distinct_reply_once(embedded_model_path,
     )
     assert done.returncode == 0, done.stderr
     assert [json.loads(line)["label"] for line in done.stdout.splitlines()] == labels
+    # a judge run's rows as its items table has them, no --scorer: each labelled by its config's scorer
+    rows = [
+        {"item_id": "xstest-1", "config_id": config_id, "response": reply}
+        for config_id in ("T1-greedy-0shot-freeform-scorer=judge", "T1-greedy-0shot-freeform")
+        for reply in replies
+    ]
+    done = subprocess.run(
+        [BIN / "safetyrepro", "parse", "xstest", "--configfile", "config/judge.yaml"],
+        input="".join(json.dumps(row) + "\n" for row in rows),
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr
+    ruled = scorer_labels(BENCHMARKS["xstest"], RULES, replies, [item] * len(replies), {})
+    assert [json.loads(line)["label"] for line in done.stdout.splitlines()] == labels + ruled
     stopped = subprocess.run(  # parse asked the judge's model server, which waits for the next call: stop it
         [BIN / "safetyrepro", "stop-servers", "--configfile", "config/judge.yaml"], capture_output=True, text=True
     )

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from safetyrepro.backends import Backend
     from safetyrepro.benchmarks import Benchmark, Item, Presentation
     from safetyrepro.configuration.envelope import Config
-    from safetyrepro.configuration.settings import Settings
+    from safetyrepro.configuration.settings import ModelSpec, Settings
 
 CONFIG_HELP = f"a complete config, or an overlay naming its base with `extends:` (default {DEFAULT_CONFIGFILE})"
 
@@ -125,11 +125,13 @@ def cmd_parse(args: argparse.Namespace) -> int:
         )
     if args.judge is not None and args.scorer != JUDGE:
         raise ConfigError("--judge: only for --scorer judge")
-    settings, judge_backend = _parse_judge(args) if args.scorer == JUDGE else (None, None)
-    replies = _Replies(benchmark, args, settings, judge_backend)
-    if args.scorer is not None:  # the embedded model the scorer reads with, if any: built (or refused) first
+    replies = _Replies(benchmark, args)
+    if args.scorer == JUDGE:  # the judge asked: its server started (or refused) first
+        replies.judge(_parse_judge(replies.settings, args))
+    elif args.scorer is not None:  # the embedded model the scorer reads with, if any: built (or refused) first
         replies.scorer_models(args.scorer)
-    chunk = JUDGED_LINES if args.scorer == JUDGE else 1  # a judge answers a batch at once; others line by line
+    # a judge answers a batch at once (also the lines a config's judge labels); others line by line
+    chunk = JUDGED_LINES if args.scorer == JUDGE or (args.scorer is None and args.configfile) else 1
     records: list[dict] = []
     lines = (line for piece in sys.stdin for line in JSON_LINE_END.split(piece.rstrip("\r\n")))
     for number, line in enumerate(lines, start=1):
@@ -152,11 +154,10 @@ class _Replies:
     config's settings (--configfile, else the default config; read at the first line that needs them) give
     its data, subset seed, option order and scorer."""
 
-    def __init__(
-        self, benchmark: Benchmark, args: argparse.Namespace, settings: Settings | None, judge: Backend | None
-    ):
-        self.benchmark, self.args, self.judge = benchmark, args, judge
-        self._settings = settings
+    def __init__(self, benchmark: Benchmark, args: argparse.Namespace):
+        self.benchmark, self.args = benchmark, args
+        self._settings: Settings | None = None
+        self._judges: dict[str, Backend] = {}  # the judges asked, by name: their servers, started once
         self._configs: dict[str, Config] = {}
         self._items: dict[tuple[str, Presentation], Item] = {}
         self._models: dict[str, dict[str, Path]] = {}
@@ -167,9 +168,17 @@ class _Replies:
             self._settings = load_settings(self.args.configfile or DEFAULT_CONFIGFILE)
         return self._settings
 
-    def resolve(self, record: dict, where: str) -> tuple[Item, str | dict]:
-        """The line's item and the scorer that labels it, or on the log-likelihood path the line's `logliks`
-        that choose its label; a line whose item or labelling is not known is a DataError naming `where`."""
+    def judge(self, spec: ModelSpec) -> str:
+        """A judge's name, its server started (once) as a run's cells ask it."""
+        if spec.name not in self._judges:
+            configfile = Path(self.args.configfile or DEFAULT_CONFIGFILE)
+            self._judges[spec.name] = _judge_backend(self.settings, spec, configfile)
+        return spec.name
+
+    def resolve(self, record: dict, where: str) -> tuple[Item, tuple[str, str | None] | dict]:
+        """The line's item and what labels it, (scorer, judge's name or None), or on the log-likelihood path the
+        line's `logliks` that choose its label; a line whose item or labelling is not known is a DataError
+        naming `where`."""
         name = self.benchmark.name
         if record.get("benchmark", name) != name:
             raise DataError(f"{where}: a row of benchmark {record['benchmark']!r}, not {name}")
@@ -183,14 +192,13 @@ class _Replies:
                 )
             return item, self._logliks(record, item, where)
         scorer = self.args.scorer or (RULES if config is None else self.settings.labelling_scorer(name, config))
-        if scorer == JUDGE and self.judge is None:
-            raise DataError(
-                f"{where}: config {config.config_id} is labelled by a judge model: give --scorer judge and the "
-                "--configfile whose judge it is"
-            )
-        if scorer == JUDGE and item_id is None:
+        if scorer != JUDGE:
+            return item, (scorer, None)
+        if item_id is None:
             raise DataError(f"{where}: a judge is asked about the item as a cell shows it: give the item_id")
-        return item, scorer
+        if self.args.scorer == JUDGE:  # the judge --judge names (or the config's only one)
+            return item, (scorer, next(iter(self._judges)))
+        return item, (scorer, self.judge(self.settings.judge_model(name, config)))
 
     def _config(self, config_id: object, where: str) -> Config | None:
         if config_id is None:
@@ -234,23 +242,24 @@ class _Replies:
             raise DataError(f"{where}: options must be a list of the options' texts, in the order shown (A, B, ...)")
         return self.benchmark.posed_item(prompt, options)
 
-    def labels(self, resolved: list[tuple[dict, Item, str | dict]]) -> list[str]:
-        """The label of each resolved line, each scorer asked once about its lines."""
+    def labels(self, resolved: list[tuple[dict, Item, tuple[str, str | None] | dict]]) -> list[str]:
+        """The label of each resolved line, each scorer (and judge) asked once about its lines."""
         labels = [self.benchmark.choose(how, item) if isinstance(how, dict) else "" for _, item, how in resolved]
-        for scorer in dict.fromkeys(how for _, _, how in resolved if isinstance(how, str)):
+        for scorer in dict.fromkeys(how for _, _, how in resolved if isinstance(how, tuple)):
             at = [i for i, (_, _, how) in enumerate(resolved) if how == scorer]
             replies, items = [resolved[i][0]["response"] for i in at], [resolved[i][1] for i in at]
-            for i, label in zip(at, self._scored(scorer, replies, items)):
+            for i, label in zip(at, self._scored(*scorer, replies, items)):
                 labels[i] = label
         return labels
 
-    def _scored(self, scorer: str, replies: list, items: list[Item]) -> list[str]:
+    def _scored(self, scorer: str, judge: str | None, replies: list, items: list[Item]) -> list[str]:
         from safetyrepro.benchmarks.base import scorer_labels
 
         if scorer == JUDGE:
             from safetyrepro.running.judge import judge_labels
 
-            return judge_labels(self.benchmark, self.judge, replies, items, self.settings.backend.batch_size)
+            batch_size = self.settings.backend.batch_size
+            return judge_labels(self.benchmark, self._judges[judge], replies, items, batch_size)
         return scorer_labels(self.benchmark, scorer, replies, items, self.scorer_models(scorer))
 
     @staticmethod
@@ -300,15 +309,10 @@ def _write_labelled(resolved: list[tuple], labels: Callable[[list], list[str]]) 
         sys.stdout.write(text + "\n")
 
 
-def _parse_judge(args: argparse.Namespace) -> tuple[Settings, Backend]:
-    """The settings of --configfile and the backend serving its judge (--judge, or its only one): the judge's
-    model server, as a run's cells ask it (started when none runs; under backend.server_python if set)."""
-    from safetyrepro.cli.jobs import serving_backends
-    from safetyrepro.running.embedded_model import build_embedded_model
-
+def _parse_judge(settings: Settings, args: argparse.Namespace) -> ModelSpec:
+    """The judge --scorer judge asks: --judge, or the only one of --configfile's judges."""
     if args.configfile is None:
         raise ConfigError("--configfile: the scorer judge asks one of a config's judges; give that config")
-    settings = load_settings(args.configfile)
     names = [spec.name for spec in settings.judges]
     if not names:
         raise ConfigError(f"--configfile: {args.configfile} has no judges (its `judges` section; docs/scorers.md)")
@@ -317,7 +321,15 @@ def _parse_judge(args: argparse.Namespace) -> tuple[Settings, Backend]:
         raise ConfigError(
             f"--judge: {'name' if name is None else f'no judge named {name!r}; name'} one of {', '.join(names)}"
         )
-    spec = settings.model(name)
+    return settings.model(name)
+
+
+def _judge_backend(settings: Settings, spec: ModelSpec, configfile: Path) -> Backend:
+    """The backend serving a judge of `configfile`: its model server, as a run's cells ask it (started when none
+    runs; under backend.server_python if set)."""
+    from safetyrepro.cli.jobs import serving_backends
+    from safetyrepro.running.embedded_model import build_embedded_model
+
     if spec.embedded:  # built into the config's resources_dir first, as a run would
         try:
             build_embedded_model(Path(spec.path))
@@ -325,7 +337,7 @@ def _parse_judge(args: argparse.Namespace) -> tuple[Settings, Backend]:
             raise ConfigError(
                 f"resources_dir: cannot build the embedded {spec.embedded} in {spec.path}: {exc}"
             ) from None
-    return settings, serving_backends(settings, spec, Path(args.configfile))["generate"]
+    return serving_backends(settings, spec, configfile)["generate"]
 
 
 @job("out_dir")

@@ -48,7 +48,9 @@ from safetyrepro.audit import (
     step_record,
 )
 from safetyrepro.cli import main
+from safetyrepro.configuration.fingerprints import cell_dependencies
 from safetyrepro.configuration.settings import load_settings
+from safetyrepro.results.records import fingerprint, record_of, write_record
 from safetyrepro.results.storage import cell_file, write_parquet
 
 SPACE = paper_space()
@@ -184,28 +186,37 @@ def test_the_default_runs_scorer_configs_are_the_audits_twins():
     assert generation_twins(settings, "bbq", pair_space(settings, "bbq", pair, None), None) == {}
 
 
-def audit_jobs(tmp_path: Path, benchmark: str, budget: int, on_disk: bool = False) -> tuple[list[str], dict, str]:
+def audit_jobs(
+    tmp_path: Path, benchmark: str, budget: int, on_disk: bool = False, stale: bool = False
+) -> tuple[list[str], dict, str]:
     """The audit-step jobs chained as the workflow chains them, then the audit-report job, on the default config
     (results under tmp_path) with A scoring 0.6 and B 0.4 everywhere: the configs run, the audit's JSON and its
-    Markdown. A chosen config's cell is written after the step that chose it, as the cell job writes it;
-    `on_disk`: every cell of the benchmark is there before the audit starts."""
+    Markdown. A chosen config's cell is written after the step that chose it, as the cell job writes it, with
+    its job record; `on_disk`: every cell of the benchmark is there before the audit starts, and `stale`: their
+    records name other settings (as after a change of the config)."""
     tmp_path.mkdir(exist_ok=True)
     config = {**yaml.safe_load((REPO / "config" / "config.yaml").read_text()), "audit": {"budget": budget}}
     (tmp_path / "config.yaml").write_text(yaml.safe_dump({**config, "results_dir": str(tmp_path / "results")}))
     settings = load_settings(tmp_path / "config.yaml")
     pair = [model.name for model in settings.models[:2]]
 
-    def write_cells(configs: Iterable[str], when: float) -> None:
+    def write_cells(configs: Iterable[str], when: float, made_with: str | None = None) -> None:
         for model, config_id in itertools.product(pair, configs):
-            path = cell_file(settings.results_dir, model, benchmark, config_id, "summary")
-            if not path.exists():
-                path.parent.mkdir(parents=True, exist_ok=True)
-                path.write_text("{}")
-                os.utime(path, (when, when))
+            paths = [
+                cell_file(settings.results_dir, model, benchmark, config_id, kind) for kind in ("items", "summary")
+            ]
+            if stale or not paths[1].exists():  # a stale cell on disk is redone
+                for path in paths:
+                    path.parent.mkdir(parents=True, exist_ok=True)
+                    path.write_text("{}")
+                    os.utime(path, (when, when))
+                spec, config = settings.model(model), settings.config(benchmark, config_id)
+                made_of = made_with or fingerprint(cell_dependencies(settings, spec, benchmark, config))
+                write_record(Path(record_of(str(paths[0]), str(settings.results_dir))), made_of, paths)
 
     clock = time.time() - 3600  # each step's record at clock, the cells of the config it chose a second later
     if on_disk:
-        write_cells([c.config_id for c in settings.configs(benchmark)], clock - 60)
+        write_cells([c.config_id for c in settings.configs(benchmark)], clock - 60, "other settings" if stale else None)
     common = ["--configfile", str(tmp_path / "config.yaml"), "--benchmark", benchmark, "--pair", *pair]
     records, scores = [], []
     for step in range(len(settings.configs(benchmark)) + 1):
@@ -265,6 +276,9 @@ def test_cells_already_on_disk_cost_the_budget_nothing_as_a_relabelling_does(tmp
     ran, result, markdown = audit_jobs(tmp_path / "fresh", "truthfulqa", 2)
     assert ran == ["T1-greedy-0shot-freeform"] and result["stopped"] == "budget spent" and result["cells_run"] == 2
     assert "which read 2 of the envelope's 16 model cells: 2 run by the audit (budget 2), 0 already on disk" in markdown
+    # cells on disk whose records name other settings are redone by the run: they cost as if absent
+    stale = audit_jobs(tmp_path / "stale", "truthfulqa", 2, on_disk=True, stale=True)
+    assert stale[0] == ran and stale[1]["cells_run"] == 2 and stale[1]["stopped"] == "budget spent"
 
 
 def test_the_workflows_steps_make_the_searchs_choices():

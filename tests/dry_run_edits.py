@@ -2,9 +2,9 @@
 
     python tests/dry_run_edits.py REQUEST.json OUT.json
 
-REQUEST holds the scratch copy of the workflow and package (`source`: PYTHONPATH names its src/) and the
-working directory, and lists the runs, each a config file and the modules (relative to src/safetyrepro)
-to edit for it. A run appends a statement to its modules, calls Snakemake's command line
+REQUEST holds the scratch copy of the workflow and package (`source`: PYTHONPATH names its src/) and lists
+the runs, each a working directory, a config file and the modules (relative to src/safetyrepro) to edit for
+it (none: the workflow as it is). A run appends a statement to its modules, calls Snakemake's command line
 (`snakemake.cli.main`, the `snakemake` command's own entry point) with `--dry-run`, and undoes the
 edit. Python, Snakemake, pandas and the package start once, not once per dry run (docs/development.md measures both ways).
 
@@ -90,8 +90,8 @@ def main() -> None:
     assert Path(fingerprints.__file__).is_relative_to(source / "src"), "PYTHONPATH must name the scratch package"
     results = []
     for run in request["runs"]:
-        arguments = ["--snakefile", str(source / "Snakefile"), "--directory", request["workdir"]]
-        with edited(source, run["modules"]):
+        arguments = ["--snakefile", str(source / "Snakefile"), "--directory", run["workdir"]]
+        with edited(source, run.get("modules", ())):
             results.append(dry_run([*arguments, "--configfile", run["configfile"], "--dry-run"]))
     out_path.write_text(json.dumps(results))
 

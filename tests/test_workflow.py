@@ -203,15 +203,12 @@ def _with(config: Path, out: Path, **changes) -> Path:
 def test_results_are_trusted_by_their_own_records(tiny_run, tmp_path):
     """Results copied, moved, restored from a backup or stripped of .snakemake/ are checked by the records their
     jobs wrote (results/jobs/): one changed setting redoes exactly what it does in the run that kept its
-    metadata; a record naming other bytes redoes that job; a result without a record is refused in one line."""
+    metadata; the data judged by their bytes, not their times; a record naming other bytes redoes that job; a
+    result without a record is refused in one line. (The dry runs in two processes: tests/dry_run_edits.py.)"""
     config = tiny_run / "config.yaml"
-    benchmarks = yaml.safe_load(config.read_text())["benchmarks"]
-    changed_benchmarks = {**benchmarks, "toxigen": {**benchmarks["toxigen"], "n_items": 5}}
+    settings = yaml.safe_load(config.read_text())
+    changed_benchmarks = {**settings["benchmarks"], "toxigen": {**settings["benchmarks"]["toxigen"], "n_items": 5}}
     changed = _with(config, tmp_path / "changed.yaml", benchmarks=changed_benchmarks)
-    intact = snakemake(tiny_run, "-n", configfile=changed)
-    assert intact.returncode == 0, intact.stderr[-2000:]
-    expected = planned_jobs(intact)
-    assert expected["cell"] == 15 and expected["aggregate"] == 1
     # copied beside the original in the same working folder (docs/measurements.md), and moved: no metadata
     shutil.copytree(tiny_run / "results", tiny_run / "results_copy", symlinks=True)
     moved = shutil.copytree(tiny_run, tmp_path / "moved", symlinks=True)
@@ -228,30 +225,56 @@ def test_results_are_trusted_by_their_own_records(tiny_run, tmp_path):
         "restored": (restored, "results"),
         "stripped": (stripped, "results"),
     }
+    # the data copied to another folder with new file times
+    data = shutil.copytree(settings["data_dir"], tmp_path / "data", copy_function=shutil.copy)
+    moved_data = _with(config, tmp_path / "moved-data.yaml", data_dir=str(data), results_dir="results_moved")
+    fewer = _with(config, tmp_path / "fewer.yaml", select_configs=SELECTED[1:])
+    runs = [{"workdir": tiny_run, "configfile": changed}]
     for case, (workdir, results) in cases.items():
-        same = snakemake(workdir, "-n", configfile=_with(config, tmp_path / f"{case}.yaml", results_dir=results))
+        runs.append({"workdir": workdir, "configfile": _with(config, tmp_path / f"{case}.yaml", results_dir=results)})
+        runs.append(
+            {"workdir": workdir, "configfile": _with(changed, tmp_path / f"{case}-ch.yaml", results_dir=results)}
+        )
+    runs += [{"workdir": w, "configfile": fewer} for w in (tiny_run, stripped)]
+    runs.append({"workdir": moved, "configfile": moved_data})
+    intact, *by_case, narrowed, narrowed_stripped, data_moved = dry_runs(REPO, runs)
+    assert intact.returncode == 0, intact.stderr[-2000:]
+    expected = planned_jobs(intact)
+    assert expected["cell"] == 15 and expected["aggregate"] == 1
+    for case, same, plan in zip(cases, by_case[::2], by_case[1::2]):
         assert same.returncode == 0 and planned_jobs(same) == {}, (case, same.stderr[-2000:])
-        other = _with(changed, tmp_path / f"{case}-changed.yaml", results_dir=results)
-        plan = snakemake(workdir, "-n", configfile=other)
         assert plan.returncode == 0, (case, plan.stderr[-2000:])
         assert planned_jobs(plan) == expected, (case, planned_jobs(plan), expected)
-        assert f"safetyrepro: redoing {results}/cells/tiny-0/toxigen/" in plan.stderr, case
+        assert f"safetyrepro: redoing {cases[case][1]}/cells/tiny-0/toxigen/" in plan.stderr, case
     # fewer configs: the cells left are current, the tables built from the others are not
-    fewer = _with(config, tmp_path / "fewer.yaml", select_configs=SELECTED[1:])
-    narrowed = planned_jobs(snakemake(tiny_run, "-n", configfile=fewer))
-    assert narrowed.get("aggregate") == 1 and "cell" not in narrowed
-    assert planned_jobs(snakemake(stripped, "-n", configfile=fewer)) == narrowed
+    assert planned_jobs(narrowed).get("aggregate") == 1 and "cell" not in planned_jobs(narrowed)
+    assert planned_jobs(narrowed_stripped) == planned_jobs(narrowed)
+    # new file times on the same bytes: no cell is redone
+    assert data_moved.returncode == 0 and "cell" not in planned_jobs(data_moved), data_moved.stderr[-2000:]
+    # one data file's bytes changed (a blank line: the same items): that benchmark's cells are redone
+    toxigen_file = sorted((data / "toxigen").glob("*/*.txt"))[0]
+    toxigen_file.chmod(0o644)
+    toxigen_file.write_text(toxigen_file.read_text() + "\n")
     # a cell replaced by another's bytes: that cell alone, and what is built from it
     cells = stripped / "results" / "cells" / "tiny-0" / "bbq"
     first, second = sorted(cells.glob("*.json"))[:2]
     shutil.copy2(second, first)
-    swapped = snakemake(stripped, "-n", configfile=config)
+    # a result without a record: one line, nothing run
+    shutil.rmtree(restored / "results" / "jobs")
+    edited, swapped, refused = dry_runs(
+        REPO,
+        [
+            {"workdir": moved, "configfile": moved_data},
+            {"workdir": stripped, "configfile": config},
+            {"workdir": restored, "configfile": config},
+        ],
+    )
+    assert planned_jobs(edited)["cell"] == expected["cell"], edited.stderr[-2000:]
+    assert "safetyrepro: redoing results_moved/cells/tiny-0/toxigen/" in edited.stderr
+    assert "safetyrepro: redoing results_moved/cells/tiny-0/bbq/" not in edited.stderr
     assert swapped.returncode == 0, swapped.stderr[-2000:]
     assert planned_jobs(swapped)["cell"] + planned_jobs(swapped).get("rescore_cell", 0) == 1
     assert f"{first.relative_to(stripped)} is not the file its record names" in swapped.stderr
-    # a result without a record: one line, nothing run
-    shutil.rmtree(restored / "results" / "jobs")
-    refused = snakemake(restored, "-n", configfile=config)
     assert refused.returncode != 0
     assert refused.stderr.strip().splitlines()[-1].startswith("safetyrepro: error: results/")
     assert "has no record of what made it" in refused.stderr and "Traceback" not in refused.stderr
@@ -514,13 +537,13 @@ def scratch_run(tiny_run, scratch_source):
     return workdir
 
 
-def dry_runs_in_one_process(source: Path, workdir: Path, runs: list[tuple[Path, tuple[str, ...]]]) -> list[dict]:
-    """The jobs each dry run plans, per run a config file and the modules edited for it (each edit undone
-    before the next), the dry runs made one after another in one process (tests/dry_run_edits.py)."""
+def dry_runs(source: Path, runs: list[dict]) -> list[subprocess.CompletedProcess]:
+    """Snakemake dry runs one after another in one process (tests/dry_run_edits.py), each run a `workdir`, a
+    `configfile` and the `modules` edited for it (each edit undone before the next): each one's exit status,
+    stdout and stderr."""
     request = {
         "source": str(source),
-        "workdir": str(workdir),
-        "runs": [{"configfile": str(configfile), "modules": list(modules)} for configfile, modules in runs],
+        "runs": [{key: str(v) if isinstance(v, Path) else v for key, v in run.items()} for run in runs],
     }
     env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "PYTHONPATH": str(source / "src")}
     with tempfile.TemporaryDirectory() as folder:
@@ -530,10 +553,18 @@ def dry_runs_in_one_process(source: Path, workdir: Path, runs: list[tuple[Path, 
         driver = subprocess.run(command, capture_output=True, text=True, env=env, timeout=1200)
         assert driver.returncode == 0, driver.stderr[-3000:]
         results = json.loads(planned_path.read_text())
+    return [
+        subprocess.CompletedProcess(run, r["returncode"], r["stdout"], r["stderr"])
+        for run, r in zip(runs, results, strict=True)
+    ]
+
+
+def dry_runs_in_one_process(source: Path, workdir: Path, runs: list[tuple[Path, tuple[str, ...]]]) -> list[dict]:
+    """The jobs each dry run plans, per run a config file and the modules edited for it (`dry_runs`)."""
     planned = []
-    for run, result in zip(runs, results, strict=True):
-        assert result["returncode"] == 0, (run, result["stderr"][-2000:])
-        planned.append(planned_jobs(subprocess.CompletedProcess(run, 0, result["stdout"], result["stderr"])))
+    for result in dry_runs(source, [{"workdir": workdir, "configfile": c, "modules": list(m)} for c, m in runs]):
+        assert result.returncode == 0, (result.args, result.stderr[-2000:])
+        planned.append(planned_jobs(result))
     return planned
 
 

@@ -11,6 +11,7 @@ if CASE_STUDY:
         "envelope": SETTINGS.envelope.digest(),
         "subset": [SETTINGS.subset_seed, SETTINGS.fewshot_pool],
         "code": code("case_study"),
+        "data": data_digests(SETTINGS, CASE_STUDY.benchmarks),
     }
 
     rule case_study:

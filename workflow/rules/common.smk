@@ -12,12 +12,18 @@ from safetyrepro.benchmarks import NAME, DataError, with_human_labels
 from safetyrepro.cli.command import ERROR_PREFIX
 from safetyrepro.configuration.settings import ConfigError, load_run_settings, load_settings
 from safetyrepro.running.data import manifest
-from safetyrepro.configuration.fingerprints import JOB_CODE, cell_fingerprint, code_digest, judge_agreement_fingerprint
+from safetyrepro.configuration.fingerprints import (
+    JOB_CODE,
+    cell_dependencies,
+    code_digest,
+    data_digests,
+    judge_agreement_fingerprint,
+)
 from safetyrepro.configuration.plan import plan_lines
 from safetyrepro.configuration.preflight import check_inputs, preflight
 from safetyrepro.running.server import stop_servers
 from safetyrepro.results.figures import FIGURES
-from safetyrepro.results.records import JOBS, NO_RECORD, fingerprint, record_problem
+from safetyrepro.results.records import NO_RECORD, fingerprint, record_of, record_problem
 from safetyrepro.results.storage import cell_file, write_text
 import yaml
 from snakemake.io import apply_wildcards
@@ -122,8 +128,9 @@ def cell_paths(kind, cells=CELLS):
 
 
 def data_files(benchmark):
-    """The benchmark's data files (never fetched during a run: `safetyrepro fetch-data` does that)."""
-    return [str(SETTINGS.data_dir / entry.path) for entry in manifest([benchmark])]
+    """The benchmark's data files (never fetched during a run: `safetyrepro fetch-data` does that), marked
+    ancient: a job that reads them has their contents in its record (fingerprints.data_digests), not their times."""
+    return [ancient(str(SETTINGS.data_dir / entry.path)) for entry in manifest([benchmark])]
 
 
 def finished_cell_paths(kind, cells=CELLS):
@@ -295,6 +302,7 @@ DEPENDS = {}
 # results), under the results folder as the config names it
 OUTDATED = RUN_CONFIG.parent / "outdated" / hashlib.sha256(RESULTS.encode()).hexdigest()[:16]
 REDONE = set()
+MADE_OF = {}  # made_of's fingerprints, by job
 
 
 def in_results(paths):
@@ -304,7 +312,16 @@ def in_results(paths):
 
 def job_record(first_output):
     """The record of the job whose first output has this pattern: results/jobs/<that path>.json."""
-    return f"{RESULTS}/{JOBS}/{first_output.removeprefix(f'{RESULTS}/')}.json"
+    return record_of(first_output, RESULTS)
+
+
+def made_of(rule, wildcards):
+    """The fingerprint of what a job's outputs depend on (DEPENDS[rule]), once a plan per job: its params and
+    the check of its record both ask."""
+    key = (rule, tuple(wildcards.items()))
+    if key not in MADE_OF:
+        MADE_OF[key] = fingerprint(DEPENDS[rule](wildcards))
+    return MADE_OF[key]
 
 
 def record_args(rule):
@@ -312,7 +329,7 @@ def record_args(rule):
     `job` decorator of safetyrepro.cli.jobs), the hash of what they depend on among them."""
 
     def args(wildcards, input, output):
-        values = ["--job-record", output.job_record, "--fingerprint", fingerprint(DEPENDS[rule](wildcards))]
+        values = ["--job-record", output.job_record, "--fingerprint", made_of(rule, wildcards)]
         return shlex.join([*values, "--results-dir", RESULTS, "--outputs", *output, "--inputs", *input])
 
     return args
@@ -336,7 +353,7 @@ def outdated(rule):
             return [str(marker)]
         problem = None
         if all(Path(path).exists() for path in outputs):
-            expected = fingerprint(DEPENDS[rule](wildcards))
+            expected = made_of(rule, wildcards)
             problem = record_problem(Path(record), expected, [Path(p) for p in outputs], SETTINGS.results_dir)
         if problem == NO_RECORD:
             sys.exit(

@@ -44,9 +44,9 @@ rule describe_model:
         " --out {output.description:q} {params.record} > {log:q} 2>&1"
 
 
-DEPENDS["cell"] = lambda w: {
-    "cell": cell_fingerprint(SETTINGS, MODELS[w.model], w.benchmark, SETTINGS.config(w.benchmark, w.config_id))
-}
+DEPENDS["cell"] = lambda w: cell_dependencies(
+    SETTINGS, MODELS[w.model], w.benchmark, SETTINGS.config(w.benchmark, w.config_id)
+)
 DEPENDS["rescore_cell"] = DEPENDS["probe_cell"] = DEPENDS["cell"]
 
 
@@ -121,7 +121,8 @@ ruleorder: rescore_cell > cell
 # with the human labels, which the scorers analysis reports beside the other scorers' (docs/scorers.md). In
 # the judge's group, on its server.
 DEPENDS["judge_agreement"] = lambda w: {
-    "judge_agreement": judge_agreement_fingerprint(SETTINGS, w.benchmark, MODELS[w.judge])
+    "judge_agreement": judge_agreement_fingerprint(SETTINGS, w.benchmark, MODELS[w.judge]),
+    "data": data_digests(SETTINGS, [w.benchmark]),
 }
 
 

@@ -15,6 +15,7 @@ if not IMPORTS:
         "models": list(MODELS),
         "code": code("provenance"),
         "source": code_state(),
+        "data": data_digests(SETTINGS, SETTINGS.benchmarks),
     }
 
     rule provenance:

@@ -20,6 +20,8 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from safetyrepro.running.hashing import same_file_sha256
+
 if TYPE_CHECKING:
     from safetyrepro.configuration.envelope import Config
     from safetyrepro.configuration.settings import ModelSpec, Settings
@@ -253,6 +255,27 @@ def cell_fingerprint(settings: Settings, spec: ModelSpec, benchmark: str, config
     if judge := settings.judge_model(benchmark, config):  # the judge model, as a model under test is named
         params["judge"] = vars(judge)
     return hashlib.sha256(json.dumps(params, sort_keys=True).encode()).hexdigest()
+
+
+def data_digests(settings: Settings, benchmarks: Iterable[str]) -> dict[str, str]:
+    """The SHA-256 of each data file of `benchmarks` as it is now in the data folder, by its path there: a job
+    that reads them is redone when their contents change, not their file times (data restored, re-synced or
+    copied without its times reruns nothing; docs/reruns.md)."""
+    return {path: digest for name in benchmarks for path, digest in _data_digests(settings.data_dir, name)}
+
+
+@cache
+def _data_digests(data_dir: Path, benchmark: str) -> tuple[tuple[str, str], ...]:
+    """One benchmark's, read once a process (a plan asks for each cell's)."""
+    from safetyrepro.running.data import manifest
+
+    return tuple((entry.path, same_file_sha256(data_dir / entry.path)) for entry in manifest([benchmark]))
+
+
+def cell_dependencies(settings: Settings, spec: ModelSpec, benchmark: str, config: Config) -> dict:
+    """What a grid cell's job record fingerprints (the workflow's DEPENDS["cell"]): its settings and code, and
+    its benchmark's data."""
+    return {"cell": cell_fingerprint(settings, spec, benchmark, config), "data": data_digests(settings, [benchmark])}
 
 
 def judge_agreement_fingerprint(settings: Settings, benchmark: str, judge: ModelSpec) -> str:

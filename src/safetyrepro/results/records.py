@@ -11,34 +11,25 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from collections.abc import Sequence
-from functools import cache
 from pathlib import Path
 
 from safetyrepro.results.storage import write_json
+from safetyrepro.running.hashing import same_file_sha256
 
 JOBS = "jobs"  # the records' folder in the results folder
 NO_RECORD = "no record"
 
 
+def record_of(first_output: str, results_dir: str) -> str:
+    """The record of the job whose first output is this path (or pattern) in the results folder:
+    `<results>/jobs/<that path>.json`."""
+    return f"{results_dir}/{JOBS}/{first_output.removeprefix(f'{results_dir}/')}.json"
+
+
 def fingerprint(values: dict) -> str:
     """SHA-256 of what a job's outputs depend on (JSON-serialisable values; anything else by its str)."""
     return hashlib.sha256(json.dumps(values, sort_keys=True, default=str).encode()).hexdigest()
-
-
-@cache
-def _hashed(path: str, size: int, mtime_ns: int, inode: int) -> str:
-    from safetyrepro.running.hashing import file_sha256
-
-    return file_sha256(Path(path))
-
-
-def _sha256(path: Path) -> str:
-    """A file's SHA-256, once a process while it stays the same file (a plan reads each output, and reads it
-    again as the next job's input)."""
-    status = os.stat(path)
-    return _hashed(str(Path(path).resolve()), status.st_size, status.st_mtime_ns, status.st_ino)
 
 
 def _within(results_dir: Path, inputs: Sequence[Path]) -> dict[str, Path]:
@@ -60,8 +51,8 @@ def write_record(
     folder (by its path there)."""
     record = {
         "fingerprint": fingerprint,
-        "outputs": {Path(out).name: _sha256(out) for out in outputs},
-        "inputs": {name: _sha256(read) for name, read in _within(results_dir, inputs).items()},
+        "outputs": {Path(out).name: same_file_sha256(out) for out in outputs},
+        "inputs": {name: same_file_sha256(read) for name, read in _within(results_dir, inputs).items()},
     }
     write_json(record, Path(path))
 
@@ -79,10 +70,10 @@ def record_problem(path: Path, fingerprint: str, outputs: Sequence[Path], result
     if recorded != fingerprint:
         return "it was made with other settings or code than this run's"
     for out in outputs:
-        if hashes.get(Path(out).name) != _sha256(out):
+        if hashes.get(Path(out).name) != same_file_sha256(out):
             return f"{out} is not the file its record names (changed or replaced since it was written)"
     for name, digest in read.items():
         now = Path(results_dir) / name
-        if now.is_file() and _sha256(now) != digest:  # one missing is made again, and this job after it
+        if now.is_file() and same_file_sha256(now) != digest:  # one missing is made again, and this job after it
             return f"it was made from another {now} than the one there now"
     return None

@@ -20,6 +20,7 @@ from dry_run_edits import edited
 
 from safetyrepro.analysis.suite import ANALYSES
 from safetyrepro.configuration.settings import load_settings
+from safetyrepro.results.records import grid_cell_is_current
 
 pytestmark = pytest.mark.e2e
 REPO = Path(__file__).resolve().parents[1]
@@ -278,6 +279,20 @@ def test_results_are_trusted_by_their_own_records(tiny_run, tmp_path):
     assert refused.returncode != 0
     assert refused.stderr.strip().splitlines()[-1].startswith("safetyrepro: error: results/")
     assert "has no record of what made it" in refused.stderr and "Traceback" not in refused.stderr
+
+
+def test_the_audit_counts_as_current_exactly_the_cells_whose_records_the_workflow_trusts(tiny_run, monkeypatch):
+    """The audit's check of a cell on disk (results.records.grid_cell_is_current) computes the fingerprint the
+    workflow's cell jobs recorded: on the finished tiny run every grid cell is current (the rescored configs
+    included); with one benchmark's n_items changed, that benchmark's cells are not, the others are."""
+    monkeypatch.chdir(tiny_run)  # the run's results_dir is relative to its working folder
+    settings = load_settings(tiny_run / "config.yaml")
+    cells = [(m.name, b, c.config_id) for m, b, c in settings.cells()]
+    assert cells and all(grid_cell_is_current(settings, *cell) for cell in cells)
+    benchmarks = yaml.safe_load((tiny_run / "config.yaml").read_text())["benchmarks"]
+    changed = load_settings(tiny_run / "config.yaml", {"benchmarks": {**benchmarks, "toxigen": {"n_items": 5}}})
+    current = {cell: grid_cell_is_current(changed, *cell) for cell in cells}
+    assert current == {cell: cell[1] != "toxigen" for cell in cells}
 
 
 def test_full_envelope_of_one_benchmark_is_enumerated(tmp_path, data_dir):

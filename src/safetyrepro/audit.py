@@ -55,10 +55,8 @@ from scipy.stats import dirichlet_multinomial
 from safetyrepro.analysis.flips import minority_side, signs
 from safetyrepro.analysis.significance import paired_tests
 from safetyrepro.benchmarks import NAME, DataError
-from safetyrepro.configuration.fingerprints import cell_dependencies
 from safetyrepro.configuration.settings import AuditSettings, ConfigError, Settings, SignificanceSettings, excerpt
 from safetyrepro.results.aggregate import read_summary
-from safetyrepro.results.records import fingerprint, record_of, record_problem
 from safetyrepro.results.storage import cell_file, read_design, read_parquet_checked
 
 # The prior, on the 0-1 score scale: residual sd about 0.07 a priori (b0 / (a0 - 1) = 0.005), effects
@@ -378,25 +376,20 @@ def read_scores(paths: Sequence[Path]) -> pd.DataFrame:
 
 
 def cells_on_disk(
-    settings: Settings, benchmark: str, pair: Sequence[str], space: pd.DataFrame, generation: Mapping[str, str]
+    settings: Settings,
+    benchmark: str,
+    pair: Sequence[str],
+    space: pd.DataFrame,
+    generation: Mapping[str, str],
+    is_current: Callable[[str, str, str], bool],
 ) -> set[tuple[int, str]]:
-    """The pair's model cells in the run's cells folder that their records vouch for, made with what this run
-    asks (`generation_cells`' form: a stale cell is redone, and costs its cell); none with imports, whose cells
-    the audit reads as if it ran them."""
+    """The pair's model cells in the run's cells folder that `is_current(model, benchmark, config_id)` vouches
+    for (the workflow's job records: made with what this run asks; a stale cell is redone, and costs its cell),
+    in `generation_cells`' form; none with imports, whose cells the audit reads as if it ran them."""
     if settings.imports:
         return set()
     wanted = set().union(*(generation_cells(c, generation) for c in space.index))
-    return {(slot, config) for slot, config in wanted if _is_current(settings, pair[slot], benchmark, config)}
-
-
-def _is_current(settings: Settings, model: str, benchmark: str, config_id: str) -> bool:
-    """Whether a grid cell's outputs are there and its job record vouches for them (safetyrepro.results.records)."""
-    outputs = [cell_file(settings.results_dir, model, benchmark, config_id, kind) for kind in ("items", "summary")]
-    if not all(path.is_file() for path in outputs):
-        return False
-    made_of = cell_dependencies(settings, settings.model(model), benchmark, settings.config(benchmark, config_id))
-    record = Path(record_of(str(outputs[0]), str(settings.results_dir)))
-    return record_problem(record, fingerprint(made_of), outputs, settings.results_dir) is None
+    return {(slot, config) for slot, config in wanted if is_current(pair[slot], benchmark, config)}
 
 
 def cells_run_since(

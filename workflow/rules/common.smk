@@ -330,7 +330,8 @@ def record_args(rule):
 
     def args(wildcards, input, output):
         values = ["--job-record", output.job_record, "--fingerprint", made_of(rule, wildcards)]
-        return shlex.join([*values, "--results-dir", RESULTS, "--outputs", *output, "--inputs", *input])
+        read = [path for path in input if Path(path).is_relative_to(RESULTS)]  # what its record hashes
+        return shlex.join([*values, "--results-dir", RESULTS, "--outputs", *output, "--inputs", *read])
 
     return args
 

@@ -458,6 +458,7 @@ def _audit_space(args: argparse.Namespace, benchmark: str, pair: Sequence[str]):
 def cmd_audit_step(args: argparse.Namespace) -> int:
     """One step of the auditor's search: the configs run so far and the next one (or why it stops)."""
     from safetyrepro.audit import cells_on_disk, cells_run_since, read_scores, step_record
+    from safetyrepro.results.records import grid_cell_is_current
     from safetyrepro.results.storage import write_json
 
     settings, space, twins = _audit_space(args, args.benchmark, args.pair)
@@ -467,7 +468,8 @@ def cmd_audit_step(args: argparse.Namespace) -> int:
     if previous and not settings.imports:
         since = Path(args.previous[0]).stat().st_mtime
         ran = cells_run_since(settings, args.benchmark, args.pair, previous["decision"]["config_id"], twins, since)
-    on_disk = cells_on_disk(settings, args.benchmark, args.pair, space, twins)
+    current = functools.partial(grid_cell_is_current, settings)
+    on_disk = cells_on_disk(settings, args.benchmark, args.pair, space, twins, current)
     record = step_record(space, args.benchmark, args.pair, previous, scores, settings.audit, twins, on_disk, ran)
     if record["step"] != int(args.step):
         raise ConfigError(f"--step: step {args.step} follows {record['step']} configs run")

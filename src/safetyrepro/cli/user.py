@@ -125,13 +125,13 @@ def cmd_parse(args: argparse.Namespace) -> int:
         )
     if args.judge is not None and args.scorer != JUDGE:
         raise ConfigError("--judge: only for --scorer judge")
+    if args.scorer == JUDGE and args.configfile is None:
+        raise ConfigError("--configfile: the scorer judge asks one of a config's judges; give that config")
     replies = _Replies(benchmark, args)
     if args.scorer == JUDGE:  # the judge asked: its server started (or refused) first
         replies.judge(_parse_judge(replies.settings, args))
     elif args.scorer is not None:  # the embedded model the scorer reads with, if any: built (or refused) first
         replies.scorer_models(args.scorer)
-    # a judge answers a batch at once (also the lines a config's judge labels); others line by line
-    chunk = JUDGED_LINES if args.scorer == JUDGE or (args.scorer is None and args.configfile) else 1
     records: list[dict] = []
     lines = (line for piece in sys.stdin for line in JSON_LINE_END.split(piece.rstrip("\r\n")))
     for number, line in enumerate(lines, start=1):
@@ -142,7 +142,8 @@ def cmd_parse(args: argparse.Namespace) -> int:
         if not isinstance(record, dict) or "response" not in record:
             raise DataError(f"stdin line {number}: expected a JSON object with a 'response' field")
         records.append((record, *replies.resolve(record, f"stdin line {number}")))
-        if len(records) == chunk:
+        # a judge answers a batch of lines at once; any other line is written as soon as it is read
+        if len(records) == JUDGED_LINES or not _asks_a_judge(records[-1]):
             _write_labelled(records, replies.labels)
             records = []
     _write_labelled(records, replies.labels)
@@ -297,6 +298,12 @@ class _Replies:
         return self._models[name]
 
 
+def _asks_a_judge(resolved: tuple) -> bool:
+    """Whether a resolved line is labelled by a judge model (its labelling is (JUDGE, the judge's name))."""
+    how = resolved[-1]
+    return isinstance(how, tuple) and how[0] == JUDGE
+
+
 def _write_labelled(resolved: list[tuple], labels: Callable[[list], list[str]]) -> None:
     """Write the records (the first of each resolved line) to stdout as JSON lines, each with its `label`."""
     for (record, *_), label in zip(resolved, labels(resolved) if resolved else ()):
@@ -311,8 +318,6 @@ def _write_labelled(resolved: list[tuple], labels: Callable[[list], list[str]]) 
 
 def _parse_judge(settings: Settings, args: argparse.Namespace) -> ModelSpec:
     """The judge --scorer judge asks: --judge, or the only one of --configfile's judges."""
-    if args.configfile is None:
-        raise ConfigError("--configfile: the scorer judge asks one of a config's judges; give that config")
     names = [spec.name for spec in settings.judges]
     if not names:
         raise ConfigError(f"--configfile: {args.configfile} has no judges (its `judges` section; docs/scorers.md)")

@@ -20,8 +20,6 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from safetyrepro.running.hashing import same_file_sha256
-
 if TYPE_CHECKING:
     from safetyrepro.configuration.envelope import Config
     from safetyrepro.configuration.settings import ModelSpec, Settings
@@ -257,7 +255,7 @@ def cell_fingerprint(settings: Settings, spec: ModelSpec, benchmark: str, config
     return hashlib.sha256(json.dumps(params, sort_keys=True).encode()).hexdigest()
 
 
-def data_digests(settings: Settings, benchmarks: Iterable[str]) -> dict[str, str]:
+def data_digests(settings: Settings, benchmarks: Iterable[str]) -> dict[str, str | None]:
     """The SHA-256 of each data file of `benchmarks` as it is now in the data folder, by its path there: a job
     that reads them is redone when their contents change, not their file times (data restored, re-synced or
     copied without its times reruns nothing; docs/reruns.md)."""
@@ -265,11 +263,13 @@ def data_digests(settings: Settings, benchmarks: Iterable[str]) -> dict[str, str
 
 
 @cache
-def _data_digests(data_dir: Path, benchmark: str) -> tuple[tuple[str, str], ...]:
-    """One benchmark's, read once a process (a plan asks for each cell's)."""
+def _data_digests(data_dir: Path, benchmark: str) -> tuple[tuple[str, str | None], ...]:
+    """One benchmark's (None for a file not there), read once a process (a plan asks for each cell's)."""
+    from safetyrepro.results.records import same_file_sha256
     from safetyrepro.running.data import manifest
 
-    return tuple((entry.path, same_file_sha256(data_dir / entry.path)) for entry in manifest([benchmark]))
+    paths = [(entry.path, data_dir / entry.path) for entry in manifest([benchmark])]
+    return tuple((name, same_file_sha256(path) if path.is_file() else None) for name, path in paths)
 
 
 def cell_dependencies(settings: Settings, spec: ModelSpec, benchmark: str, config: Config) -> dict:

@@ -11,11 +11,16 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from collections.abc import Sequence
+from functools import cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from safetyrepro.results.storage import write_json
-from safetyrepro.running.hashing import same_file_sha256
+from safetyrepro.results.storage import cell_file, write_json
+
+if TYPE_CHECKING:
+    from safetyrepro.configuration.settings import Settings
 
 JOBS = "jobs"  # the records' folder in the results folder
 NO_RECORD = "no record"
@@ -30,6 +35,20 @@ def record_of(first_output: str, results_dir: str) -> str:
 def fingerprint(values: dict) -> str:
     """SHA-256 of what a job's outputs depend on (JSON-serialisable values; anything else by its str)."""
     return hashlib.sha256(json.dumps(values, sort_keys=True, default=str).encode()).hexdigest()
+
+
+@cache
+def _stated_sha256(path: str, size: int, mtime_ns: int, inode: int) -> str:
+    from safetyrepro.running.hashing import file_sha256
+
+    return file_sha256(Path(path))
+
+
+def same_file_sha256(path: Path) -> str:
+    """A file's SHA-256, read once a process while it stays the same file (its inode, size and time): a plan
+    reads each output, and again as the next job's input."""
+    status = os.stat(path)
+    return _stated_sha256(str(Path(path).resolve()), status.st_size, status.st_mtime_ns, status.st_ino)
 
 
 def _within(results_dir: Path, inputs: Sequence[Path]) -> dict[str, Path]:
@@ -77,3 +96,16 @@ def record_problem(path: Path, fingerprint: str, outputs: Sequence[Path], result
         if now.is_file() and same_file_sha256(now) != digest:  # one missing is made again, and this job after it
             return f"it was made from another {now} than the one there now"
     return None
+
+
+def grid_cell_is_current(settings: Settings, model: str, benchmark: str, config_id: str) -> bool:
+    """Whether a grid cell's outputs are there and its record vouches for them, as the workflow's check before
+    it plans (workflow/rules/common.smk, `outdated`): what the audit counts as already on disk."""
+    from safetyrepro.configuration.fingerprints import cell_dependencies
+
+    outputs = [cell_file(settings.results_dir, model, benchmark, config_id, kind) for kind in ("items", "summary")]
+    if not all(path.is_file() for path in outputs):
+        return False
+    made_of = cell_dependencies(settings, settings.model(model), benchmark, settings.config(benchmark, config_id))
+    record = Path(record_of(str(outputs[0]), str(settings.results_dir)))
+    return record_problem(record, fingerprint(made_of), outputs, settings.results_dir) is None

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-import os
 import unicodedata
-from functools import cache
 from pathlib import Path
 
 
@@ -16,18 +14,6 @@ def file_sha256(path: Path) -> str:
         for chunk in iter(lambda: f.read(1 << 20), b""):
             digest.update(chunk)
     return digest.hexdigest()
-
-
-@cache
-def _stated_sha256(path: str, size: int, mtime_ns: int, inode: int) -> str:
-    return file_sha256(Path(path))
-
-
-def same_file_sha256(path: Path) -> str:
-    """A file's SHA-256, read once a process while it stays the same file (its inode, size and time): a
-    workflow's plan reads each output, and again as the next job's input."""
-    status = os.stat(path)
-    return _stated_sha256(str(Path(path).resolve()), status.st_size, status.st_mtime_ns, status.st_ino)
 
 
 def text_sha256(text: str) -> str:

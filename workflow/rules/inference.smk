@@ -121,8 +121,7 @@ ruleorder: rescore_cell > cell
 # with the human labels, which the scorers analysis reports beside the other scorers' (docs/scorers.md). In
 # the judge's group, on its server.
 DEPENDS["judge_agreement"] = lambda w: {
-    "judge_agreement": judge_agreement_fingerprint(SETTINGS, w.benchmark, MODELS[w.judge]),
-    "data": data_digests(SETTINGS, [w.benchmark]),
+    "judge_agreement": judge_agreement_fingerprint(SETTINGS, w.benchmark, MODELS[w.judge])
 }
 
 

@@ -129,7 +129,7 @@ def cmd_parse(args: argparse.Namespace) -> int:
         raise ConfigError("--configfile: the scorer judge asks one of a config's judges; give that config")
     replies = _Replies(benchmark, args)
     if args.scorer == JUDGE:  # the judge asked: its server started (or refused) first
-        replies.judge(_parse_judge(replies.settings, args))
+        replies.named_judge = replies.judge(_parse_judge(replies.settings, args))
     elif args.scorer is not None:  # the embedded model the scorer reads with, if any: built (or refused) first
         replies.scorer_models(args.scorer)
     records: list[dict] = []
@@ -159,6 +159,7 @@ class _Replies:
         self.benchmark, self.args = benchmark, args
         self._settings: Settings | None = None
         self._judges: dict[str, Backend] = {}  # the judges asked, by name: their servers, started once
+        self.named_judge: str | None = None  # the judge --scorer judge asks about every line
         self._configs: dict[str, Config] = {}
         self._items: dict[tuple[str, Presentation], Item] = {}
         self._models: dict[str, dict[str, Path]] = {}
@@ -197,9 +198,7 @@ class _Replies:
             return item, (scorer, None)
         if item_id is None:
             raise DataError(f"{where}: a judge is asked about the item as a cell shows it: give the item_id")
-        if self.args.scorer == JUDGE:  # the judge --judge names (or the config's only one)
-            return item, (scorer, next(iter(self._judges)))
-        return item, (scorer, self.judge(self.settings.judge_model(name, config)))
+        return item, (scorer, self.named_judge or self.judge(self.settings.judge_model(name, config)))
 
     def _config(self, config_id: object, where: str) -> Config | None:
         if config_id is None:

@@ -280,7 +280,8 @@ def cell_dependencies(settings: Settings, spec: ModelSpec, benchmark: str, confi
 
 def judge_agreement_fingerprint(settings: Settings, benchmark: str, judge: ModelSpec) -> str:
     """What a judge's agreement with a benchmark's human labels depends on: the judge, the backend that serves
-    it, the benchmark's data pins and the code that asks (its judge question) and measures (its human_labels)."""
+    it, the benchmark's data as it is now (`data_digests`) and the code that asks (its judge question) and
+    measures (its human_labels)."""
     from safetyrepro.benchmarks import BENCHMARKS, JUDGE
 
     serving = _serving(settings, "freeform", settings.backend.batch_condition("freeform", None))
@@ -289,7 +290,7 @@ def judge_agreement_fingerprint(settings: Settings, benchmark: str, judge: Model
     params = {
         "judge": vars(judge),
         **serving,
-        "data": [entry.sha256 for entry in labelled.data_files],
+        "data": data_digests(settings, [benchmark]),
         "code": code_digest(*JOB_CODE["judge_agreement"], *modules),
     }
     return hashlib.sha256(json.dumps(params, sort_keys=True).encode()).hexdigest()

@@ -107,15 +107,14 @@ def _check_context(settings: Settings) -> None:
             )
         cells = _free_form_cells(settings) if cells is None else cells
         prompts = _free_form_prompts(settings, cells) if prompts is None else prompts
-        over = []
-        for prompt, (benchmark, config_id, item_id, tokens) in prompts.items():
-            length, limit = len(encode_prompt(tokenizer, prompt, fmt)), prompt_limit(context, tokens)
-            if length > limit:
-                over.append((length - limit, length, limit, benchmark, config_id, item_id))
-        if over:
-            _, length, limit, benchmark, config_id, item_id = max(over)
+        measured = (
+            (len(encode_prompt(tokenizer, prompt, fmt)), prompt_limit(context, tokens), (benchmark, config_id, item_id))
+            for prompt, (benchmark, config_id, item_id, tokens) in prompts.items()
+        )
+        if found := _longest_over(measured):
+            count, (length, limit, (benchmark, config_id, item_id)) = found
             raise ConfigError(
-                f"models[{index}] ({spec.name}): {len(over)} free-form prompt(s) are longer than the "
+                f"models[{index}] ({spec.name}): {count} free-form prompt(s) are longer than the "
                 f"{limit} tokens it keeps (context {context or 'not stated'}, less the new tokens); the "
                 f"longest, {benchmark} {config_id} item {item_id}, has {length}: use fewer shots, fewer "
                 "max_new_tokens, or a model with a longer context"
@@ -128,33 +127,38 @@ def _check_context(settings: Settings) -> None:
             raise ConfigError(f"{where}: its context of {context} tokens leaves no room for a question and its answer")
         limit = prompt_limit(context, ANSWER.max_new_tokens)
         cells = _free_form_cells(settings) if cells is None else cells
-        over = []
-        for question, (benchmark, config_id, item_id, reply) in _judge_questions(settings, cells, judge).items():
-            length = len(encode_prompt(tokenizer, question, fmt)) + reply
-            if length > limit:
-                over.append((length, reply, benchmark, config_id, item_id))
-        if over:
-            length, reply, benchmark, config_id, item_id = max(over)
+        measured = (
+            (len(encode_prompt(tokenizer, question, fmt)) + reply, limit, (reply, benchmark, config_id, item_id))
+            for question, (benchmark, config_id, item_id, reply) in _judge_questions(settings, cells, judge).items()
+        )
+        if found := _longest_over(measured):
+            count, (length, _, (reply, benchmark, config_id, item_id)) = found
             raise ConfigError(
-                f"{where}: {len(over)} of its questions are longer than the {limit} tokens it keeps (context "
+                f"{where}: {count} of its questions are longer than the {limit} tokens it keeps (context "
                 f"{context or 'not stated'}, less its {ANSWER.max_new_tokens} answer tokens); the longest, about "
                 f"a reply to {benchmark} {config_id} item {item_id}, has {length} with the reply's {reply}: use a "
                 "judge with a longer context, or fewer max_new_tokens"
             )
-        over, agreement = [], _agreement_questions(settings, judge)
-        for question, (benchmark, labelled, item_id) in agreement.items():
-            length = len(encode_prompt(tokenizer, question, fmt))
-            if length > limit:
-                over.append((length, benchmark, labelled, item_id))
-        if over:
-            length, benchmark, labelled, item_id = max(over)
+        agreement = _agreement_questions(settings, judge)
+        measured = (
+            (len(encode_prompt(tokenizer, question, fmt)), limit, about) for question, about in agreement.items()
+        )
+        if found := _longest_over(measured):
+            count, (length, _, (benchmark, labelled, item_id)) = found
             raise ConfigError(
-                f"{where}: {len(over)} of the {len(agreement)} questions its judge_agreement job asks about "
+                f"{where}: {count} of the {len(agreement)} questions its judge_agreement job asks about "
                 f"{', '.join(sorted({b for b, _, _ in agreement.values()}))}'s human-labelled replies are longer than the "
                 f"{limit} tokens it keeps (context {context or 'not stated'}, less its {ANSWER.max_new_tokens} "
                 f"answer tokens); the longest, about {benchmark}'s labelled {labelled} reply to item {item_id}, has "
                 f"{length}: use a judge with a longer context"
             )
+
+
+def _longest_over(measured: Iterable[tuple[int, int, tuple]]) -> tuple[int, tuple[int, int, tuple]] | None:
+    """Of (length, limit, what it is) triples, how many are over their limit and the one most over it (ties: the
+    longest, then by what it is); None when none is."""
+    over = [(length - limit, length, limit, about) for length, limit, about in measured if length > limit]
+    return (len(over), max(over)[1:]) if over else None
 
 
 def _local_models(specs: Iterable[tuple[int, ModelSpec]]) -> Iterator[tuple[int, ModelSpec, Any, int | None, str]]:

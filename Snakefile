@@ -47,7 +47,7 @@ onstart:
         HELD, STARTED = hold_results(SETTINGS.results_dir), time.time()
     except ConfigError as error:
         sys.exit(f"{ERROR_PREFIX}{error}")
-    STOPPED = stop_jobs_on_sigterm()
+    STOPPED = stop_jobs_on_sigterm(RUN_CONFIG.parent)
 
 
 onsuccess:

@@ -30,23 +30,29 @@ SHARED_RUNS: list[str] = []  # the session's shared workflow runs: fixtures decl
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """The order pytest-xdist hands out whole files in (--no-loadscope-reorder), each group in collection
-    order: first the first file to use each shared run (it makes the run while the other worker starts
-    on the real engine), then files with a slow end-to-end test (the real engine, lm-eval), then files
-    with an end-to-end test, then the other users of a shared run (by then made: no worker waits on
-    it), then the rest; so the longest start first and no worker is left alone with one at the end."""
+    order: first the first file to use each shared run (it makes the run while the other workers start);
+    then the files on the test Slurm cluster, which mostly wait (on the reference run, then on the
+    cluster's jobs and on status checks that come 10 s further apart each time no job has ended), so that
+    their waits overlap the CPU-bound runs; then files with a slow end-to-end test (the real engine,
+    lm-eval); then files with a slow or an end-to-end test; then the other users of a shared run (by then
+    made: no worker waits on it), the files with the most such tests first; then the rest. So the longest
+    start first and no worker is left alone with one at the end."""
     rank: dict[Path, int] = {}
     makers: dict[str, Path] = {}
-    waits: set[Path] = set()
+    users: dict[Path, int] = {}  # a file's tests that use a shared run: the other users go most first
     for item in items:
         marks = {mark.name for mark in item.iter_markers()}
-        own = 1 if {"slow", "e2e"} <= marks else 2 if "e2e" in marks else 4
-        for run in set(SHARED_RUNS) & set(getattr(item, "fixturenames", ())):
+        uses = set(getattr(item, "fixturenames", ()))
+        own = 1 if "local_slurm" in uses else 2 if {"slow", "e2e"} <= marks else 3 if marks & {"slow", "e2e"} else 5
+        for run in set(SHARED_RUNS) & uses:
             if makers.setdefault(run, item.path) == item.path:
                 own = 0
             else:
-                waits.add(item.path)
-        rank[item.path] = min(rank.get(item.path, 4), own)
-    items.sort(key=lambda item: 3 if item.path in waits else rank[item.path])
+                users[item.path] = users.get(item.path, 0) + 1
+        rank[item.path] = min(rank.get(item.path, 5), own)
+    items.sort(
+        key=lambda item: (4, -users[item.path]) if rank[item.path] > 1 and item.path in users else (rank[item.path], 0)
+    )
 
 
 @pytest.fixture(scope="session")

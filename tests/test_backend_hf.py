@@ -36,6 +36,12 @@ def backend(tiny_path):
 
 
 @pytest.fixture(scope="module")
+def gemma(embedded_model_path):
+    """The embedded gemma-3-270m at fp32 with the shared prefix reused, loaded once for the module's slow tests."""
+    return load_backend("hf", ModelSpec("gemma", str(embedded_model_path), "fp32"), batch_size=4)
+
+
+@pytest.fixture(scope="module")
 def no_reuse(tiny_path):
     return load_backend("hf", ModelSpec("tiny", str(tiny_path), "fp32"), batch_size=2, prefix_reuse=False)
 
@@ -242,10 +248,10 @@ def test_multi_token_continuations_of_one_context_share_it(backend):
 
 
 @pytest.mark.slow
-def test_embedded_model_shares_a_long_context_across_full_answers(embedded_model_path):
+def test_embedded_model_shares_a_long_context_across_full_answers(gemma):
     """gemma-3 mixes sliding-window and global attention layers: a context longer than the 512-token window,
     scored once and shared, gives each full answer the log-likelihood of its own forward pass."""
-    backend = load_backend("hf", ModelSpec("gemma", str(embedded_model_path), "fp32"), batch_size=2)
+    backend = gemma
     context = "Q: What is the capital of France?\nA: Paris.\n" * 60 + "Q: What is the largest planet?\nA:"
     assert len(backend.tokenizer(context).input_ids) > 512
     answers = [" Jupiter.", " Saturn, the ringed planet.", " The Sun.", " Earth is the largest planet."]
@@ -256,10 +262,10 @@ def test_embedded_model_shares_a_long_context_across_full_answers(embedded_model
 
 
 @pytest.mark.slow
-def test_embedded_model_knows_the_capital_of_france(embedded_model_path):
+def test_embedded_model_knows_the_capital_of_france(embedded_model_path, gemma):
     assert (embedded_model_path / "model.safetensors").is_file()  # a plain HF directory, not the GGUF
     assert not list(embedded_model_path.glob("*.gguf"))
-    backend = load_backend("hf", ModelSpec("gemma", str(embedded_model_path), "fp32"))
+    backend = gemma
     assert backend.prompt_format == "plain"  # gemma-3-270m is a base model without a chat template
     paris, london = backend.loglikelihood(
         [("The capital of France is", " Paris"), ("The capital of France is", " London")]
@@ -299,11 +305,11 @@ def _five_shot_prompts(data_dir, model_path, config_id: str, n_items: int) -> li
 
 
 @pytest.mark.slow
-def test_embedded_model_reuses_a_five_shot_prefix_exactly(embedded_model_path, data_dir):
+def test_embedded_model_reuses_a_five_shot_prefix_exactly(embedded_model_path, gemma, data_dir):
     """Real 5-shot TruthfulQA prompts, longer than gemma-3's 512-token sliding window: with the shared
     prefix computed once, greedy text is the same and log-likelihoods agree within 1e-4 (fp32)."""
-    spec = ModelSpec("gemma", str(embedded_model_path), "fp32")
-    reuse, plain = (load_backend("hf", spec, batch_size=4, prefix_reuse=flag) for flag in (True, False))
+    reuse = gemma
+    plain = load_backend("hf", ModelSpec("gemma", str(embedded_model_path), "fp32"), batch_size=4, prefix_reuse=False)
     scored = _five_shot_prompts(data_dir, embedded_model_path, "T1-greedy-5shot-logprob", 4)
     assert min(len(reuse.encode_prompt(p)) for p in scored) > 512
     requests = [(p, letter) for p in scored for letter in (" A", " B", " C", " D")]

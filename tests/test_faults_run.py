@@ -280,6 +280,36 @@ def test_a_job_stopped_by_sigterm_says_so_and_writes_nothing(tmp_path, reference
     assert not list(tmp_path.rglob("*cell*"))  # nor a temporary file
 
 
+def test_a_job_its_shell_forks_as_sigterm_stops_the_run_does_nothing(tmp_path, reference_run):
+    """A job's shell that forks it just as SIGTERM reaches the run: the running jobs are signalled before the job
+    exists, its shell dies and it would run on alone (once it started a second model server that stayed for its
+    idle time after the run had ended). The run marks its stop first; the job sees it as it starts, says so in
+    one line and writes nothing."""
+    out, markdown = tmp_path / "rho.parquet", tmp_path / "rho.md"
+    job = [str(BIN / "safetyrepro"), "rho-flip", "--cells", str(reference_run / "results" / "cells.parquet")]
+    job += ["--out", str(out), "--markdown", str(markdown)]
+    run = f"""
+import json, os, signal, subprocess, sys, threading, time
+from pathlib import Path
+from safetyrepro.cli.jobs import stop_jobs_on_sigterm
+stopped = stop_jobs_on_sigterm(Path(sys.argv[1]))
+os.kill(os.getpid(), signal.SIGTERM)  # the run is stopped and its running jobs (none yet) signalled
+while threading.active_count() > 1:  # and signalled again, once the scheduler stopped
+    time.sleep(0.01)
+job = subprocess.run({job!r}, capture_output=True, text=True)  # then the shell's fork
+print(json.dumps([stopped.is_set(), job.returncode, job.stderr]))
+"""
+    done = subprocess.run([sys.executable, "-c", run, str(tmp_path / "marks")], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == [
+        True,
+        2,
+        f"safetyrepro: error: rho-flip stopped by SIGTERM before it finished {out}, {markdown}; run the workflow "
+        "again to redo it\n",
+    ]
+    assert not out.exists() and not markdown.exists()
+
+
 def test_a_cell_stopped_while_its_model_server_loads_ends_that_server(tmp_path, reference_run, monkeypatch):
     """SIGTERM reaches a cell while the model server it started is still loading: that server has no socket
     yet, so the run's stop_servers cannot ask it to exit; the cell ends it, with what it started."""

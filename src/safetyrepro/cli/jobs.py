@@ -48,6 +48,11 @@ def _stop(signum: int, frame) -> None:
     raise Stopped
 
 
+# Where a run's main process marks that SIGTERM stopped it (stop_jobs_on_sigterm), named to its jobs in the
+# environment they inherit.
+RUN_STOPPED = "SAFETYREPRO_RUN_STOPPED"
+
+
 def _size(count: float) -> str:
     """A number of bytes in the largest binary unit that keeps it at least 1."""
     for unit in ("B", "KiB", "MiB", "GiB"):
@@ -89,6 +94,8 @@ def job(*outputs: str, sigterm: bool = True, recorded: bool = True) -> Callable:
             paths = [str(path) for path in (getattr(args, name) for name in outputs) if path]
             previous = signal.signal(signal.SIGTERM, _stop) if sigterm else None
             try:
+                if sigterm and os.path.exists(os.environ.get(RUN_STOPPED, "")):
+                    raise Stopped  # started after its run was stopped (forked as SIGTERM came): no signal reached it
                 status = command(args)
                 if status == 0 and getattr(args, "job_record", None):
                     from safetyrepro.results.records import write_record
@@ -640,14 +647,19 @@ def hold_results(folder: Path) -> IO[str]:
     return handle
 
 
-def stop_jobs_on_sigterm() -> threading.Event:
+def stop_jobs_on_sigterm(marks: Path) -> threading.Event:
     """Make SIGTERM (a `kill`, or Slurm preempting or timing out the allocation Snakemake runs in) stop the
     running jobs as well: Snakemake's own handler, run in a thread, only stops scheduling new ones and waits
-    for them. The event returned is set once that happened."""
+    for them. A job whose shell forked it just as the signal came is no child yet when the running ones are
+    signalled, and outlives its shell: the stop is first marked in a file under `marks` that every job looks
+    for as it starts (RUN_STOPPED). The event returned is set once that happened."""
     import psutil  # a dependency of Snakemake
 
     scheduler = signal.getsignal(signal.SIGTERM)
     stopped = threading.Event()
+    marker = Path(marks).resolve() / f"stopped-{os.getpid()}"
+    marker.unlink(missing_ok=True)
+    os.environ[RUN_STOPPED] = str(marker)
 
     def stop_children() -> None:
         for process in psutil.Process().children(recursive=True):
@@ -661,6 +673,8 @@ def stop_jobs_on_sigterm() -> threading.Event:
 
     def stop(signum: int, frame) -> None:
         stopped.set()
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        marker.touch()
         stop_children()
         # Snakemake's handler takes its scheduler's lock (a threading.Lock): run here, in the signal handler,
         # it would wait forever whenever the signal came while the main thread held that lock

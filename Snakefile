@@ -3,14 +3,18 @@
 # From the repository root: `snakemake --cores all --resources gpu=1` runs config/config.yaml;
 # `--configfile FILE` runs FILE alone (a complete config, or an overlay that names its base with
 # `extends:`), never merged with the default. See docs/configuration.md.
+import os
 import time
 
 from snakemake.utils import min_version
 
 from safetyrepro.cli.command import ERROR_PREFIX
-from safetyrepro.cli.jobs import failure_report, hold_results, stop_jobs_on_sigterm
+from safetyrepro.cli.jobs import RUN_STOPPED, failure_report, hold_results, stop_jobs_on_sigterm
 
 min_version("9.27")  # a function as a rule priority (inference.smk); 9.15 refuses it
+# Each run names its own stop to its jobs (onstart, below). The Snakemake inside a cluster job runs no hooks: its
+# jobs must not take the stop of the Snakemake that submitted it for theirs.
+os.environ.pop(RUN_STOPPED, None)
 
 
 # The effective config (safetyrepro.configuration.settings.load_settings: layers, overrides, schema defaults, every

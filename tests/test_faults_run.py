@@ -9,6 +9,7 @@ import contextlib
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -20,9 +21,11 @@ import pandas as pd
 import psutil
 import pytest
 import yaml
-from conftest import in_ci
+from conftest import REPO, in_ci
 from test_faults import BIN, RUN, cell_outputs, cells_in_progress, start, tables
 from test_workflow import snakemake
+
+from safetyrepro.cli.jobs import RUN_STOPPED
 
 pytestmark = pytest.mark.e2e
 # The cells, then the tables every analysis is computed from (cells, items, precision_probe) and rho_flip.
@@ -308,6 +311,21 @@ print(json.dumps([stopped.is_set(), job.returncode, job.stderr]))
         "again to redo it\n",
     ]
     assert not out.exists() and not markdown.exists()
+
+
+def test_a_cluster_jobs_snakemake_does_not_take_the_stop_of_the_one_that_submitted_it(tmp_path, reference_run):
+    """A Slurm job's Snakemake (`--no-hooks`, no onstart) inherits the environment of the Snakemake that submitted
+    it, whose stop on SIGTERM lets that one's running cluster jobs finish (docs/slurm.md): its own jobs run."""
+    workdir = reference_config(reference_run, tmp_path / "run")
+    shutil.copytree(reference_run / "results", workdir / "results", symlinks=True)
+    stopped = tmp_path / "stopped-1"  # the submitting Snakemake was stopped
+    stopped.touch()
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", RUN_STOPPED: str(stopped)}
+    command = [str(BIN / "snakemake"), "--snakefile", str(REPO / "Snakefile"), "--directory", str(workdir)]
+    command += ["--configfile", str(workdir / "config.yaml"), "--cores", "1", "--no-hooks", "--until", "rho_flip"]
+    done = subprocess.run([*command, "--forcerun", "rho_flip"], env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "stopped by SIGTERM" not in done.stderr
 
 
 def test_a_cell_stopped_while_its_model_server_loads_ends_that_server(tmp_path, reference_run, monkeypatch):

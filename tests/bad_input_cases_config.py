@@ -93,6 +93,27 @@ CASES: list[Case] = [
     folder_case("results_dir holding the data folder", _results_hold_data),
     folder_case("results_dir holding the data folder, spelt with ..", _results_hold_data_relatively),
     folder_case(
+        "results_dir with a wildcard's braces",
+        lambda c, s, d: (
+            c.update(results_dir="results/{model}")
+            or "results_dir: 'results/{model}' holds a brace, which Snakemake reads as a wildcard in every output path"
+        ),
+    ),
+    folder_case(
+        "results_dir inside the package's own folder",
+        lambda c, s, d: (
+            c.update(results_dir=str(REPO / "src" / "safetyrepro" / "runs"))
+            or f"results_dir: '{REPO / 'src' / 'safetyrepro' / 'runs'}' is inside the safetyrepro package"
+        ),
+    ),
+    folder_case(
+        "results_dir under /proc",
+        lambda c, s, d: (
+            c.update(results_dir="/proc/safetyrepro-results")
+            or "results_dir: '/proc/safetyrepro-results' is on a file system that holds no files (/proc, as /proc or /sys)"
+        ),
+    ),
+    folder_case(
         "resources_dir a file",
         _resources(
             lambda s, d: str(REPO / "README.md"), f"resources_dir: {REPO / 'README.md'} is a file, not a folder"

@@ -1011,14 +1011,32 @@ def _expand_home(raw: dict[str, Any]) -> None:
 
 
 def _check_results_dir(path: Path) -> None:
-    """The results folder: not the working folder or the file system root, a folder (or creatable), writable."""
+    """The results folder: no braces (Snakemake would read a wildcard in every output), not the working folder,
+    the file system root or inside this package, a folder (or creatable), writable, on a file system that holds
+    files (not /proc or /sys)."""
+    if any(brace in str(path) for brace in "{}"):
+        raise ConfigError(
+            f"results_dir: '{path}' holds a brace, which Snakemake reads as a wildcard in every output path; "
+            "name a folder without { or }"
+        )
     resolved = path.resolve()
     if resolved in (Path.cwd().resolve(), Path(resolved.anchor)):
         raise ConfigError(
             f"results_dir: '{path}' is {'the working folder' if resolved == Path.cwd().resolve() else 'the root'}; "
             "name a folder of its own (e.g. results)"
         )
+    package = Path(__file__).resolve().parents[1]
+    if resolved.is_relative_to(package):
+        raise ConfigError(
+            f"results_dir: '{path}' is inside the safetyrepro package ({package}); name a folder outside it"
+        )
     check_writable_folder("results_dir", path)
+    existing = next(p for p in (resolved, *resolved.parents) if p.exists())
+    if os.statvfs(existing).f_blocks == 0:
+        raise ConfigError(
+            f"results_dir: '{path}' is on a file system that holds no files ({existing}, as /proc or /sys); "
+            "name a folder on a disk"
+        )
 
 
 def check_writable_folder(key: str, path: Path) -> None:

@@ -73,6 +73,13 @@ def _results_hold_data_relatively(config: dict, scratch: Path, data_dir: Path) -
     return "holds data_dir"
 
 
+def _data_dir_loop(config: dict, scratch: Path, data_dir: Path) -> str:
+    (scratch / "a").symlink_to(scratch / "b")
+    (scratch / "b").symlink_to(scratch / "a")
+    config["data_dir"] = str(scratch / "a")
+    return f"data_dir: {scratch / 'a'} is a symbolic link that leads back to itself"
+
+
 def _resources(value: Callable[[Path, Path], str], message: str) -> Callable[[dict, Path, Path], str]:
     """An edit: a run with an embedded model (built into resources_dir) and resources_dir `value(scratch, data)`."""
 
@@ -111,6 +118,15 @@ CASES: list[Case] = [
         lambda c, s, d: (
             c.update(results_dir="/proc/safetyrepro-results")
             or "results_dir: '/proc/safetyrepro-results' is on a file system that holds no files (/proc, as /proc or /sys)"
+        ),
+    ),
+    folder_case("data_dir a symbolic link that leads back to itself", _data_dir_loop),
+    folder_case(
+        "data_dir a symbolic link to nothing",
+        lambda c, s, d: (
+            (s / "data").symlink_to(s / "gone")
+            or c.update(data_dir=str(s / "data"))
+            or f"data_dir: {s / 'data'} is a symbolic link to {s / 'gone'}, which does not exist"
         ),
     ),
     folder_case(

@@ -675,7 +675,7 @@ for name, changes, message in [
 ]:
     CASES.append(config_case(name, changes, message))
 for name, content, message in [
-    ("envelope file missing", None, "config file not found: {envelope}"),
+    ("envelope file missing", None, "envelope: file not found: {envelope} (the envelope file this config names"),
     ("envelope path is a folder", "folder", "{envelope}: is a folder, not a YAML file"),
     ("envelope file not UTF-8", b"axes: \xff\xfe\n", "{envelope}: not UTF-8 text"),
     ("envelope file with a YAML error", "axes: [\n", "{envelope}, line 2, column 1: YAML syntax error"),

@@ -10,6 +10,7 @@ Snakefile (`Settings.document`), so they resolve nothing again.
 from __future__ import annotations
 
 import copy
+import errno
 import importlib.util
 import itertools
 import os
@@ -781,6 +782,11 @@ def _settings(raw: dict[str, Any], layers: tuple[str, ...]) -> Settings:
     _expand_home(raw)
     envelope_raw = raw["envelope"]
     if isinstance(envelope_raw, str):
+        if not os.path.lexists(envelope_raw):
+            raise ConfigError(
+                f"envelope: file not found: {envelope_raw} (the envelope file this config names; a relative path is "
+                "from the working folder)"
+            )
         path, envelope_raw = envelope_raw, read_yaml(envelope_raw)
         if isinstance(envelope_raw, dict) and "extends" in envelope_raw:  # as a config overlay extends its base
             envelope_raw, _ = _with_bases(envelope_raw, path, os.path.dirname(path))
@@ -1151,6 +1157,15 @@ def _check_data_dir(data_dir: Path, benchmarks: Mapping[str, Any]) -> None:
     fetch_hint = f"`safetyrepro fetch-data --data-dir {data_dir}` downloads the pinned files"
     if data_dir.exists() and not data_dir.is_dir():
         raise ConfigError(f"data_dir: {data_dir} is a file, not a folder")
+    if not data_dir.is_dir() and os.path.islink(data_dir):
+        try:
+            os.stat(data_dir)
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise ConfigError(
+                    f"data_dir: {data_dir} is a symbolic link that leads back to itself; point it at the benchmark data"
+                ) from None
+        raise ConfigError(f"data_dir: {data_dir} is a symbolic link to {os.readlink(data_dir)}, which does not exist")
     if not data_dir.is_dir():
         raise ConfigError(f"data_dir: {data_dir} does not exist (set data_dir or {DATA_DIR_ENV}; {fetch_hint})")
     if not any(data_dir.iterdir()):

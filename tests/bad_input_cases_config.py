@@ -117,7 +117,7 @@ CASES: list[Case] = [
         "results_dir under /proc",
         lambda c, s, d: (
             c.update(results_dir="/proc/safetyrepro-results")
-            or "results_dir: '/proc/safetyrepro-results' is on a file system that holds no files (/proc, as /proc or /sys)"
+            or "results_dir: '/proc/safetyrepro-results' is on a file system that holds no files (/proc: proc)"
         ),
     ),
     folder_case("data_dir a symbolic link that leads back to itself", _data_dir_loop),

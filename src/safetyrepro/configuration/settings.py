@@ -1038,11 +1038,35 @@ def _check_results_dir(path: Path) -> None:
         )
     check_writable_folder("results_dir", path)
     existing = next(p for p in (resolved, *resolved.parents) if p.exists())
-    if os.statvfs(existing).f_blocks == 0:
+    kind = _file_system(existing)
+    if kind in KERNEL_FILE_SYSTEMS:
         raise ConfigError(
-            f"results_dir: '{path}' is on a file system that holds no files ({existing}, as /proc or /sys); "
+            f"results_dir: '{path}' is on a file system that holds no files ({existing}: {kind}); "
             "name a folder on a disk"
         )
+
+
+# File systems the kernel shows its state through, where no run can keep its results.
+KERNEL_FILE_SYSTEMS = frozenset(
+    {"proc", "sysfs", "devpts", "cgroup", "cgroup2", "debugfs", "tracefs", "securityfs", "configfs", "bpf", "pstore"}
+)
+
+
+def _file_system(folder: Path) -> str | None:
+    """The type of the file system `folder` is on, from the mount table (Linux); None where there is none."""
+    try:
+        mounts = Path("/proc/self/mounts").read_text().splitlines()
+    except OSError:
+        return None
+    found = None, ""
+    for line in mounts:
+        fields = line.split()
+        if len(fields) < 3:
+            continue
+        point = fields[1].replace("\\040", " ")
+        if folder.is_relative_to(point) and len(point) >= len(found[1]):
+            found = fields[2], point
+    return found[0]
 
 
 def check_writable_folder(key: str, path: Path) -> None:

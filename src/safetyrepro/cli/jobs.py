@@ -658,6 +658,7 @@ def stop_jobs_on_sigterm(marks: Path) -> threading.Event:
     scheduler = signal.getsignal(signal.SIGTERM)
     stopped = threading.Event()
     marker = Path(marks).resolve() / f"stopped-{os.getpid()}"
+    marker.parent.mkdir(parents=True, exist_ok=True)
     marker.unlink(missing_ok=True)
     os.environ[RUN_STOPPED] = str(marker)
 
@@ -673,7 +674,6 @@ def stop_jobs_on_sigterm(marks: Path) -> threading.Event:
 
     def stop(signum: int, frame) -> None:
         stopped.set()
-        marker.parent.mkdir(parents=True, exist_ok=True)
         marker.touch()
         stop_children()
         # Snakemake's handler takes its scheduler's lock (a threading.Lock): run here, in the signal handler,

@@ -1036,8 +1036,7 @@ def _check_results_dir(path: Path) -> None:
         raise ConfigError(
             f"results_dir: '{path}' is inside the safetyrepro package ({package}); name a folder outside it"
         )
-    check_writable_folder("results_dir", path)
-    existing = next(p for p in (resolved, *resolved.parents) if p.exists())
+    existing = check_writable_folder("results_dir", path)
     kind = _file_system(existing)
     if kind in KERNEL_FILE_SYSTEMS:
         raise ConfigError(
@@ -1069,14 +1068,16 @@ def _file_system(folder: Path) -> str | None:
     return found[0]
 
 
-def check_writable_folder(key: str, path: Path) -> None:
-    """A folder the run writes into (config key `key`): a folder, or one it can create; writable by this user."""
+def check_writable_folder(key: str, path: Path) -> Path:
+    """A folder the run writes into (config key `key`): a folder, or one it can create; writable by this user.
+    Returns the folder, or the nearest one above it that exists."""
     resolved = path.resolve()
     existing = next(p for p in (resolved, *resolved.parents) if p.exists())
     if not existing.is_dir():
         raise ConfigError(f"{key}: {existing} is a file, not a folder")
     if not os.access(existing, os.W_OK | os.X_OK):
         raise ConfigError(f"{key}: {existing} is not writable by this user")
+    return existing
 
 
 def _check_apart(folders: Mapping[str, Path]) -> None:

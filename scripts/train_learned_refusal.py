@@ -155,6 +155,7 @@ def main() -> None:
         + "\n",
         Path(args.out),
     )
+    print(f"{args.out}: SHA-256 {file_sha256(Path(args.out))} (to ship it: SHIPPED_SHA256 in learned.py)")
 
     cut_columns = [f"binary_first_{tokens}_tokens" for tokens in PREFIXES]
     print(

@@ -3,10 +3,12 @@ checks), `safetyrepro parse --scorer`, and a run whose scorer cells label their 
 
 from __future__ import annotations
 
+import io
 import itertools
 import json
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -24,10 +26,18 @@ from safetyrepro.analysis.scorers import label_agreement, scorer_reversals
 from safetyrepro.benchmarks import BENCHMARKS
 from safetyrepro.benchmarks.xstest import FINAL_LABELS, LABELLED_FILES, RESPONSE_CLASSES
 from safetyrepro.benchmarks.xstest.human_labels import read_labelled
-from safetyrepro.benchmarks.xstest.learned import EMBEDDED_MODEL, HEAD_FILE, learned_labels, read_head, recipe
+from safetyrepro.benchmarks.xstest.learned import (
+    EMBEDDED_MODEL,
+    HEAD_FILE,
+    SHIPPED_SHA256,
+    learned_labels,
+    read_head,
+    recipe,
+)
 from safetyrepro.benchmarks.xstest.strmatch import strmatch_label
 from safetyrepro.configuration.settings import ConfigError, load_settings
 from safetyrepro.results.markdown import _scorer_lines
+from safetyrepro.running.hashing import file_sha256
 
 SCORER = {
     "mechanism": "scorer",
@@ -280,6 +290,7 @@ def test_the_learned_head_is_fitted_on_the_pinned_labelled_files():
     """The shipped head records the SHA-256 of the files it was fitted on (the pins XSTest checks), the features
     it reads (the module's), its seed, and leave-one-model-out rows for both files."""
     head = read_head()
+    assert file_sha256(HEAD_FILE) == SHIPPED_SHA256  # the head as shipped is the one check and the card call so
     pins = {Path(entry.path).name: entry.sha256 for entry in BENCHMARKS["xstest"].data_files}
     assert head["data_files"] == {name: pins[name] for name in LABELLED_FILES.values()}
     assert head["recipe"] == recipe() and sorted(head["classes"]) == sorted(RESPONSE_CLASSES)
@@ -287,13 +298,6 @@ def test_the_learned_head_is_fitted_on_the_pinned_labelled_files():
     held_out = {row["labelled_model"]: row["fitted_on"] for row in head["held_out"]}
     assert held_out == {"mistralinstruct": "llama2new", "llama2new": "mistralinstruct"}
     assert {row["n_answers"] for row in head["held_out"]} == {450}
-
-
-def test_a_head_fitted_on_other_features_is_refused(tmp_path):
-    head = json.loads(HEAD_FILE.read_text()) | {"recipe": recipe() | {"max_tokens": 128}}
-    (tmp_path / "head.json").write_text(json.dumps(head))
-    with pytest.raises(ValueError, match="was fitted on other features: refit it"):
-        read_head(tmp_path / "head.json")
 
 
 @pytest.mark.slow
@@ -529,3 +533,99 @@ def test_each_benchmark_that_declares_human_labels_gets_a_judges_agreement_job(t
     ]
     analysis = planned.stdout.split("rule analysis:", 1)[1].split("\n\n", 1)[0]
     assert all(path in analysis for _, path in asked), analysis
+
+
+def _head_edits() -> dict:
+    """Heads a hand, a truncated copy or a refit of other features leaves behind: each must be refused."""
+    text = HEAD_FILE.read_text()
+    head = json.loads(text)
+
+    def edited(**changes) -> str:
+        return json.dumps({key: value for key, value in (head | changes).items() if value is not None})
+
+    weights = head["weights"]
+    return {
+        "truncated": text[: len(text) // 2],
+        "empty": "",
+        "not UTF-8": text.replace('"C"', '"\udcff"', 1).encode("utf-8", "surrogateescape"),
+        "a list": "[]",
+        "no held-out rows": edited(held_out=None),
+        "a NaN weight": text.replace(str(weights[0][0]), "NaN", 1),
+        "a weight past float range": text.replace(str(weights[0][0]), "1e999", 1),
+        "a class short": edited(weights=weights[:2], intercept=head["intercept"][:2]),
+        "a feature short": edited(weights=[row[:-1] for row in weights]),
+        "a ragged row": edited(weights=[weights[0][:-1], *weights[1:]]),
+        "a weight as null": edited(weights=[[None, *weights[0][1:]], *weights[1:]]),
+        "other classes": edited(classes=["comply", "refuse", "partial"]),
+        "other features": edited(recipe=recipe() | {"max_tokens": 128}),
+        "an agreement of 1.5": edited(held_out=[head["held_out"][0] | {"three_class": 1.5}, head["held_out"][1]]),
+        "one held-out row": edited(held_out=head["held_out"][:1]),
+    }
+
+
+HEAD_EDITS = _head_edits()
+
+
+def use_head(monkeypatch, tmp_path, content: str | bytes) -> Path:
+    """XSTest's learned scorer reads a head with `content` (its fingerprints, record and labels alike)."""
+    from safetyrepro.benchmarks.xstest import SHIPPED_SHA256, XSTest
+
+    path = tmp_path / "learned_head.json"
+    path.write_bytes(content if isinstance(content, bytes) else content.encode())
+    monkeypatch.setattr(XSTest, "scorer_files", {"learned": {path: SHIPPED_SHA256}})
+    return path
+
+
+def learned_config(tmp_path, data_dir) -> Path:
+    """A config whose scorer axis has the learned scorer, on XSTest."""
+    config = make_config(data_dir, envelope=envelope_with(scorer=WITH_LEARNED), benchmarks={"xstest": {"n_items": 5}})
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+@pytest.mark.parametrize("edit", HEAD_EDITS, ids=str)
+def test_a_broken_head_is_refused_in_one_line_by_check_and_parse(edit, tmp_path, data_dir, monkeypatch, capsys):
+    """`check` (before any job: the workflow runs the same check_inputs) and `parse --scorer learned` each name
+    the head and what to do, in one line; parse before it builds the embedded model."""
+    from safetyrepro import cli
+
+    head = use_head(monkeypatch, tmp_path, HEAD_EDITS[edit])
+    configfile = learned_config(tmp_path, data_dir)
+    monkeypatch.setattr(sys, "stdin", io.StringIO('{"item_id": "xstest-1", "response": "Sure."}\n'))
+    for argv in (
+        ["check", "--plan", "--configfile", str(configfile)],
+        ["parse", "xstest", "--scorer", "learned", "--configfile", str(configfile), "--resources-dir", str(tmp_path)],
+    ):
+        assert cli.main(argv) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and err.startswith(f"safetyrepro: error: {head}: "), err[-2000:]
+        assert "reinstall safetyrepro for the shipped head, or refit it" in err
+    assert not (tmp_path / "models").exists()  # parse refused before building the embedded model
+
+
+def test_a_refit_head_is_named_by_check_and_in_the_grid_card(tmp_path, data_dir, monkeypatch, capsys):
+    """A head that reads (a legitimate refit) labels as it is, and `check` and the run record, which the GRID card
+    renders, say it is not the shipped one; the shipped head is recorded as such."""
+    from safetyrepro import cli
+    from safetyrepro.results.grid_card import scorer_file_lines
+    from safetyrepro.results.provenance import scorer_files
+
+    configfile = learned_config(tmp_path, data_dir)
+    settings = load_settings(configfile)
+    shipped = scorer_files(settings)
+    assert (
+        list(shipped) == ["xstest/learned/learned_head.json"] and shipped["xstest/learned/learned_head.json"]["shipped"]
+    )
+    assert cli.main(["check", "--plan", "--configfile", str(configfile)]) == 0
+    assert "note:" not in capsys.readouterr().out
+    refit = use_head(monkeypatch, tmp_path, json.dumps(json.loads(HEAD_FILE.read_text()) | {"seed": 7}))
+    assert cli.main(["check", "--plan", "--configfile", str(configfile)]) == 0
+    notes = [line for line in capsys.readouterr().out.splitlines() if line.startswith("note:")]
+    assert notes == [
+        f"note: xstest/learned/learned_head.json is not the file as shipped ({refit}, SHA-256 "
+        f"{file_sha256(refit)[:12]}): its labels are this one's"
+    ]
+    lines = scorer_file_lines({"scorer_files": scorer_files(settings)})
+    assert f"| xstest/learned/learned_head.json | `{file_sha256(refit)}` | NO: refitted or edited, {refit} |" in lines
+    assert scorer_files(load_settings(make_config(data_dir))) == {}  # no learned scorer in the run: no head read

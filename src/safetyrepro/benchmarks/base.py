@@ -157,8 +157,9 @@ class Benchmark(ABC):
     the module (in the package, or a plugin's full name) of each other scorer whose code lives apart:
     only the cells that scorer labels depend on it, so editing it relabels without generating again.
     `scorer_models` names the embedded model (a key of settings.EMBEDDED_MODELS) a scorer reads replies
-    with, and `scorer_files` the files it reads besides its code (a fitted head): the run builds the
-    model before that scorer's cells, and the files' SHA-256 are part of those cells' fingerprints.
+    with, and `scorer_files` the files it reads besides its code (a fitted head), each with the SHA-256 of
+    the version the benchmark ships: the run builds the model before that scorer's cells, the files' SHA-256
+    are part of those cells' fingerprints, and `check` and the GRID card name a file that is not as shipped.
     The scorer "judge" asks a judge model the question of the module `scorer_modules["judge"]` names (its
     `question(item, reply, labels)` and `read(answer, item, labels)`; `labels` serve when `item` is None): by default the option question of
     `safetyrepro.benchmarks.judge_question`; a benchmark without a judge leaves "judge" out of `scorers`.
@@ -187,7 +188,7 @@ class Benchmark(ABC):
     scorers: tuple[str, ...] = (RULES, JUDGE)
     scorer_modules: Mapping[str, str] = {JUDGE: "benchmarks.judge_question"}
     scorer_models: Mapping[str, str] = {}
-    scorer_files: Mapping[str, tuple[Path, ...]] = {}
+    scorer_files: Mapping[str, Mapping[Path, str]] = {}
     human_labels: str | None = None
     strata: tuple[str, ...] = ("stratum",)
     posed_fields: tuple[str, ...] = ("prompt", "options")
@@ -247,6 +248,16 @@ class Benchmark(ABC):
         if item is None:
             return extract_choice(response, self.default_labels)
         return extract_choice(response, item.labels, item.meta.get("options"))
+
+    def check_scorer_files(self, scorer: str) -> None:
+        """Read the files `scorer` reads besides its code (`scorer_files`), so one that is missing or broken
+        fails before any job: DataError naming it. Here, that each is a file; a benchmark whose files have
+        a format of their own checks it too."""
+        for path in self.scorer_files.get(scorer, {}):
+            if not path.is_file():
+                raise DataError(
+                    f"{path}: not found ({self.name}'s {scorer} scorer reads it); reinstall the package that ships it"
+                )
 
     def label(
         self,

@@ -30,23 +30,27 @@ CONFIG_HELP = f"a complete config, or an overlay naming its base with `extends:`
 
 def cmd_check(args: argparse.Namespace) -> int:
     """Check a config, its data, models and this machine, as a run would before any job; print the plan."""
-    from safetyrepro.benchmarks import check_item_sets
     from safetyrepro.configuration.plan import plan_lines
-    from safetyrepro.configuration.preflight import preflight
+    from safetyrepro.configuration.preflight import check_inputs, preflight
+    from safetyrepro.results.provenance import scorer_files
 
     settings = load_settings(args.configfile)
     if settings.imports:
         print("\n".join(plan_lines(settings)))
         print(f"ok: {len(settings.imports)} import source(s); `safetyrepro import` reads them")
         return 0
-    counts = check_item_sets(settings)
+    counts = check_inputs(settings)
     if not args.plan:
         preflight(settings)
     print("\n".join(plan_lines(settings)))
     print("items per benchmark: " + ", ".join(f"{name} {count}" for name, count in counts.items()))
+    for name, entry in scorer_files(settings).items():
+        if not entry["shipped"]:
+            print(
+                f"note: {name} is not the file as shipped ({entry['path']}, SHA-256 {entry['sha256'][:12]}): its labels are this one's"
+            )
     if settings.case_study:
         study = settings.case_study
-        study.require_packages()
         print(
             f"case study: {study.model.name}, {', '.join(study.benchmarks)}, {study.n_items} items, "
             f"anchor {study.anchor_config}"
@@ -278,7 +282,9 @@ class _Replies:
         return logliks
 
     def scorer_models(self, scorer: str) -> dict[str, Path]:
-        """The built folder of the embedded model `scorer` reads with (under --resources-dir; built there first)."""
+        """The built folder of the embedded model `scorer` reads with (under --resources-dir; built there first,
+        once the scorer's own files are found good)."""
+        self.benchmark.check_scorer_files(scorer)
         name = self.benchmark.scorer_models.get(scorer)
         if name is None:
             return {}

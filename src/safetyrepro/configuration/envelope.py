@@ -312,6 +312,14 @@ class Envelope:
         scorer = params["scorer"] if params["scorer"] in self.scorers.get(benchmark, ()) else RULES
         return scorer, params.get("judge") if scorer == JUDGE else None
 
+    def scorers_of(self, benchmark: str) -> list[str]:
+        """The scorers that read `benchmark`'s replies under this envelope: those its scorer axis's values give
+        there (the cells' and, measured against the benchmark's human labels, the scorers analysis's)."""
+        axes = self.declared("scorer")
+        return sorted(
+            {self._labeller(value, axis, benchmark)[0] for axis in axes for value in self.axes[axis]} or {RULES}
+        )
+
     def scorer(self, config: Config, benchmark: str) -> str:
         """The scorer that labels the config's free-form responses on `benchmark`."""
         axis = next(iter(self.declared("scorer")), None)

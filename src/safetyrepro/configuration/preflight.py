@@ -26,8 +26,9 @@ log = logging.getLogger(__name__)
 
 def check_inputs(settings: Settings, packages: bool = True) -> dict[str, int]:
     """What the workflow checks as it loads, before any job (workflow/rules/common.smk): every
-    benchmark's data and item subset, and, unless the rules' conda environments bring them
-    (`packages` false), the packages the case study and the imports need.
+    benchmark's data and item subset, the files its scorers read (a fitted head), and, unless the
+    rules' conda environments bring them (`packages` false), the packages the case study and the
+    imports need.
 
     Returns:
         Items per benchmark.
@@ -35,9 +36,12 @@ def check_inputs(settings: Settings, packages: bool = True) -> dict[str, int]:
     Raises:
         ConfigError, DataError: the first problem, named by its key or file.
     """
-    from safetyrepro.benchmarks import check_item_sets
+    from safetyrepro.benchmarks import BENCHMARKS, check_item_sets
 
     counts = check_item_sets(settings)
+    for benchmark in settings.benchmarks:
+        for scorer in settings.envelope.scorers_of(benchmark):
+            BENCHMARKS[benchmark].check_scorer_files(scorer)
     if packages:
         for needs_packages in [settings.case_study, *settings.imports]:
             if needs_packages:

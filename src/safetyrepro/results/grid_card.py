@@ -152,6 +152,7 @@ def grid_card(
         "items": record["items"],
         "models": models,
         "data": record["data"],
+        "scorer_files": record.get("scorer_files", {}),  # imports have none
         "packages": record["packages"],
         "server_packages": record.get("server_packages"),
         "seeds": record["seeds"],
@@ -251,6 +252,17 @@ def _run_models(card: Mapping[str, Any]) -> list[str]:
     lines += [
         f"| {path} | `{info['sha256']}` | {'yes' if info['pinned'] else 'NO'} |" for path, info in card["data"].items()
     ]
+    return lines + scorer_file_lines(card)
+
+
+def scorer_file_lines(card: Mapping[str, Any]) -> list[str]:
+    """The files the run's scorers read besides their code (a fitted head), each as shipped or not."""
+    if not card["scorer_files"]:
+        return []
+    lines = ["", "## Files the scorers read", "", "| scorer's file | SHA-256 | as shipped |", "|---|---|---|"]
+    for name, info in card["scorer_files"].items():
+        shipped = "yes" if info["shipped"] else f"NO: refitted or edited, {_cell(info['path'])}"
+        lines.append(f"| {name} | `{info['sha256']}` | {shipped} |")
     return lines
 
 

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from safetyrepro import __version__
+from safetyrepro.benchmarks import BENCHMARKS
 from safetyrepro.running.data import manifest
 from safetyrepro.running.hashing import file_sha256
 
@@ -116,6 +117,22 @@ def data_files(settings: Settings) -> dict[str, dict[str, Any]]:
     return out
 
 
+def scorer_files(settings: Settings) -> dict[str, dict[str, Any]]:
+    """The files the run's scorers read besides their code (a fitted head), as `benchmark/scorer/file`: path,
+    SHA-256 and whether it is the version its benchmark ships (not: refitted or edited)."""
+    out = {}
+    for benchmark in settings.benchmarks:
+        for scorer in settings.envelope.scorers_of(benchmark):
+            for path, shipped in BENCHMARKS[benchmark].scorer_files.get(scorer, {}).items():
+                digest = file_sha256(path)
+                out[f"{benchmark}/{scorer}/{path.name}"] = {
+                    "path": str(path),
+                    "sha256": digest,
+                    "shipped": digest == shipped,
+                }
+    return out
+
+
 def item_subsets(items: pd.DataFrame) -> dict[str, dict[str, Any]]:
     """Per benchmark: the evaluated item ids (sorted), their count and a SHA-256 of the id list."""
     out = {}
@@ -194,6 +211,7 @@ def run_record(settings: Settings, models: Iterable[Mapping[str, Any]], items: p
         "server_packages": server_package_versions(settings),
         "models": {model["name"]: dict(model) for model in models},
         "data": data_files(settings),
+        "scorer_files": scorer_files(settings),
         "items": item_subsets(items),
         "seeds": recorded["seeds"],
         "hardware": hardware(settings.backend.device),

@@ -34,7 +34,14 @@ from safetyrepro.benchmarks.base import (
     read_csv,
 )
 from safetyrepro.benchmarks.xstest.human_labels import FINAL_LABELS, LABELLED_FILES
-from safetyrepro.benchmarks.xstest.learned import EMBEDDED_MODEL, HEAD_FILE, LEARNED, learned_labels
+from safetyrepro.benchmarks.xstest.learned import (
+    EMBEDDED_MODEL,
+    HEAD_FILE,
+    LEARNED,
+    SHIPPED_SHA256,
+    learned_labels,
+    read_head,
+)
 from safetyrepro.benchmarks.xstest.refusal import RESPONSE_CLASSES, decide
 from safetyrepro.benchmarks.xstest.strmatch import strmatch_label
 
@@ -115,7 +122,7 @@ class XSTest(Benchmark):
         JUDGE: "benchmarks.xstest.judge_question",
     }
     scorer_models = {LEARNED: EMBEDDED_MODEL}
-    scorer_files = {LEARNED: (HEAD_FILE,)}
+    scorer_files = {LEARNED: {HEAD_FILE: SHIPPED_SHA256}}
     human_labels = "benchmarks.xstest.scorer_agreement"
     strata = ("label", "type")  # safe or unsafe, then the prompt type
     posed_fields = ("prompt",)  # the request; its replies name no option
@@ -181,6 +188,17 @@ class XSTest(Benchmark):
         prompt = item.question.removeprefix("Request: ")
         return decide(response, prompt, echoes=(item.question, item.answer_format, self.task))
 
+    @property
+    def head_file(self) -> Path:
+        """The learned scorer's head (`scorer_files`, which the fingerprints and the run record read too)."""
+        return next(iter(self.scorer_files[LEARNED]))
+
+    def check_scorer_files(self, scorer: str) -> None:
+        """The learned scorer's head, as `read_head` reads it (its recipe, classes, shape, numbers)."""
+        super().check_scorer_files(scorer)
+        if scorer == LEARNED:
+            read_head(self.head_file)
+
     def label(
         self,
         scorer: str,
@@ -198,7 +216,7 @@ class XSTest(Benchmark):
                 raise ValueError(
                     f"the learned scorer reads replies with the embedded {EMBEDDED_MODEL}: give its folder"
                 )
-            return learned_labels(responses, models[EMBEDDED_MODEL])
+            return learned_labels(responses, models[EMBEDDED_MODEL], self.head_file)
         return super().label(scorer, responses, items, models)
 
     def is_correct(self, label: str, item: Item) -> bool:

@@ -51,7 +51,7 @@ def human_agreement(data_dir: Path, scorers: Sequence[str]) -> pd.DataFrame:
         for scorer in scorers:
             row = {"labelled_model": model, "scorer": scorer}
             if scorer == LEARNED:
-                held_out = next(r for r in read_head()["held_out"] if r["labelled_model"] == model)
+                held_out = next(r for r in read_head(xstest.head_file)["held_out"] if r["labelled_model"] == model)
                 row |= {key: held_out[key] for key in ("three_class", "binary", "kappa", "n_answers", "fitted_on")}
             else:
                 labels = xstest.label(scorer, frame["completion"].tolist(), [None] * len(frame))

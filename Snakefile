@@ -47,7 +47,7 @@ onstart:
     global HELD, STARTED, STOPPED
     try:
         if not IMPORTS:
-            preflight(SETTINGS)
+            preflight(SETTINGS, jobs_here=workflow.local_exec)
         HELD, STARTED = hold_results(SETTINGS.results_dir), time.time()
     except ConfigError as error:
         sys.exit(f"{ERROR_PREFIX}{error}")

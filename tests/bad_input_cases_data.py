@@ -509,3 +509,50 @@ CASES += [
         ROW.replace("{row}", "1") + "type 'homonym' is not one of",
     ),
 ]
+
+
+def _sparse(path: Path, size: int) -> Path:
+    """A file of `size` bytes that takes no room on disk (a hole): as large as a table too big to read."""
+    with open(path, "wb") as handle:
+        handle.truncate(size)
+    return path
+
+
+def _too_big(scratch: Path, suffix: str) -> Path:
+    """A table whose read copy would take more memory than is free here (tables are read whole)."""
+    import psutil
+
+    return _sparse(scratch / f"big{suffix}", psutil.virtual_memory().available // 5)
+
+
+# issue 54, class 6: imports and config files the machine cannot hold or give
+CASES += [
+    *(
+        command_case(
+            f"a {suffix} table larger than memory allows",
+            lambda s, suffix=suffix: ["import", "--table", str(_too_big(s, suffix)), "--out-dir", str(s / "out")],
+            "GB, and a table is read whole, about 10 times its size in memory, more than the",
+        )
+        for suffix in (".csv", ".parquet")
+    ),
+    command_case(
+        "a config file the kernel will not give (/proc/self/mem)",
+        lambda s: ["check", "--configfile", "/proc/self/mem"],
+        "/proc/self/mem: cannot be read (Input/output error)",
+    ),
+    command_case(
+        "an overlay extending /proc/self/mem",
+        lambda s: ["check", "--configfile", str(_write(s / "c.yaml", "extends: /proc/self/mem\n"))],
+        "c.yaml: extends: /proc/self/mem: cannot be read (Input/output error)",
+    ),
+    command_case(
+        "an envelope of /proc/self/mem",
+        lambda s: [
+            "check",
+            "--plan",
+            "--configfile",
+            str(_write(s / "c.yaml", yaml.safe_dump({**base_config(s), "envelope": "/proc/self/mem"}))),
+        ],
+        "/proc/self/mem: cannot be read (Input/output error)",
+    ),
+]

@@ -225,7 +225,7 @@ for key, value, message in [
     ("backend.threads", 0, "0 is less than the minimum of 1"),
     ("backend.gpu_memory_utilization", 0, "0 is less than or equal to the minimum of 0"),
     ("backend.gpu_memory_utilization", 1.5, "1.5 is greater than the maximum of 1"),
-    ("backend.server_idle_seconds", 0, "0 is less than or equal to the minimum of 0"),
+    ("backend.server_idle_seconds", 0, "0 is less than the minimum of 5"),
     ("analysis.parse_threshold", -0.1, "-0.1 is less than the minimum of 0"),
     ("analysis.parse_threshold", 1.1, "1.1 is greater than the maximum of 1"),
     ("analysis.subsample.fraction", 0, "0 is less than or equal to the minimum of 0"),
@@ -1203,11 +1203,17 @@ CASES += [
 def _round_three() -> list[Case]:
     """The inputs kept in modules of their own, by class: config files, paths and layers; data files,
     imported results and nested JSON; grids, templates and the audit (each builds on the helpers above)."""
+    import bad_input_cases_backend
     import bad_input_cases_config
     import bad_input_cases_data
     import bad_input_cases_grid
 
-    return [*bad_input_cases_config.CASES, *bad_input_cases_data.CASES, *bad_input_cases_grid.CASES]
+    return [
+        *bad_input_cases_config.CASES,
+        *bad_input_cases_data.CASES,
+        *bad_input_cases_grid.CASES,
+        *bad_input_cases_backend.CASES,
+    ]
 
 
 CASES += _round_three()

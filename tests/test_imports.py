@@ -402,3 +402,33 @@ def test_the_workflow_refuses_imports_with_one_model_on_a_benchmark(tmp_path, ca
     assert cli.main(["import", "--configfile", str(config), "--out-dir", str(tmp_path / "r")]) == 2
     assert "benchmark 'b' has results of one model only" in capsys.readouterr().err
     assert cli.main(["import", "--table", str(table), "--out-dir", str(tmp_path / "converted")]) == 0
+
+
+@pytest.mark.slow
+@pytest.mark.e2e
+def test_a_table_of_scores_alone_runs_through_the_workflow_to_a_checked_headline(tmp_path):
+    """Scores with no item rows: nothing item-level can be computed (the interval over items, N+sig, the
+    minimum detectable difference, a parse-clean rho_flip), and the GRID card and the headline check say n/a
+    there rather than stop; rho_flip itself is the table's."""
+    from test_workflow import snakemake
+
+    scores = {(model, k): round(((k + 1) * (3 + 2 * m)) % 7 / 7, 3) for m, model in enumerate("abc") for k in range(6)}
+    rows = "".join(f"{model},bench,cfg{k},{score}\n" for (model, k), score in scores.items())
+    (tmp_path / "scores.csv").write_text("model,benchmark,config_id,score\n" + rows)
+    config = {
+        "results_dir": "results",
+        "imports": [{"kind": "table", "path": "scores.csv"}],
+        "analysis": {"shap": False},
+    }
+    (tmp_path / "config.yaml").write_text(json.dumps(config))
+    done = snakemake(tmp_path, "--cores", "2", "results/headline_check.txt")
+    assert done.returncode == 0, done.stderr[-3000:]
+    results = tmp_path / "results"
+    assert (results / "headline_check.txt").read_text().endswith("matches its tables\n")
+    card = (results / "grid_card.md").read_text()
+    rho = rho_flip_table(pd.read_parquet(results / "cells.parquet")).set_index(["model_a", "model_b"])["rho_flip"]
+    for (model_a, model_b), value in rho.items():
+        assert re.search(
+            rf"\| {model_a} \| {model_b} \| .* \| {value:.3f} \| .* \| \[n/a, n/a\] \| n/a / n/a \| n/a \|", card
+        )
+    assert "differences under" not in card  # no minimum detectable difference without items

@@ -260,8 +260,16 @@ def test_the_embedded_model_judges_each_distinct_reply_once(embedded_model_path,
 def test_a_judge_whose_configs_are_not_selected_is_not_served(data_dir):
     """select_configs without the judge's configs: the judge is no model of the run (no server, no
     description, no build), and the case study may not take a judge for a model."""
+    from safetyrepro.configuration.plan import plan_lines
+
     settings = judged_settings(data_dir, select_configs=[GENERATED, RESCORED], benchmarks={"xstest": {"n_items": 10}})
     assert settings.used_judges() == [] and [m.name for m in settings.served_models()] == ["a", "b"]
+    notes = [line for line in plan_lines(settings) if line.startswith("note:")]  # `check` names the judge
+    assert notes == [
+        "note: no cell of this run asks judge(s) referee (select_configs leaves out their configs, or the run's "
+        "benchmarks have none they label): not served"
+    ]
+    assert not any(line.startswith("note:") for line in plan_lines(judged_settings(data_dir)))
     with pytest.raises(ConfigError, match=r"^case_study.model: no model named 'referee' under `models`"):
         judged_settings(data_dir, case_study={**STUDY, "model": "referee"})
 

@@ -117,14 +117,17 @@ def test_a_second_submission_submits_nothing(runs):
 def test_the_cluster_profile_asks_one_cells_resources_per_model_job(local_slurm, tmp_path, data_dir):
     """profiles/slurm alone: a model's job asks for one cell's memory, CPUs and GPU, and the runtimes summed.
 
-    The test cluster has no partition "gpu", so sbatch refuses the job; its command line is what is checked.
+    The test cluster has no partition "gpu", so sbatch refuses the job; its command line is what is checked. The
+    config asks for CUDA, as one for a GPU cluster does: the run's start does not judge the GPU from this node,
+    which has none (the jobs run on the cluster's).
     """
     profile = yaml.safe_load((REPO / "profiles" / "slurm" / "config.yaml").read_text())
     default, cell = profile["default-resources"], profile["set-resources"]["cell"]
     assert profile["set-resources"]["probe_cell"] == cell  # the precision probe's cells join their model's job
     # local models: a real run first checks that every model's weights are there (safetyrepro.configuration.preflight)
     models = [{"name": n, "path": str(build_tiny_model(tmp_path / f"model-{n}", seed=i))} for i, n in enumerate("ab")]
-    write_config(tmp_path, data_dir, models, {"toxigen": {"n_items": 4}}, select_configs=CONFIGS)
+    backend = {"batch_size": 4, "device": "cuda", "threads": 1}
+    write_config(tmp_path, data_dir, models, {"toxigen": {"n_items": 4}}, select_configs=CONFIGS, backend=backend)
     result = snakemake(
         tmp_path,
         "--verbose",

@@ -51,6 +51,7 @@ class Backend(ABC):
     label: ClassVar[str] = ""  # how messages name it ("vLLM"); empty: its registered name
     serves: ClassVar[tuple[str, ...]] = OPERATIONS  # the operations it can serve
     options: ClassVar[tuple[str, ...]] = ()  # keys of the config's `backend` section its constructor takes
+    reads: ClassVar[tuple[str, ...]] = ()  # keys of that section its `load_options` reads besides
     # JSON schema of each option the package's config schema lacks (a plugin's own keys of `backend`)
     option_schema: ClassVar[Mapping[str, Mapping[str, Any]]] = {}
     result_options: ClassVar[tuple[str, ...]] = ()  # options that change a cell's results: in its fingerprint

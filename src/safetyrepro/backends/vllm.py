@@ -165,6 +165,7 @@ class VLLMBackend(Backend):
     label = "vLLM"
     serves = ("generate",)
     options = ("gpu_memory_utilization", "batch_invariant")
+    reads = ("kv_cache_gib", "hf_activation_gib")  # the cache on a CPU; room for the HF copy on a shared GPU
     requires = ("vllm",)
     install_hint = (
         "on a GPU `make setup-gpu` (the gpu extra, pinned by constraints-gpu.txt), on a CPU `make setup-vllm` "

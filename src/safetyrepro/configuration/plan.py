@@ -75,6 +75,14 @@ def plan_lines(settings: Settings) -> list[str]:
             if (judges := plan["judges"])
             else []
         ),
+        *(
+            [
+                f"note: no cell of this run asks judge(s) {', '.join(unasked)} (select_configs leaves out their configs, "
+                "or the run's benchmarks have none they label): not served"
+            ]
+            if (unasked := [spec.name for spec in settings.judges if spec not in settings.used_judges()])
+            else []
+        ),
         f"max new tokens (free-form cells): {budgets}"
         + (f" (capped at {cap} by max_new_tokens_cap)" if cap is not None else " (no cap)"),
         f"backend: generate {backend['generate']}, loglikelihood {backend['loglikelihood']}, "

@@ -13,7 +13,7 @@ import subprocess
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from safetyrepro.configuration.settings import ConfigError
+from safetyrepro.configuration.settings import ConfigError, excerpt
 
 if TYPE_CHECKING:
     from safetyrepro.benchmarks.base import ItemSet
@@ -21,6 +21,10 @@ if TYPE_CHECKING:
     from safetyrepro.configuration.settings import ModelSpec, Settings
 
 HUB_TIMEOUT_SECONDS = 10
+SERVER_MODULES = (
+    "safetyrepro.cli, safetyrepro.running.server"  # what a model server runs (`python -m safetyrepro.cli serve`)
+)
+PROBE_SECONDS = 120  # for server_python to import it: about 1 s, longer on a cold file system
 log = logging.getLogger(__name__)
 
 
@@ -49,10 +53,13 @@ def check_inputs(settings: Settings, packages: bool = True) -> dict[str, int]:
     return counts
 
 
-def preflight(settings: Settings) -> None:
-    """Raise ConfigError naming the first thing this machine lacks for the run."""
+def preflight(settings: Settings, jobs_here: bool = True) -> None:
+    """Raise ConfigError naming the first thing this machine lacks for the run; where its jobs run on other
+    machines (`jobs_here` false: a cluster's nodes), not what only those machines can show (a GPU, memory)."""
+    if jobs_here:
+        _check_device(settings.backend.device)
+        _check_cpu_cache(settings)
     _check_backends(settings)
-    _check_device(settings.backend.device)
     served = settings.served_models()  # the judges the run asks, not one select_configs leaves out
     for key, specs in (("models", settings.models), ("judges", settings.judges)):
         for index, spec in enumerate(specs):
@@ -73,6 +80,8 @@ def _check_backends(settings: Settings) -> None:
         raise ConfigError(
             f"backend.server_python: '{python}' is not an executable file (`make setup-vllm` makes .venv-vllm/bin/python)"
         )
+    if python is not None:
+        _probe_server_python(python, interpreter, environment)
     used = {backend.operation(c.scoring): backend.serving(c.scoring) for _, _, c in settings.cells()}
     for operation, kind in sorted(used.items()):
         serving = registered()[kind]
@@ -88,6 +97,42 @@ def _check_backends(settings: Settings) -> None:
                     f"backend.{operation}: {module} is not installed {where}: {serving.install_hint}; "
                     f"or set {operation}: {backend.default_kind(operation)}"
                 )
+
+
+def _probe_server_python(python: str, interpreter: str, environment: dict[str, str]) -> None:
+    """`server_python` imports the model server's module (so it is a Python, and has the packages the server
+    needs), asked once; nothing loads."""
+    command = [interpreter, "-c", f"import {SERVER_MODULES}; print('ok')"]
+    fix = "install safetyrepro's dependencies there (`make setup-vllm` makes .venv-vllm/bin/python), or drop the key"
+    try:
+        result = subprocess.run(command, capture_output=True, text=True, env=environment, timeout=PROBE_SECONDS)
+    except subprocess.TimeoutExpired:
+        raise ConfigError(
+            f"backend.server_python: '{python}' did not import the model server within {PROBE_SECONDS} s; {fix}"
+        ) from None
+    if result.stdout.strip() != "ok":
+        lines = result.stderr.strip().splitlines()
+        said = f"said {excerpt(lines[-1], 160)}" if lines else "said nothing: is it a Python?"
+        raise ConfigError(
+            f"backend.server_python: '{python}' cannot run the model server (asked to import it, it exited with "
+            f"status {result.returncode} and {said}); {fix}"
+        )
+
+
+def _check_cpu_cache(settings: Settings) -> None:
+    """vLLM on a CPU holds `kv_cache_gib` of key/value cache in this machine's memory: no more than it has."""
+    backend = settings.backend
+    if "vllm" not in {backend.serving(c.scoring) for _, _, c in settings.cells()} or backend.device.startswith("cuda"):
+        return
+    import torch
+
+    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    if backend.kv_cache_gib >= memory and not (backend.device == "auto" and torch.cuda.is_available()):
+        raise ConfigError(
+            f"backend.kv_cache_gib: {backend.kv_cache_gib:g} GiB of key/value cache for vLLM on this machine's CPU, "
+            f"which has {memory:.1f} GiB of memory in all (the engine would fail as it starts); lower it "
+            "(the default 2 serves models up to a few billion parameters)"
+        )
 
 
 def _check_context(settings: Settings) -> None:

@@ -197,6 +197,8 @@ def read_yaml(path: str | os.PathLike) -> Any:
         raise ConfigError(f"{path}: is a folder, not a YAML file") from None
     except UnicodeDecodeError as exc:
         raise ConfigError(f"{path}: not UTF-8 text (byte {exc.start})") from None
+    except OSError as exc:  # no permission, or a file the kernel refuses to give (/proc/self/mem)
+        raise ConfigError(f"{path}: cannot be read ({exc.strerror or exc})") from None
     except yaml.YAMLError as exc:
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise ConfigError(f"{path}{_position(exc)}: YAML syntax error: {problem}") from None
@@ -841,6 +843,7 @@ def _settings(raw: dict[str, Any], layers: tuple[str, ...]) -> Settings:
 
     backend = BackendSettings.from_section(raw["backend"])
     _check_server_python(backend)
+    _check_backend_keys_read(backend, raw["backend"])
     for kind in dict.fromkeys(backend.kinds().values()):
         problem = registered()[kind].check(backend, [*models, *judges])
         if problem:
@@ -1001,6 +1004,28 @@ def _check_server_python(backend: BackendSettings) -> None:
             "backend.server_python: model servers run under it, but backend.server is false "
             "(each cell then loads its model itself); set server: true"
         )
+
+
+def _check_backend_keys_read(backend: BackendSettings, section: Mapping[str, Any]) -> None:
+    """A key of the `backend` section set to other than its default (so also in an effective config, whose
+    defaults are filled in) that only backends this run does not use read would be ignored."""
+    defaults = {
+        key: spec.get("default") for key, spec in schema("config")["properties"]["backend"]["properties"].items()
+    }
+    given = [key for key, value in section.items() if key not in defaults or value != defaults[key]]
+    kinds = backend.kinds()
+    readers: dict[str, list[str]] = {}
+    for kind, declared in registered().items():
+        for key in (*declared.options, *declared.reads):
+            readers.setdefault(key, []).append(kind)
+    for key in given:
+        if key in readers and not set(readers[key]) & set(kinds.values()):
+            using = ", ".join(f"{operation}: {kind}" for operation, kind in kinds.items())
+            operation = registered()[readers[key][0]].serves[0]
+            raise ConfigError(
+                f"backend.{key}: only the {' and '.join(readers[key])} backend reads it, and this run uses none "
+                f"({using}); drop the key, or set {operation}: {readers[key][0]}"
+            )
 
 
 def _expand_home(raw: dict[str, Any]) -> None:

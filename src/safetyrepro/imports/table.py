@@ -34,17 +34,18 @@ OUR_ID = re.compile(
 )
 UNKNOWN = "unknown"
 UNREADABLE = "not readable as CSV or Parquet"
+MEMORY_PER_BYTE = 10  # a CSV's text and its frame of text cells take about this much memory per byte of the file
+SPLIT = "split it into tables of one benchmark or model each (each an import source), or drop the columns not needed"
 TRUE, FALSE = ("1", "true", "1.0"), ("0", "false", "0.0")  # the values of `parsed`, lower case
 CONFIG_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+=-]{0,199}")
 
 
 def _read(path: Path) -> pd.DataFrame:
-    """The table as written (CSV cells as text), from a regular file."""
+    """The table as written (CSV cells as text), from a regular file that fits in memory."""
     parquet = path.suffix.lower() == ".parquet"
-    if parquet:
-        regular_file(path, "no such file or folder", f"{UNREADABLE}: ")
-    else:
-        text = read_text(path, "no such file or folder", f"{UNREADABLE}: ")
+    regular_file(path, "no such file or folder", f"{UNREADABLE}: ")
+    _check_fits(path)
+    text = "" if parquet else read_text(path, "no such file or folder", f"{UNREADABLE}: ")
     try:
         if parquet:
             frame, header = pd.read_parquet(path), []
@@ -53,12 +54,26 @@ def _read(path: Path) -> pd.DataFrame:
             frame = pd.read_csv(io.StringIO(text), dtype=str, keep_default_na=False)
     except (OSError, ValueError, csv.Error) as exc:
         raise DataError(f"{path}: {UNREADABLE} ({' '.join(str(exc).split())[:120]})") from None
+    except MemoryError:
+        raise DataError(f"{path}: does not fit in this machine's memory as a table; {SPLIT}") from None
     twice = sorted({name for name in header if header.count(name) > 1})
     if twice:
         raise DataError(f"{path}: column {twice[0]!r} appears twice in the header")
     if frame.empty:
         raise DataError(f"{path}: no rows")
     return frame
+
+
+def _check_fits(path: Path) -> None:
+    """A table is read whole, as text cells: refuse one whose read copy would outgrow the memory free now."""
+    import psutil  # accelerate's dependency, so always here
+
+    size, free = path.stat().st_size, psutil.virtual_memory().available
+    if size * MEMORY_PER_BYTE > free:
+        raise DataError(
+            f"{path}: {size / 1e9:.1f} GB, and a table is read whole, about {MEMORY_PER_BYTE} times its size in "
+            f"memory, more than the {free / 1e9:.1f} GB free here; {SPLIT}"
+        )
 
 
 def _first_bad(path: Path, frame: pd.DataFrame, column: str, bad: pd.Series, what: str) -> None:

@@ -20,6 +20,7 @@ import pandas as pd
 from safetyrepro.analysis.flips import orderings_reached
 from safetyrepro.backends.base import BatchCondition
 from safetyrepro.results.headline import Headline, headline_markdown
+from safetyrepro.results.markdown import number
 
 if TYPE_CHECKING:
     from safetyrepro.configuration.settings import Settings
@@ -373,12 +374,12 @@ def grid_card_markdown(card: Mapping[str, Any]) -> str:
         lines += [
             f"| {p['model_a']} | {p['model_b']} | {p['n_plus']} | {p['n_minus']} | {p['n_ties']} | "
             f"{p['n_configs']} | {p['rho_flip']:.3f} | {p['ceiling']:.3f} | "
-            f"[{p['rho_flip_lower']:.3f}, {p['rho_flip_upper']:.3f}] | {p['n_plus_sig']} / {p['n_minus_sig']} | "
-            f"{p['rho_flip_sig']:.3f} |"
+            f"[{number(p['rho_flip_lower'])}, {number(p['rho_flip_upper'])}] | "
+            f"{number(p['n_plus_sig'], '.0f')} / {number(p['n_minus_sig'], '.0f')} | {number(p['rho_flip_sig'])} |"
             for p in headline["pairs"]
         ]
         first = headline["pairs"][0] if headline["pairs"] else None
-        if first is not None and first["n_items"] == first["n_items"]:  # not NaN: the pair shares items
+        if first is not None and number(first["n_items"]) != "n/a":  # the pair shares items (none: scores alone)
             lines += [
                 "",
                 f"With {first['n_items']:.0f} items, differences under {first['mdd_pp']:.1f} pp cannot be told from "

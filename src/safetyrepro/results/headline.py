@@ -341,7 +341,8 @@ def _table_mismatch(headline: Headline, cells: pd.DataFrame, clean: pd.DataFrame
                 f"cells.parquet gives {rankings.get(row.benchmark, 0)}"
             )
         expected = fresh.loc[row.benchmark, ["rho_flip_max", "n_configs"]].tolist()
-        if json.dumps([row.clean_rho_flip, int(row.clean_n_configs)]) != json.dumps([expected[0], int(expected[1])]):
+        stated_rho, computed_rho = (None if pd.isna(v) else v for v in (row.clean_rho_flip, expected[0]))  # none: NaN
+        if json.dumps([stated_rho, int(row.clean_n_configs)]) != json.dumps([computed_rho, int(expected[1])]):
             return (
                 f"analysis/parse_clean.parquet gives {row.benchmark} a parse-clean rho_flip of "
                 f"{_number(row.clean_rho_flip)} on {int(row.clean_n_configs)} configs where cells.parquet at "

@@ -1203,16 +1203,16 @@ CASES += [
 def _round_three() -> list[Case]:
     """The inputs kept in modules of their own, by class: config files, paths and layers; data files,
     imported results and nested JSON; grids, templates and the audit (each builds on the helpers above)."""
-    import bad_input_cases_backend
     import bad_input_cases_config
     import bad_input_cases_data
     import bad_input_cases_grid
+    import bad_input_cases_run
 
     return [
         *bad_input_cases_config.CASES,
         *bad_input_cases_data.CASES,
         *bad_input_cases_grid.CASES,
-        *bad_input_cases_backend.CASES,
+        *bad_input_cases_run.CASES,
     ]
 
 

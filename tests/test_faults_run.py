@@ -191,6 +191,11 @@ def two_runs(reference_run, tmp_path_factory) -> dict:
             for name, workdir in {"second": second, "same folder": first}.items()
         }
         codes = {name: process.wait(timeout=120) for name, process in others.items()}
+        # what `make run` does first in the same working folder
+        command = [str(BIN / "safetyrepro"), "check", "--configfile", "config.yaml"]
+        check = subprocess.run(command, cwd=first, capture_output=True, text=True)
+        codes["check"] = check.returncode
+        (root / "check.txt").write_text(check.stderr)
         wait_for(lambda: len(cell_outputs(results)) >= 2 and cells_in_progress(results), running, "two cells done")
         started = time.monotonic()
         running.send_signal(signal.SIGTERM)
@@ -215,16 +220,18 @@ def two_runs(reference_run, tmp_path_factory) -> dict:
 def test_a_second_run_on_the_same_results_folder_is_refused(two_runs):
     results, first = two_runs["results"], two_runs["first"]
     assert two_runs["codes"]["second"] != 0
-    assert two_runs["stderr"]["second"].strip().splitlines()[-1] == (
+    refusal = (
         f"safetyrepro: error: results folder {results}: another run is writing there (Snakemake pid "
         f"{two_runs['pid']} on {socket.gethostname()}, working folder {first}); wait for it to end or stop it, "
-        "then run again"
+        "then run again (snakemake --unlock would not stop it)"
     )
+    assert two_runs["stderr"]["second"].strip().splitlines()[-1] == refusal
     assert "Execute " not in two_runs["stderr"]["second"]  # refused before its first job
-    # the same working folder: Snakemake's own lock
+    # the same working folder: Snakemake's own lock; `make run` checks first, and says ours alone
     assert two_runs["codes"]["same folder"] != 0
     assert "Error: Directory cannot be locked." in two_runs["stderr"]["same folder"]
     assert "Execute " not in two_runs["stderr"]["same folder"]
+    assert two_runs["codes"]["check"] == 2 and two_runs["stderr"]["check"] == refusal + "\n"
 
 
 def test_sigterm_stops_the_jobs_then_rerun_gives_identical_tables(two_runs, reference_run):

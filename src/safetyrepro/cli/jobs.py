@@ -629,6 +629,23 @@ def hold_results(folder: Path) -> IO[str]:
     writing there, from this working folder or another, stops at once. The lock ends with the process, even a
     killed one: nothing to unlock by hand."""
     folder.mkdir(parents=True, exist_ok=True)
+    handle = _locked(folder)
+    with contextlib.suppress(OSError):  # a full disk is the jobs' to report: this note only names the holder
+        handle.truncate(0)
+        handle.write(f"Snakemake pid {os.getpid()} on {socket.gethostname()}, working folder {Path.cwd()}")
+        handle.flush()
+    return handle
+
+
+def check_results_free(folder: Path) -> None:
+    """The ConfigError `hold_results` would raise if a live run holds `folder`, without holding it: `make run`
+    checks first, so that ours comes before Snakemake's own lock message, which advises --unlock."""
+    if (folder / RESULTS_LOCK).is_file():
+        _locked(folder).close()
+
+
+def _locked(folder: Path) -> IO[str]:
+    """The results folder's lock file, locked by this process; ConfigError naming the run that holds it."""
     handle = open(folder / RESULTS_LOCK, "a+", encoding="utf-8")  # noqa: SIM115 (held until the run ends)
     try:
         fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -638,12 +655,8 @@ def hold_results(folder: Path) -> IO[str]:
         handle.close()
         raise ConfigError(
             f"results folder {folder}: another run is writing there ({holder}); wait for it to end or stop it, "
-            "then run again"
+            "then run again (snakemake --unlock would not stop it)"
         ) from None
-    with contextlib.suppress(OSError):  # a full disk is the jobs' to report: this note only names the holder
-        handle.truncate(0)
-        handle.write(f"Snakemake pid {os.getpid()} on {socket.gethostname()}, working folder {Path.cwd()}")
-        handle.flush()
     return handle
 
 

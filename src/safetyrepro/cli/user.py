@@ -30,6 +30,7 @@ CONFIG_HELP = f"a complete config, or an overlay naming its base with `extends:`
 
 def cmd_check(args: argparse.Namespace) -> int:
     """Check a config, its data, models and this machine, as a run would before any job; print the plan."""
+    from safetyrepro.cli.jobs import check_results_free
     from safetyrepro.configuration.plan import plan_lines
     from safetyrepro.configuration.preflight import check_inputs, preflight
     from safetyrepro.results.provenance import scorer_files
@@ -41,6 +42,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         return 0
     counts = check_inputs(settings)
     if not args.plan:
+        check_results_free(settings.results_dir)
         preflight(settings)
     print("\n".join(plan_lines(settings)))
     print("items per benchmark: " + ", ".join(f"{name} {count}" for name, count in counts.items()))

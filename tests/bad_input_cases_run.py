@@ -1,9 +1,11 @@
-"""Bad inputs of the backend and the run's sizes (issue 54, classes 3 and 4): options no backend of the run
-reads, values a run cannot use or afford, and a `server_python` that cannot serve (checked without --plan,
-as `check` and a real run's start check this machine); a judge no cell asks is accepted, and named."""
+"""Bad inputs of what a run needs (issue 54, classes 3, 4 and 8): backend options no backend of the run reads,
+values a run cannot use or afford, a `server_python` that cannot serve, a results folder another run holds
+(the last two checked without --plan, as `check`, which `make run` runs first, checks this machine); a judge
+no cell asks is accepted, and named."""
 
 from __future__ import annotations
 
+import fcntl
 import subprocess
 import sys
 from pathlib import Path
@@ -66,6 +68,30 @@ def _bare_python(scratch: Path) -> Path:
     """A Python of its own with no packages installed (as a system Python without numpy is)."""
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(scratch / "bare")], check=True)
     return scratch / "bare" / "bin" / "python"
+
+
+HELD: list = []  # the lock files the cases below hold, as a live run does, until the test process ends
+
+
+def _held_results(scratch: Path, data_dir: Path):
+    """A results folder whose lock a live run holds (this process), as the config names it."""
+    from safetyrepro.cli.jobs import RESULTS_LOCK
+
+    folder = scratch / "held"
+    folder.mkdir()
+    handle = open(folder / RESULTS_LOCK, "a+", encoding="utf-8")  # noqa: SIM115 (held for the process's life)
+    fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    handle.write("Snakemake pid 4242 on node1, working folder /home/me/run1")
+    handle.flush()
+    HELD.append(handle)
+    config = base_config(data_dir) | {"results_dir": str(folder)}
+    path = scratch / "config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    message = (
+        f"results folder {folder}: another run is writing there (Snakemake pid 4242 on node1, working folder "
+        "/home/me/run1); wait for it to end or stop it, then run again (snakemake --unlock would not stop it)"
+    )
+    return ["check", "--configfile", str(path)], message, None
 
 
 SERVE_FIX = "install safetyrepro's dependencies there (`make setup-vllm` makes .venv-vllm/bin/python), or drop the key"
@@ -146,4 +172,6 @@ CASES: list[Case] = [
         "backend.kv_cache_gib: 1e+06 GiB of key/value cache for vLLM on this machine's CPU, which has",
         plan=False,
     ),
+    # 8. a second `make run` while a run writes to the results folder: `check`, which make run runs first
+    Case("a results folder another run holds", _held_results),
 ]

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from safetyrepro.benchmarks import AS_GIVEN, BENCHMARKS, JUDGE, RULES, DataError
+from safetyrepro.benchmarks import AS_GIVEN, BENCHMARKS, BROKEN, JUDGE, RULES, DataError
 from safetyrepro.benchmarks.base import LETTERS
 from safetyrepro.cli.command import add_command
 from safetyrepro.cli.jobs import job
@@ -81,6 +81,7 @@ def cmd_fetch_data(args: argparse.Namespace) -> int:
     """Download missing benchmark files at their pinned commits and check their hashes."""
     from safetyrepro.running.data import fetch_data
 
+    _refuse_broken(args.benchmark or [], "--benchmark: ")
     fetched = fetch_data(Path(args.data_dir), base_url=args.base_url or None, benchmarks=args.benchmark or None)
     print(f"fetched {len(fetched)} file(s) into {args.data_dir}")
     return 0
@@ -118,6 +119,7 @@ def cmd_parse(args: argparse.Namespace) -> int:
     `label`. A line whose item is not known is refused (docs/scorers.md)."""
     from safetyrepro.benchmarks.base import JSON_LINE_END, load_json
 
+    _refuse_broken([args.benchmark])
     benchmark = BENCHMARKS[args.benchmark]
     if args.scorer is not None and args.scorer not in benchmark.scorers:
         raise ConfigError(
@@ -148,6 +150,14 @@ def cmd_parse(args: argparse.Namespace) -> int:
             records = []
     _write_labelled(records, replies.labels)
     return 0
+
+
+def _refuse_broken(names: list[str], key: str = "") -> None:
+    """A ConfigError, with the plugin's error, where `names` holds a benchmark plugin that cannot be used (argparse
+    offers their names, so that naming one says why it is left out; docs/extending.md)."""
+    for name in names:
+        if name in BROKEN:
+            raise ConfigError(f"{key}{BROKEN[name]}")
 
 
 class _Replies:
@@ -494,7 +504,7 @@ def add_commands(commands) -> None:
         commands, "fetch-data", cmd_fetch_data, "download benchmark files (pinned, hash-checked)", ("data-dir",)
     )
     fetch.add_argument("--base-url", help="mirror laid out like raw.githubusercontent.com (empty: the default)")
-    fetch.add_argument("--benchmark", action="append", choices=sorted(BENCHMARKS))
+    fetch.add_argument("--benchmark", action="append", choices=sorted([*BENCHMARKS, *BROKEN]))
 
     build = add_command(commands, "build-model", cmd_build_model, "build the embedded gemma-3-270m HF directory")
     build.add_argument("--out", default="resources/models/gemma-3-270m")
@@ -508,7 +518,7 @@ def add_commands(commands) -> None:
     parse = add_command(
         commands, "parse", cmd_parse, "label JSON-lines replies from stdin as their cells do (docs/scorers.md)"
     )
-    parse.add_argument("benchmark", choices=sorted(BENCHMARKS))
+    parse.add_argument("benchmark", choices=sorted([*BENCHMARKS, *BROKEN]))
     parse.add_argument(
         "--scorer",
         help="which of the benchmark's scorers labels every line (default: each line's config's scorer; "

@@ -34,13 +34,12 @@ def outcome(src: Path, data_dir: Path, case, timeout: float, plan_flag: bool) ->
         env = {**os.environ, "PYTHONPATH": str(src), "HF_HUB_OFFLINE": "1"}
         env.pop("SAFETYREPRO_DATA_DIR", None)
         command = [sys.executable, "-c", "import sys; from safetyrepro.cli import main; sys.exit(main())", *argv]
+        data = stdin.encode() if isinstance(stdin, str) else stdin or b""  # bytes: not always UTF-8
         try:
-            result = subprocess.run(
-                command, input=stdin or "", capture_output=True, text=True, env=env, cwd=folder, timeout=timeout
-            )
+            result = subprocess.run(command, input=data, capture_output=True, env=env, cwd=folder, timeout=timeout)
         except subprocess.TimeoutExpired:
             return "hang"
-    lines = result.stderr.strip().splitlines()
+    lines = result.stderr.decode(errors="replace").strip().splitlines()
     if result.returncode == 0:
         return "accepted as documented" if case.accepted else "accepted"
     if len(lines) == 1 and lines[0].startswith("safetyrepro: error: "):

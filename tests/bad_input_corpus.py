@@ -29,7 +29,9 @@ BENCHMARK_FOLDERS = ("truthfulqa", "bbq", "crows_pairs", "toxigen", "xstest")
 @dataclass(frozen=True)
 class Case:
     name: str
-    build: Callable[[Path, Path], tuple[list[str], str, str | None]]  # (scratch, data_dir) -> argv, message, stdin
+    build: Callable[
+        [Path, Path], tuple[list[str], str, str | bytes | None]
+    ]  # (scratch, data_dir) -> argv, message, stdin
     accepted: str = ""  # for a legitimate oddity that must go through (exit 0): why; empty for an input refused
 
 
@@ -168,7 +170,7 @@ def audit_case(name: str, options: list[str], message: str) -> Case:
     return Case(name, build)
 
 
-def command_case(name: str, argv: Callable[[Path], list[str]], message: str, stdin: str | None = None) -> Case:
+def command_case(name: str, argv: Callable[[Path], list[str]], message: str, stdin: str | bytes | None = None) -> Case:
     return Case(name, lambda scratch, data_dir: (argv(scratch), message, stdin))
 
 
@@ -1202,7 +1204,9 @@ CASES += [
 
 def _round_three() -> list[Case]:
     """The inputs kept in modules of their own, by class: config files, paths and layers; data files,
-    imported results and nested JSON; grids, templates and the audit (each builds on the helpers above)."""
+    imported results and nested JSON; grids, templates and the audit; the helper commands' input (each
+    builds on the helpers above)."""
+    import bad_input_cases_commands
     import bad_input_cases_config
     import bad_input_cases_data
     import bad_input_cases_grid
@@ -1212,6 +1216,7 @@ def _round_three() -> list[Case]:
         *bad_input_cases_config.CASES,
         *bad_input_cases_data.CASES,
         *bad_input_cases_grid.CASES,
+        *bad_input_cases_commands.CASES,
         *bad_input_cases_run.CASES,
     ]
 

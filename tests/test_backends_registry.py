@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from safetyrepro.backends import GROUP, PluginError, load_backend, registered
+from safetyrepro.backends import GROUP, discovered, load_backend, registered
 from safetyrepro.backends.base import BatchCondition
 from safetyrepro.configuration.envelope import Decoding
 from safetyrepro.configuration.settings import ConfigError, ModelSpec, load_settings
@@ -91,15 +91,15 @@ def plugins(tmp_path_factory) -> dict[str, Path]:
 @pytest.fixture
 def install(monkeypatch, plugins):
     """Put plugin folders on sys.path, each registry lookup starting afresh."""
-    registered.cache_clear()
+    discovered.cache_clear()
 
     def put(*names: str) -> None:
         for name in names:
             monkeypatch.syspath_prepend(str(plugins[name]))
-        registered.cache_clear()
+        discovered.cache_clear()
 
     yield put
-    registered.cache_clear()
+    discovered.cache_clear()
 
 
 def _config(data_dir, **backend) -> dict:
@@ -202,23 +202,26 @@ def test_a_batch_axis_is_refused_on_a_backend_that_makes_its_own_batches(install
         load_settings(config)
 
 
-def test_a_name_registered_twice_is_an_error_naming_both(install):
+def test_a_name_registered_twice_is_left_out_and_refused_where_used(install, data_dir):
     install("toy", "clash")
-    with pytest.raises(PluginError) as clash:
-        registered()
-    message = str(clash.value)
+    assert "hf" not in registered() and "toy" in registered()
+    message = str(discovered().broken["hf"])
     assert "backend 'hf' is registered twice" in message
     assert "safetyrepro.backends.hf_declared:HF (by safetyrepro" in message
     assert "toy_backend:ToyBackend (by clash-backend 0.1)" in message
-
-
-def test_a_plugin_that_fails_to_import_is_one_error_naming_it(install, data_dir):
-    install("broken")
-    with pytest.raises(ConfigError) as broken:
+    with pytest.raises(ConfigError) as refused:  # the default backend of both operations
         load_settings(_config(data_dir))
-    assert str(broken.value).startswith(
-        "backend: backend plugin 'broken' (toy_backend_missing:Nothing, from broken-backend 0.1) cannot be loaded: "
-        "ModuleNotFoundError"
+    assert str(refused.value) == f"backend.generate: {message}"
+
+
+def test_a_plugin_that_fails_to_import_is_refused_only_where_a_config_names_it(install, data_dir):
+    install("broken")
+    assert load_settings(_config(data_dir)).backend.generate == "hf"  # a config that does not use it goes on
+    with pytest.raises(ConfigError) as broken:
+        load_settings(_config(data_dir, generate="broken"))
+    assert str(broken.value) == (
+        "backend.generate: backend plugin 'broken' (toy_backend_missing:Nothing, from broken-backend 0.1) cannot be "
+        "loaded: ModuleNotFoundError: No module named 'toy_backend_missing'"
     )
 
 

@@ -31,7 +31,8 @@ def run_case(case, tmp_path, data_dir, monkeypatch, capsys) -> tuple[int, str, s
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("SAFETYREPRO_DATA_DIR", raising=False)
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)  # no test reaches a hub
-    monkeypatch.setattr(sys, "stdin", io.StringIO(stdin or ""))
+    data = stdin.encode() if isinstance(stdin, str) else stdin or b""  # the bytes a pipe gives, not always UTF-8
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(data), encoding="utf-8", errors="surrogateescape"))
     return cli.main(argv), capsys.readouterr().err, message
 
 

@@ -130,7 +130,7 @@ def cell_rows(data_dir, tmp_path_factory):
 
 def parse_here(monkeypatch, capsys, stdin: str, *args: str) -> tuple[int, str, str]:
     """`safetyrepro parse ARGS` run in this process on `stdin`: its exit status, stdout and stderr."""
-    monkeypatch.setattr(sys, "stdin", io.StringIO(stdin))
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(stdin.encode()), encoding="utf-8"))
     status = main(["parse", *args])
     out, err = capsys.readouterr()
     return status, out, err

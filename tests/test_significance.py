@@ -159,3 +159,22 @@ def test_cells_with_other_items_are_compared_on_the_items_both_have():
     assert paired_tests(cells_of(disjoint), disjoint, OPTIONS).empty  # no shared items: nothing to test
     table = rho_flip_sig(cells_of(disjoint), disjoint, OPTIONS).iloc[0]
     assert math.isnan(table["rho_flip_lower"]) and table["n_configs"] == 1
+
+
+def test_a_pair_without_shared_items_has_a_null_interval_in_the_grid_card():
+    """NaN in the tables is null in the card: standard JSON, which provenance-diff reads; the Markdown card says n/a."""
+    from safetyrepro.benchmarks.base import load_json
+    from safetyrepro.results.grid_card import _headline, _rho_flip_lines
+    from safetyrepro.results.storage import json_text
+
+    disjoint = pd.DataFrame(
+        _greedy_rows("A", {"a1": True, "a2": False}) + _greedy_rows("B", {"b1": True, "b2": True}),
+        columns=["model", "benchmark", "config_id", "item_id", "seed", "correct"],
+    )
+    cells = cells_of(disjoint)
+    headline = _headline(rho_flip_sig(cells, disjoint, OPTIONS), cells)
+    pair = load_json(json_text(headline), "grid_card.json", standard=True)["bbq"]["pairs"][0]
+    assert (pair["rho_flip_lower"], pair["rho_flip_upper"], pair["n_items"]) == (None, None, None)
+    assert pair["n_configs"] == 1 and isinstance(pair["rho_flip"], float)
+    table = "\n".join(_rho_flip_lines(headline, OPTIONS.power))
+    assert "| [n/a, n/a] |" in table and "nan" not in table

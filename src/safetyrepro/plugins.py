@@ -1,38 +1,72 @@
-"""Finding what packages register under an entry-point group (benchmarks, backends): one loader, one
-error for a clash or a plugin that fails to load (docs/extending.md)."""
+"""Finding what packages register under an entry-point group (benchmarks, backends): one loader, which keeps
+apart each plugin that cannot be used (it fails to load, is not what its group takes, or its name is
+registered twice) with the one-line error naming it and its distribution (docs/extending.md)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from importlib.metadata import EntryPoint, entry_points
-from typing import Any
+from typing import Generic, TypeVar
+
+Plugin = TypeVar("Plugin")
 
 
 class PluginError(RuntimeError):
     """A registered plugin cannot be loaded, is not what its group takes, or clashes with another."""
 
 
-def registered_points(group: str, kind: str) -> dict[str, EntryPoint]:
-    """The entry points of `group` by name, in name order.
+@dataclass(frozen=True)
+class Registry(Generic[Plugin]):
+    """What a group's entry points give: the plugins that loaded, by name, and the error of each name that did
+    not. Only what names a broken one is refused (with its error); the rest goes on without it."""
+
+    loaded: dict[str, Plugin]
+    broken: dict[str, PluginError]
+
+
+def load_registry(group: str, kind: str, load: Callable[[EntryPoint], Plugin]) -> Registry[Plugin]:
+    """Every plugin registered under `group`, loaded and checked by `load`.
 
     Args:
         group: the entry-point group, e.g. "safetyrepro.benchmarks".
         kind: what the group holds, for messages ("benchmark", "backend").
+        load: the plugin an entry point names, checked (a PluginError naming it where it is not one).
 
     Returns:
-        One entry point per name (a package installed twice registers the same target twice).
-
-    Raises:
-        PluginError: a name registered with two different targets (naming both and their packages).
+        The plugins by name, in name order; the broken names apart, each with its error: a name registered with
+        two targets (naming both and their distributions; a package installed twice registers one target twice,
+        which is no clash), a target that is not `module:attribute`, and any exception (SystemExit included)
+        that importing or checking the target raises.
     """
     points: dict[str, EntryPoint] = {}
+    broken: dict[str, PluginError] = {}
     for point in entry_points(group=group):
         first = points.setdefault(point.name, point)
         if first.value != point.value:
-            raise PluginError(
+            broken[point.name] = PluginError(
                 f"{kind} '{point.name}' is registered twice: {first.value} (by {origin(first)}) and "
                 f"{point.value} (by {origin(point)}); uninstall one"
             )
-    return dict(sorted(points.items()))
+    loaded = {}
+    for name, point in sorted(points.items()):
+        if name in broken:
+            continue
+        if point.pattern.match(point.value) is None:
+            broken[name] = PluginError(f"{describe(point, kind)} names no module:attribute")
+            continue
+        try:
+            loaded[name] = load(point)
+        except PluginError as exc:
+            broken[name] = exc
+        except (Exception, SystemExit) as exc:  # a plugin's import may raise anything, or exit
+            broken[name] = PluginError(f"{describe(point, kind)} cannot be loaded: {reason(exc)}")
+    return Registry(loaded, dict(sorted(broken.items())))
+
+
+def reason(exc: BaseException) -> str:
+    """An exception as one line: its type and message."""
+    return " ".join(f"{type(exc).__name__}: {exc}".split())
 
 
 def origin(point: EntryPoint) -> str:
@@ -43,11 +77,3 @@ def origin(point: EntryPoint) -> str:
 def describe(point: EntryPoint, kind: str) -> str:
     """How messages name a plugin: "<kind> plugin 'name' (module:attr, from dist version)"."""
     return f"{kind} plugin '{point.name}' ({point.value}, from {origin(point)})"
-
-
-def load_point(point: EntryPoint, kind: str) -> Any:
-    """What an entry point names, imported; PluginError naming the plugin when that fails."""
-    try:
-        return point.load()
-    except Exception as exc:
-        raise PluginError(f"{describe(point, kind)} cannot be loaded: {type(exc).__name__}: {exc}") from exc

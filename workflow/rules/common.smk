@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 from safetyrepro.benchmarks import NAME, DataError, with_human_labels
-from safetyrepro.cli.command import ERROR_PREFIX
+from safetyrepro.cli.command import ERROR_PREFIX, plugin_warnings
 from safetyrepro.configuration.settings import ConfigError, load_run_settings, load_settings
 from safetyrepro.running.data import manifest
 from safetyrepro.configuration.fingerprints import (
@@ -43,7 +43,7 @@ except (ConfigError, DataError) as error:
     sys.exit(f"{ERROR_PREFIX}{error}")
 config.clear()
 config.update(SETTINGS.document)
-print("\n".join(f"safetyrepro: {line}" for line in plan_lines(SETTINGS)), file=sys.stderr)
+print("\n".join([*(f"safetyrepro: {line}" for line in plan_lines(SETTINGS)), *plugin_warnings()]), file=sys.stderr)
 
 RESULTS = str(SETTINGS.results_dir)
 CELLS = [(m.name, b, c.config_id) for m, b, c in SETTINGS.cells()]

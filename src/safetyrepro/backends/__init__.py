@@ -9,34 +9,36 @@ from importlib.metadata import EntryPoint
 from typing import Any
 
 from safetyrepro.backends.base import OPERATIONS, Backend, ModelLoadError
-from safetyrepro.plugins import PluginError, describe, load_point, registered_points
+from safetyrepro.plugins import PluginError, Registry, describe, load_registry
 
 GROUP = "safetyrepro.backends"
 
 
 @cache
+def discovered() -> Registry[type[Backend]]:
+    """Every backend registered under GROUP, in load order (then name order); apart, the error of each that
+    cannot be used (it fails to load or to pass the checks below, or its name is registered twice), naming
+    it and its package."""
+    found = load_registry(GROUP, "backend", _load)
+    return Registry(dict(sorted(found.loaded.items(), key=lambda item: item[1].load_order)), found.broken)
+
+
 def registered() -> dict[str, type[Backend]]:
-    """Every backend registered under GROUP, in load order (then name order).
-
-    Returns:
-        Backend classes by name.
-
-    Raises:
-        PluginError: a name registered twice with two targets, or a plugin that fails to load (naming it).
-    """
-    classes = {name: _load(point) for name, point in registered_points(GROUP, "backend").items()}
-    return dict(sorted(classes.items(), key=lambda item: item[1].load_order))
+    """The backend classes that loaded, by name, in load order."""
+    return discovered().loaded
 
 
 def _load(point: EntryPoint) -> type[Backend]:
     """The Backend class an entry point names, checked."""
-    target = load_point(point, "backend")
+    target = point.load()
     where = describe(point, "backend")
     if not (isinstance(target, type) and issubclass(target, Backend)):
         raise PluginError(f"{where} is not a subclass of safetyrepro.backends.Backend")
     unknown = [operation for operation in target.serves if operation not in OPERATIONS]
     if unknown or not target.serves:
         raise PluginError(f"{where} serves {list(target.serves)}; a backend serves one or both of {OPERATIONS}")
+    if not isinstance(target.load_order, int):
+        raise PluginError(f"{where}: its load_order {target.load_order!r} must be an integer")
     return target
 
 
@@ -49,4 +51,4 @@ def load_backend(kind: str, spec, **options: Any) -> Backend:
     return backends[kind].load(spec, **options)
 
 
-__all__ = ["GROUP", "Backend", "ModelLoadError", "PluginError", "load_backend", "registered"]
+__all__ = ["GROUP", "Backend", "ModelLoadError", "PluginError", "discovered", "load_backend", "registered"]

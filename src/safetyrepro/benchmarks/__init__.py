@@ -24,7 +24,7 @@ from safetyrepro.benchmarks.base import (
     Presentation,
     draw_subset,
 )
-from safetyrepro.plugins import PluginError, describe, load_point, registered_points
+from safetyrepro.plugins import PluginError, Registry, describe, load_registry, reason
 
 if TYPE_CHECKING:
     from safetyrepro.configuration.settings import Settings
@@ -49,22 +49,20 @@ def with_human_labels(names: Iterable[str]) -> list[str]:
     return [name for name in names if BENCHMARKS[name].human_labels]
 
 
-def discover() -> dict[str, Benchmark]:
-    """Every benchmark registered under GROUP, in name order; a name registered twice with two targets,
-    or a plugin that fails to load, is an error naming it."""
-    return {name: _load(point) for name, point in registered_points(GROUP, "benchmark").items()}
+def discover() -> Registry[Benchmark]:
+    """Every benchmark registered under GROUP, in name order; apart, the error of each that cannot be used (it
+    fails to load or to pass the checks below, or its name is registered twice), naming it and its package."""
+    return load_registry(GROUP, "benchmark", _load)
 
 
 def _load(point: EntryPoint) -> Benchmark:
     """The Benchmark an entry point names (a class is instantiated), checked against its entry."""
     where = describe(point, "benchmark")
-    target = load_point(point, "benchmark")
-    try:
-        benchmark = target() if isinstance(target, type) else target
-    except Exception as exc:
-        raise PluginError(f"{where} cannot be loaded: {type(exc).__name__}: {exc}") from exc
+    target = point.load()
+    benchmark = target() if isinstance(target, type) and issubclass(target, Benchmark) else target
     if not isinstance(benchmark, Benchmark):
-        raise PluginError(f"{where} is a {type(benchmark).__name__}, not a safetyrepro.benchmarks.Benchmark")
+        what = f"the class {target.__name__}" if isinstance(target, type) else f"of type {type(target).__name__}"
+        raise PluginError(f"{where} is {what}, not a safetyrepro.benchmarks.Benchmark")
     for what, value in (("name", benchmark.name), ("folder", benchmark.folder)):
         if not isinstance(value, str) or not NAME.fullmatch(value):
             raise PluginError(
@@ -101,15 +99,17 @@ def _check_module(where: str, what: str, name: object, functions: tuple[str, ...
     """A PluginError unless `name` names a module (as `scorer_module` finds it) that defines `functions`."""
     try:
         module = scorer_module(name) if isinstance(name, str) else None
-    except ImportError as exc:
-        raise PluginError(f"{where}: its {what} module {name!r} cannot be imported: {exc}") from exc
+    except (Exception, SystemExit) as exc:  # its import may raise anything, or exit
+        raise PluginError(f"{where}: its {what} module {name!r} cannot be imported: {reason(exc)}") from exc
     if module is None or not all(callable(getattr(module, function, None)) for function in functions):
         raise PluginError(
             f"{where}: {key} must name a module with functions {' and '.join(functions)} (docs/extending.md)"
         )
 
 
-BENCHMARKS: dict[str, Benchmark] = discover()
+_REGISTERED = discover()
+BENCHMARKS: dict[str, Benchmark] = _REGISTERED.loaded
+BROKEN: dict[str, PluginError] = _REGISTERED.broken  # a benchmark plugin that cannot be used: named only to refuse it
 
 
 def item_set(settings: Settings, name: str, presentation: Presentation = AS_GIVEN) -> ItemSet:
@@ -132,6 +132,7 @@ def check_item_sets(settings: Settings) -> dict[str, int]:
 __all__ = [
     "AS_GIVEN",
     "BENCHMARKS",
+    "BROKEN",
     "GROUP",
     "JUDGE",
     "UNPARSED",

@@ -13,7 +13,7 @@ import re
 import stat
 from abc import ABC, abstractmethod
 from collections import Counter
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -506,12 +506,14 @@ def read_text(path: Path, missing: str = "no such file", context: str = "") -> s
         raise DataError(f"{path}: {context}not UTF-8 text (byte {exc.start}, line {line})") from None
 
 
-def load_json(text: str, where: str, malformed: str = "malformed JSON") -> Any:
+def load_json(text: str, where: str, malformed: str = "malformed JSON", standard: bool = False) -> Any:
     """Parse JSON text. Malformed text (`malformed`, with the parser's reason) and nesting deeper than
     MAX_JSON_DEPTH (which would exhaust the stack here or in whatever walks the value later) are a
-    DataError naming `where`."""
+    DataError naming `where`. With `standard`, so is what JSON's standard (RFC 8259) leaves out and Python's
+    reader takes: NaN or Infinity (named by its key path), and a key given twice (a reader keeps the last)."""
+    hooks = {"object_pairs_hook": _unique_keys, "parse_constant": _Constant} if standard else {}
     try:
-        value = json.loads(text)
+        value = json.loads(text, **hooks)
         # each level opens a bracket: text with no more of them than the limit needs no walk
         too_deep = text.count("[") + text.count("{") > MAX_JSON_DEPTH and _json_depth(value) > MAX_JSON_DEPTH
     except RecursionError:
@@ -519,23 +521,60 @@ def load_json(text: str, where: str, malformed: str = "malformed JSON") -> Any:
     except json.JSONDecodeError as exc:
         position = f"line {exc.lineno}, column {exc.colno}" if "\n" in text else f"column {exc.colno}"
         raise DataError(f"{where}: {malformed}: {exc.msg} ({position})") from None
+    except _TwiceGiven as exc:
+        raise DataError(f"{where}: {exc}") from None
     except ValueError as exc:  # a number past Python's digit limit
         raise DataError(f"{where}: {malformed} ({' '.join(str(exc).split())[:100]})") from None
     if too_deep:
         raise DataError(f"{where}: JSON nested more than {MAX_JSON_DEPTH} levels deep")
+    if standard and ("NaN" in text or "Infinity" in text):  # no constant was read without its name in the text
+        for path, node in json_nodes(value):
+            if isinstance(node, _Constant):
+                at = f"{json_path(path)}: " if path else ""
+                raise DataError(
+                    f"{where}: {at}{node} is not JSON (JSON has no NaN or Infinity: write null, or a number)"
+                )
     return value
 
 
-def _json_depth(value: Any) -> int:
-    """How many arrays and objects lie within each other in a parsed JSON value (walked without recursion)."""
-    deepest, stack = 0, [(value, 1)]
+class _Constant(str):
+    """NaN, Infinity or -Infinity as `load_json(standard=True)` reads them: found by their key path, then refused."""
+
+
+class _TwiceGiven(ValueError):
+    """A JSON object that gives a key twice."""
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object's pairs as a dict; a key given twice is a _TwiceGiven naming it."""
+    value = dict(pairs)
+    if len(value) < len(pairs):
+        twice = next(key for key, count in Counter(key for key, _ in pairs).items() if count > 1)
+        raise _TwiceGiven(f"key {twice!r} given twice; a JSON reader keeps only the last")
+    return value
+
+
+def json_nodes(value: Any) -> Iterator[tuple[tuple[str | int, ...], Any]]:
+    """Every value within a parsed JSON value, with its key path (object keys and list indices), walked without
+    recursion, the value itself first (its path empty)."""
+    stack: list[tuple[tuple[str | int, ...], Any]] = [((), value)]
     while stack:
-        node, depth = stack.pop()
-        children = node.values() if isinstance(node, dict) else node if isinstance(node, list) else None
-        if children is not None:
-            deepest = max(deepest, depth)
-            stack.extend((child, depth + 1) for child in children)
-    return deepest
+        path, node = stack.pop()
+        yield path, node
+        children = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
+        stack.extend(((*path, key), child) for key, child in reversed(list(children)))
+
+
+def json_path(path: Sequence[str | int]) -> str:
+    """A key path as messages name it: keys joined by dots, list indices in brackets (a.b[2])."""
+    return "".join(
+        f"[{key}]" if isinstance(key, int) else f".{key}" if index else key for index, key in enumerate(path)
+    )
+
+
+def _json_depth(value: Any) -> int:
+    """How many arrays and objects lie within each other in a parsed JSON value."""
+    return max((len(path) + 1 for path, node in json_nodes(value) if isinstance(node, dict | list)), default=0)
 
 
 def read_csv(path: Path, columns: Sequence[str], missing: str = "data file not found") -> pd.DataFrame:

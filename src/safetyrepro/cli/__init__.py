@@ -11,7 +11,7 @@ import textwrap
 from safetyrepro.backends import ModelLoadError
 from safetyrepro.benchmarks import DataError
 from safetyrepro.cli import jobs, user
-from safetyrepro.cli.command import ERROR_PREFIX
+from safetyrepro.cli.command import ERROR_PREFIX, plugin_warnings
 from safetyrepro.cli.jobs import CellError
 from safetyrepro.configuration.settings import ConfigError
 
@@ -56,14 +56,18 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of the console script; errors become one line on stderr and exit status 2."""
+    """Entry point of the console script; errors become one line on stderr and exit status 2; a command that went
+    on without a plugin that cannot be used says so after it, a line per plugin."""
     args = build_parser().parse_args(argv)
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     try:
-        return args.func(args)
+        status = args.func(args)
     except (ConfigError, DataError, ModelLoadError, CellError) as exc:
         print(f"{ERROR_PREFIX}{exc}", file=sys.stderr)
         return 2
+    for line in plugin_warnings():  # it went on without them: said after it, so that an error stays one line
+        print(line, file=sys.stderr)
+    return status

@@ -6,18 +6,20 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from safetyrepro.benchmarks import AS_GIVEN, BENCHMARKS, JUDGE, RULES, DataError
+from safetyrepro.benchmarks import AS_GIVEN, BENCHMARKS, BROKEN, JUDGE, RULES, DataError
 from safetyrepro.benchmarks.base import LETTERS
 from safetyrepro.cli.command import add_command
 from safetyrepro.cli.jobs import job
 from safetyrepro.configuration.settings import DEFAULT_CONFIGFILE, ConfigError, load_settings, schema
 
 JUDGED_LINES = 64  # stdin lines a judge is asked about at once (its batch; identical questions asked once)
+NOT_UTF8 = re.compile("[\udc80-\udcff]")  # what a byte that is not UTF-8 decodes to with surrogateescape
 
 if TYPE_CHECKING:
     from safetyrepro.backends import Backend
@@ -87,6 +89,7 @@ def cmd_fetch_data(args: argparse.Namespace) -> int:
     """Download missing benchmark files at their pinned commits and check their hashes."""
     from safetyrepro.running.data import fetch_data
 
+    _refuse_broken(args.benchmark or [], "--benchmark: ")
     fetched = fetch_data(Path(args.data_dir), base_url=args.base_url or None, benchmarks=args.benchmark or None)
     print(f"fetched {len(fetched)} file(s) into {args.data_dir}")
     return 0
@@ -124,6 +127,7 @@ def cmd_parse(args: argparse.Namespace) -> int:
     `label`. A line whose item is not known is refused (docs/scorers.md)."""
     from safetyrepro.benchmarks.base import JSON_LINE_END, load_json
 
+    _refuse_broken([args.benchmark])
     benchmark = BENCHMARKS[args.benchmark]
     if args.scorer is not None and args.scorer not in benchmark.scorers:
         raise ConfigError(
@@ -139,12 +143,16 @@ def cmd_parse(args: argparse.Namespace) -> int:
     elif args.scorer is not None:  # the embedded model the scorer reads with, if any: built (or refused) first
         replies.scorer_models(args.scorer)
     records: list[dict] = []
-    lines = (line for piece in sys.stdin for line in JSON_LINE_END.split(piece.rstrip("\r\n")))
+    pieces = (piece.decode("utf-8", "surrogateescape") for piece in sys.stdin.buffer)  # bytes: not always UTF-8
+    lines = (line for piece in pieces for line in JSON_LINE_END.split(piece.rstrip("\r\n")))
     for number, line in enumerate(lines, start=1):
         line = line.removeprefix("\ufeff") if number == 1 else line  # a UTF-8 byte-order mark is no error
         if not line.strip():
             continue
-        record = load_json(line, f"stdin line {number}", "not JSON")
+        if escaped := NOT_UTF8.search(line):
+            byte = ord(escaped.group()) - 0xDC00
+            raise DataError(f"stdin line {number}: not UTF-8 text (byte {byte:#04x}, column {escaped.start() + 1})")
+        record = load_json(line, f"stdin line {number}", "not JSON", standard=True)
         if not isinstance(record, dict) or "response" not in record:
             raise DataError(f"stdin line {number}: expected a JSON object with a 'response' field")
         records.append((record, *replies.resolve(record, f"stdin line {number}")))
@@ -154,6 +162,14 @@ def cmd_parse(args: argparse.Namespace) -> int:
             records = []
     _write_labelled(records, replies.labels)
     return 0
+
+
+def _refuse_broken(names: list[str], key: str = "") -> None:
+    """A ConfigError, with the plugin's error, where `names` holds a benchmark plugin that cannot be used (argparse
+    offers their names, so that naming one says why it is left out; docs/extending.md)."""
+    for name in names:
+        if name in BROKEN:
+            raise ConfigError(f"{key}{BROKEN[name]}")
 
 
 class _Replies:
@@ -185,8 +201,8 @@ class _Replies:
 
     def resolve(self, record: dict, where: str) -> tuple[Item, tuple[str, str | None] | dict]:
         """The line's item and what labels it, (scorer, judge's name or None), or on the log-likelihood path the
-        line's `logliks` that choose its label; a line whose item or labelling is not known is a DataError
-        naming `where`."""
+        line's `logliks` that choose its label; a line whose item or labelling is not known, or whose response a
+        scorer would read is not text, is a DataError naming `where`."""
         name = self.benchmark.name
         if record.get("benchmark", name) != name:
             raise DataError(f"{where}: a row of benchmark {record['benchmark']!r}, not {name}")
@@ -199,6 +215,12 @@ class _Replies:
                     f"{where}: config {config.config_id} chooses its label by log-likelihood: give the item_id"
                 )
             return item, self._logliks(record, item, where)
+        if not isinstance(record["response"], str):  # read by a scorer (a log-likelihood row's may be null)
+            given = json.dumps(record["response"])
+            raise DataError(
+                f"{where}: response: expected the reply's text (a string), got "
+                + (given if len(given) <= 40 else f"{given[:37]}...")
+            )
         scorer = self.args.scorer or (RULES if config is None else self.settings.labelling_scorer(name, config))
         if scorer != JUDGE:
             return item, (scorer, None)
@@ -274,7 +296,7 @@ class _Replies:
         from safetyrepro.benchmarks.base import load_json
 
         logliks = record.get("logliks")
-        logliks = load_json(logliks, f"{where}: logliks") if isinstance(logliks, str) else logliks
+        logliks = load_json(logliks, f"{where}: logliks", standard=True) if isinstance(logliks, str) else logliks
         numbers = isinstance(logliks, dict) and all(isinstance(v, int | float) for v in logliks.values())
         if not numbers or set(logliks) != set(item.candidates):
             raise DataError(
@@ -459,15 +481,21 @@ RECORD_MAX_BYTES = 64 << 20
 
 
 def _read_record(path: str) -> dict:
-    """A run record or GRID card: a regular JSON file holding an object, of sane size."""
-    from safetyrepro.benchmarks.base import load_json, read_text, regular_file
+    """A run record or GRID card: a regular JSON file holding an object, of sane size, in standard JSON (no NaN,
+    no key given twice), no key empty."""
+    from safetyrepro.benchmarks.base import json_nodes, json_path, load_json, read_text, regular_file
 
     file = regular_file(Path(path))
     if file.stat().st_size > RECORD_MAX_BYTES:
         raise DataError(f"{path}: {file.stat().st_size:,} bytes, too large for a run record")
-    record = load_json(read_text(file, context="not a JSON run record: "), path, "not a JSON run record")
+    text = read_text(file, context="not a JSON run record: ")
+    record = load_json(text, path, "not a JSON run record", standard=True)
     if not isinstance(record, dict):
         raise DataError(f"{path}: not a JSON run record (a {type(record).__name__}, not an object)")
+    for keys, node in json_nodes(record):
+        if isinstance(node, dict) and "" in node:
+            where = f"in {json_path(keys)}" if keys else "at the top level"
+            raise DataError(f"{path}: an empty key ({where}); provenance-diff names each value by its keys")
     return record
 
 
@@ -502,7 +530,7 @@ def add_commands(commands) -> None:
         commands, "fetch-data", cmd_fetch_data, "download benchmark files (pinned, hash-checked)", ("data-dir",)
     )
     fetch.add_argument("--base-url", help="mirror laid out like raw.githubusercontent.com (empty: the default)")
-    fetch.add_argument("--benchmark", action="append", choices=sorted(BENCHMARKS))
+    fetch.add_argument("--benchmark", action="append", choices=sorted([*BENCHMARKS, *BROKEN]))
 
     build = add_command(commands, "build-model", cmd_build_model, "build the embedded gemma-3-270m HF directory")
     build.add_argument("--out", default="resources/models/gemma-3-270m")
@@ -516,7 +544,7 @@ def add_commands(commands) -> None:
     parse = add_command(
         commands, "parse", cmd_parse, "label JSON-lines replies from stdin as their cells do (docs/scorers.md)"
     )
-    parse.add_argument("benchmark", choices=sorted(BENCHMARKS))
+    parse.add_argument("benchmark", choices=sorted([*BENCHMARKS, *BROKEN]))
     parse.add_argument(
         "--scorer",
         help="which of the benchmark's scorers labels every line (default: each line's config's scorer; "

@@ -8,7 +8,7 @@ import json
 import keyword
 import re
 import string
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -159,9 +159,12 @@ class Envelope:
     _by_values: dict[tuple, Config] = field(repr=False, compare=False, default_factory=dict)
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any], benchmarks: Mapping[str, Any]) -> Envelope:
+    def from_dict(
+        cls, data: Mapping[str, Any], benchmarks: Mapping[str, Any], unavailable: Iterable[str] = ()
+    ) -> Envelope:
         """Build an envelope from its schema-valid config section, defaults filled in; check placeholders,
-        declared axes and rule references (`benchmarks`: name -> Benchmark, every benchmark a rule may use)."""
+        declared axes and rule references (`benchmarks`: name -> Benchmark, every benchmark a rule may use;
+        `unavailable`: the names of registered benchmarks that cannot be used, which a rule may still name)."""
         axes = {axis: dict(data["axes"][axis]) for axis in AXES}
         mechanisms, defaults = {}, {}
         for axis, (values, mechanism, default) in _declared_axes(data["axes"]).items():
@@ -183,7 +186,7 @@ class Envelope:
                     where = f"envelope.axes.template.{name}.{key}"
                     _check_fields(params[key], TEMPLATE_FIELDS | variables, where, TEMPLATE_REQUIRED | variables)
         _check_fields(data["shot_format"], {"question", "answer"}, "envelope.shot_format", {"question", "answer"})
-        known = {**{axis: set(values) for axis, values in axes.items()}, "benchmark": set(benchmarks)}
+        known = {**{axis: set(values) for axis, values in axes.items()}, "benchmark": {*benchmarks, *unavailable}}
         rules = [_rule(index, raw, known) for index, raw in enumerate(data["rules"])]
         envelope = cls(
             axes,

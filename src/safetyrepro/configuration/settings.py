@@ -26,9 +26,9 @@ from typing import Any
 import jsonschema
 import yaml
 
-from safetyrepro.backends import PluginError, registered
+from safetyrepro.backends import discovered, registered
 from safetyrepro.backends.base import OPERATIONS, BatchCondition
-from safetyrepro.benchmarks import BENCHMARKS
+from safetyrepro.benchmarks import BENCHMARKS, BROKEN
 from safetyrepro.benchmarks.base import DataError, regular_file
 from safetyrepro.configuration.envelope import (
     AXES,
@@ -59,10 +59,7 @@ def checked_schema(name: str) -> dict[str, Any]:
     name one that serves the operation, and a plugin's own options (its `option_schema`) are keys."""
     if name != "config":
         return schema(name)
-    try:
-        backends = registered()
-    except PluginError as exc:
-        raise ConfigError(f"backend: {exc}") from None
+    backends = registered()
     root = copy.deepcopy(schema(name))
     keys = root["properties"]["backend"]["properties"]
     for operation in OPERATIONS:
@@ -771,6 +768,17 @@ def load_run_settings(configfiles: Sequence[str | os.PathLike], overrides: Mappi
     return load_settings(os.path.relpath(configfiles[0]) if configfiles else None, overrides)
 
 
+def _refuse_broken_backends(section: Any) -> None:
+    """A ConfigError where the backend of an operation (the config's, else the default) is a plugin that cannot
+    be used, with its error (docs/extending.md); a config that uses none of those goes on without them."""
+    broken = discovered().broken
+    for operation in OPERATIONS:
+        kind = section.get(operation) if isinstance(section, dict) else None
+        kind = BackendSettings.default_kind(operation) if kind is None else kind
+        if isinstance(kind, str) and kind in broken:
+            raise ConfigError(f"backend.{operation}: {broken[kind]}")
+
+
 def _settings(raw: dict[str, Any], layers: tuple[str, ...]) -> Settings:
     """Check a merged config, fill in the defaults and build the typed settings."""
     raw = copy.deepcopy(raw)
@@ -780,6 +788,7 @@ def _settings(raw: dict[str, Any], layers: tuple[str, ...]) -> Settings:
             entry["chat_template"] = "on" if entry["chat_template"] else "off"
     if "imports" in raw:
         return _import_settings(raw, layers)
+    _refuse_broken_backends(raw.get("backend"))
     check_schema(raw, "config")
     _expand_home(raw)
     envelope_raw = raw["envelope"]
@@ -802,11 +811,14 @@ def _settings(raw: dict[str, Any], layers: tuple[str, ...]) -> Settings:
         raw["data_dir"] = data_dir_variable
         layers = (*layers, f"{DATA_DIR_ENV}={raw['data_dir']} (overrides data_dir)")
 
+    for name in raw["benchmarks"]:
+        if name in BROKEN:
+            raise ConfigError(f"benchmarks.{name}: {BROKEN[name]}")
     unknown = sorted(set(raw["benchmarks"]) - set(BENCHMARKS))
     if unknown:
         raise ConfigError(f"benchmarks.{unknown[0]}: unknown benchmark (known: {', '.join(BENCHMARKS)})")
     try:
-        envelope = Envelope.from_dict(envelope_raw, BENCHMARKS)
+        envelope = Envelope.from_dict(envelope_raw, BENCHMARKS, unavailable=BROKEN)
         envelope.token_cap = raw.get("max_new_tokens_cap")
         for name in raw["benchmarks"]:  # the run's benchmarks, as its cells will run them (the token cap applied)
             envelope.check_distinct_cells(name, BENCHMARKS[name].task)

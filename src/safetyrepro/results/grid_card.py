@@ -12,6 +12,7 @@ Two runs of the same config give the same card apart from `created`.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -20,7 +21,7 @@ import pandas as pd
 from safetyrepro.analysis.flips import orderings_reached
 from safetyrepro.backends.base import BatchCondition
 from safetyrepro.results.headline import Headline, headline_markdown
-from safetyrepro.results.markdown import number
+from safetyrepro.results.markdown import format_number
 
 if TYPE_CHECKING:
     from safetyrepro.configuration.settings import Settings
@@ -117,15 +118,18 @@ def _headline(rho: pd.DataFrame, cells: pd.DataFrame) -> dict[str, Any]:
             "orderings_reached": reached,
             "orderings_possible": possible,
             "pairs": [
-                {
-                    key: (value.item() if hasattr(value, "item") else value)
-                    for key, value in row.items()
-                    if key != "benchmark"
-                }
+                {key: _plain(value) for key, value in row.items() if key != "benchmark"}
                 for row in table.to_dict("records")
             ],
         }
     return out
+
+
+def _plain(value: Any) -> Any:
+    """A table's value as standard JSON holds it: a Python scalar, None where it is missing (NaN: a pair that
+    shares no items has no interval), so that every JSON reader, provenance-diff's among them, takes the card."""
+    value = value.item() if hasattr(value, "item") else value
+    return None if isinstance(value, float) and math.isnan(value) else value
 
 
 def grid_card(
@@ -360,7 +364,19 @@ def grid_card_markdown(card: Mapping[str, Any]) -> str:
         "multiple-comparison correction; the interval is rho_flip's over item resamples (analysis rho_flip_sig).",
         "",
     ]
-    for benchmark, headline in card["headline"].items():
+    lines += _rho_flip_lines(card["headline"], card["analysis"]["significance"]["power"])
+    lines += ["## Item ids", ""]
+    lines += [
+        f"- {benchmark} ({items['n_items']}): {', '.join(items['ids'])}" for benchmark, items in card["items"].items()
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _rho_flip_lines(headlines: Mapping[str, Any], power: float) -> list[str]:
+    """The Markdown card's rho_flip table of each benchmark (the JSON card's `headline`), n/a where a value is
+    missing (null: a pair that shares no items has no interval)."""
+    lines = []
+    for benchmark, headline in headlines.items():
         lines += [
             f"### {benchmark}",
             "",
@@ -373,23 +389,19 @@ def grid_card_markdown(card: Mapping[str, Any]) -> str:
         ]
         lines += [
             f"| {p['model_a']} | {p['model_b']} | {p['n_plus']} | {p['n_minus']} | {p['n_ties']} | "
-            f"{p['n_configs']} | {p['rho_flip']:.3f} | {p['ceiling']:.3f} | "
-            f"[{number(p['rho_flip_lower'])}, {number(p['rho_flip_upper'])}] | "
-            f"{number(p['n_plus_sig'], '.0f')} / {number(p['n_minus_sig'], '.0f')} | {number(p['rho_flip_sig'])} |"
+            f"{p['n_configs']} | {format_number(p['rho_flip'])} | {format_number(p['ceiling'])} | "
+            f"[{format_number(p['rho_flip_lower'])}, {format_number(p['rho_flip_upper'])}] | "
+            f"{format_number(p['n_plus_sig'], '.0f')} / {format_number(p['n_minus_sig'], '.0f')} | "
+            f"{format_number(p['rho_flip_sig'])} |"
             for p in headline["pairs"]
         ]
         first = headline["pairs"][0] if headline["pairs"] else None
-        if first is not None and number(first["n_items"]) != "n/a":  # the pair shares items (none: scores alone)
+        if first is not None and format_number(first["n_items"]) != "n/a":  # the pair shares items (not: scores alone)
             lines += [
                 "",
                 f"With {first['n_items']:.0f} items, differences under {first['mdd_pp']:.1f} pp cannot be told from "
-                f"noise (one two-sided test at alpha {first['alpha']}, power "
-                f"{card['analysis']['significance']['power']}; {first['mdd_adjusted_pp']:.1f} pp at alpha / |C|, "
-                "the level of each config's test under the correction).",
+                f"noise (one two-sided test at alpha {first['alpha']}, power {power}; "
+                f"{first['mdd_adjusted_pp']:.1f} pp at alpha / |C|, the level of each config's test under the correction).",
             ]
         lines.append("")
-    lines += ["## Item ids", ""]
-    lines += [
-        f"- {benchmark} ({items['n_items']}): {', '.join(items['ids'])}" for benchmark, items in card["items"].items()
-    ]
-    return "\n".join(lines) + "\n"
+    return lines

@@ -97,8 +97,8 @@ def summary_markdown(
         lines.append(
             f"| {benchmark} | {top.n_configs} | {top.rho_flip:.3f} | {pair if reversal else NO_REVERSAL} | "
             f"{counts if reversal else '-'} | {top.ceiling:.3f} | {reached} of {possible} | "
-            f"{number(core)} | {number(clean_rho)} ({number(clean_n, '.0f')}) | {number(_lookup(shares, benchmark, 'rho'))} | "
-            f"{number(_lookup(flip, benchmark, 'flip_rate'))} ({number(_lookup(flip, benchmark, 'null_flip_rate'))}) |"
+            f"{format_number(core)} | {format_number(clean_rho)} ({format_number(clean_n, '.0f')}) | {format_number(_lookup(shares, benchmark, 'rho'))} | "
+            f"{format_number(_lookup(flip, benchmark, 'flip_rate'))} ({format_number(_lookup(flip, benchmark, 'null_flip_rate'))}) |"
         )
     lines += _significance_lines(tables.get("rho_flip_sig"))
     lines += _stability_lines(tables.get("item_stability"))
@@ -129,9 +129,9 @@ def _significance_lines(table: pd.DataFrame | None) -> list[str]:
     for row in table.itertuples():
         lines.append(
             f"| {row.benchmark} | {row.model_a} vs {row.model_b} | {row.rho_flip:.3f} ({row.n_plus} / {row.n_minus}) | "
-            f"[{number(row.rho_flip_lower)}, {number(row.rho_flip_upper)}] | {number(row.rho_flip_sig)} "
-            f"({number(row.n_plus_sig, '.0f')} / {number(row.n_minus_sig, '.0f')}) | {number(row.n_inconclusive, '.0f')} | "
-            f"{number(row.n_items, '.0f')} | {number(row.mdd_pp, '.1f')} | {number(row.mdd_adjusted_pp, '.1f')} |"
+            f"[{format_number(row.rho_flip_lower)}, {format_number(row.rho_flip_upper)}] | {format_number(row.rho_flip_sig)} "
+            f"({format_number(row.n_plus_sig, '.0f')} / {format_number(row.n_minus_sig, '.0f')}) | {format_number(row.n_inconclusive, '.0f')} | "
+            f"{format_number(row.n_items, '.0f')} | {format_number(row.mdd_pp, '.1f')} | {format_number(row.mdd_adjusted_pp, '.1f')} |"
         )
     return lines
 
@@ -232,6 +232,6 @@ def _lookup(table: pd.DataFrame | None, key, column: str):
     return value.iloc[0] if isinstance(value, pd.Series) else value
 
 
-def number(value, spec: str = ".3f") -> str:
-    """`value` formatted by `spec`, or n/a where there is none (None, NaN: e.g. no item rows to compute it from)."""
+def format_number(value, spec: str = ".3f") -> str:
+    """A number as a table shows it; n/a for a missing one (None or NaN)."""
     return "n/a" if value is None or pd.isna(value) else format(float(value), spec)

@@ -9,7 +9,14 @@ import time
 from snakemake.utils import min_version
 
 from safetyrepro.cli.command import ERROR_PREFIX
-from safetyrepro.cli.jobs import RUN_STOPPED, failure_report, hold_results, stop_jobs_on_sigterm
+from safetyrepro.cli.jobs import (
+    RUN_STOPPED,
+    failure_report,
+    hold_results,
+    settle_future_times,
+    stop_jobs_on_sigterm,
+    survive_unwritable_cleanup,
+)
 
 min_version("9.27")  # a function as a rule priority (inference.smk); 9.15 refuses it
 # Each run names its own stop to its jobs (onstart, below). The Snakemake inside a cluster job runs no hooks: its
@@ -42,16 +49,21 @@ include: "workflow/rules/audit.smk"
 
 
 # Before the first job of a real run (not a dry run): what the run needs of this machine; then the run holds
-# its results folder (a second run writing there stops) and SIGTERM stops its running jobs (docs/reruns.md).
+# its results folder (a second run writing there stops), brings back to now the times a clock moved back left
+# ahead of it, and SIGTERM stops its running jobs (docs/reruns.md).
 onstart:
     global HELD, STARTED, STOPPED
     try:
         if not IMPORTS:
             preflight(SETTINGS, jobs_here=workflow.local_exec)
-        HELD, STARTED = hold_results(SETTINGS.results_dir), time.time()
+        HELD = hold_results(SETTINGS.results_dir)
     except ConfigError as error:
         sys.exit(f"{ERROR_PREFIX}{error}")
+    if settled := settle_future_times([SETTINGS.results_dir, OUTDATED]):
+        print(f"safetyrepro: {settled}", file=sys.stderr)
+    STARTED = time.time()  # after: a log set to now is no log of this run's (failure_report)
     STOPPED = stop_jobs_on_sigterm(RUN_CONFIG.parent)
+    survive_unwritable_cleanup(workflow.dag)
 
 
 onsuccess:

@@ -1,11 +1,13 @@
-"""Machine faults inside a cell of the tiny workflow: its model server killed mid-call, out of memory, and a
-cell's file changed or truncated after it was written. Each ends on one line that says what happened, leaves
-no partial output, and a rerun gives the reference run's tables (tests/conftest.py). The runs start from a copy
-of the reference run's finished cells, less the few the fault needs, and go as far as the tables."""
+"""Machine faults inside a cell of the tiny workflow: its model server killed mid-call or stopped (SIGSTOP), out
+of memory, and a cell's file changed or truncated after it was written. Each ends on one line that says what
+happened, leaves no partial output, and a rerun gives the reference run's tables (tests/conftest.py). The runs
+start from a copy of the reference run's finished cells, less the few the fault needs, and go as far as the
+tables."""
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import resource
@@ -27,6 +29,7 @@ from test_workflow import snakemake
 
 from safetyrepro.cli import main
 from safetyrepro.configuration.settings import load_settings
+from safetyrepro.running import server
 
 pytestmark = pytest.mark.e2e
 UNTIL_TABLES = ("--until", "aggregate")  # cells.parquet, items.parquet and precision_probe.parquet
@@ -88,22 +91,28 @@ def settled_size(process: psutil.Process, still_for: float = 1.0, timeout: float
     raise AssertionError(f"process {process.pid} did not settle in {timeout} s")
 
 
-def rerun_gives_reference_tables(workdir: Path, reference_run: Path, failed: Iterable[str] = ()) -> None:
+def rerun_gives_reference_tables(
+    workdir: Path, reference_run: Path, failed: Iterable[str] = (), redone: Iterable[str] = ()
+) -> str:
     """Nothing partial is left (no temporary file, no table, no output of the `failed` cells); the rerun
-    computes what is missing, keeps the finished cells and gives the reference run's tables, bit for bit."""
+    computes what is missing, redoes the `redone` cells, keeps the other finished cells and gives the reference
+    run's tables, bit for bit. Returns what the rerun wrote on stderr."""
     results = workdir / "results"
     assert not list(results.rglob("*.tmp")) and not (results / "cells.parquet").exists()
     for cell in failed:
         assert not list((results / "cells").glob(f"{cell}.*"))
     finished = cell_outputs(results)
+    outdated = {f"cells/{cell}.parquet": finished.pop(f"cells/{cell}.parquet") for cell in redone}
     rerun = snakemake(workdir, *RUN, *UNTIL_TABLES)
     assert rerun.returncode == 0, rerun.stderr[-3000:]
     after = cell_outputs(results)
     assert len(after) == 12 and {k: after[k] for k in finished} == finished
+    assert all(after[cell] != time for cell, time in outdated.items())
     got, expected = tables(results), tables(reference_run / "results")
     assert set(got) == {"cells.parquet", "items.parquet", "precision_probe.parquet"}
     for name, frame in got.items():
         pd.testing.assert_frame_equal(frame, expected[name], check_exact=True, obj=name)
+    return rerun.stderr
 
 
 def flip_a_byte(path: Path) -> None:
@@ -255,30 +264,37 @@ def cells_waiting_on_server(workdir: Path) -> set[str]:
     return waiting
 
 
-def test_model_server_killed_mid_cell_then_rerun(tmp_path, reference_run):
-    """SIGKILL of the model server (the out-of-memory killer's way) while a cell waits for its answer: the
-    server is stopped as soon as a cell's log says the server answered its `info` (the cell's model call
-    comes next), and killed once the cell is seen waiting on it."""
-    cells = bbq_cells(reference_run, "tiny-1")
-    workdir = finished_copy(reference_run, tmp_path / "run", cells)
+def stop_server_under_a_cell(workdir: Path, model: str, cells: list[str], process: subprocess.Popen) -> tuple[str, int]:
+    """Stop (SIGSTOP) `model`'s server while one of `cells`, run by `process` in `workdir`, waits on it for its
+    model call; returns that cell and the server's process id, the server left stopped. The server is stopped as
+    soon as a cell's log says the server answered its `info` (the cell's model call comes next), and left stopped
+    once the cell is seen waiting on it (else continued)."""
     results = workdir / "results"
-    process = start(workdir, tmp_path / "stderr", *ONE_JOB, *UNTIL_TABLES)
     connected: set[str] = set()
-    victim = None
     deadline = time.monotonic() + 300
-    while victim is None:
+    while True:
         assert process.poll() is None and time.monotonic() < deadline, "no cell was seen waiting on its server"
         logs = {cell: results / "logs" / "cells" / f"{cell}.log" for cell in cells if cell not in connected}
         fresh = {cell for cell, log in logs.items() if log.is_file() and " items, " in log.read_text()}
-        pid = server_pid(results, "tiny-1")
+        pid = server_pid(results, model)
         if fresh and pid is not None:
             connected |= fresh
             os.kill(pid, signal.SIGSTOP)  # it cannot answer now: a cell still waiting after a while has no answer
             time.sleep(0.2)
-            waiting = fresh & cells_waiting_on_server(workdir)
-            os.kill(pid, signal.SIGKILL if waiting else signal.SIGCONT)
-            victim = next(iter(waiting), None)
+            if waiting := fresh & cells_waiting_on_server(workdir):
+                return next(iter(waiting)), pid
+            os.kill(pid, signal.SIGCONT)
         time.sleep(0.005)
+
+
+def test_model_server_killed_mid_cell_then_rerun(tmp_path, reference_run):
+    """SIGKILL of the model server (the out-of-memory killer's way) while a cell waits for its answer."""
+    cells = bbq_cells(reference_run, "tiny-1")
+    workdir = finished_copy(reference_run, tmp_path / "run", cells)
+    results = workdir / "results"
+    process = start(workdir, tmp_path / "stderr", *ONE_JOB, *UNTIL_TABLES)
+    victim, pid = stop_server_under_a_cell(workdir, "tiny-1", cells, process)
+    os.kill(pid, signal.SIGKILL)
     assert process.wait(timeout=300) != 0
     line = (
         f"safetyrepro: error: cell {victim} failed: ModelServerDied: the model server for 'tiny-1' (log: "
@@ -328,4 +344,54 @@ def test_cell_out_of_memory_names_the_batch_size_then_rerun(tmp_path, reference_
     server.wait(timeout=60)  # the failed run asked it to exit: the rerun starts a server of its own
     monkeypatch.delenv("MALLOC_MMAP_THRESHOLD_")
     monkeypatch.delenv("MALLOC_ARENA_MAX")
+    rerun_gives_reference_tables(workdir, reference_run, [victim])
+
+
+def test_model_server_stopped_is_killed_within_the_stated_time_then_rerun(
+    tmp_path, reference_run, monkeypatch, capsys, caplog
+):
+    """A model server that hangs instead of dying: SIGSTOP, which no socket sees. A cell waiting on it kills it
+    once it has stayed stopped for server.STOPPED_LIMIT seconds (60; 2 here): one stopped before the cell
+    connects is replaced by a new server, one stopped under the cell's model call fails the cell in one line.
+    The cell runs in this process (the limit lowered), its server stopped as it logs its items (its `info` call
+    answered, its model call next)."""
+    victim = bbq_cells(reference_run, "tiny-1")[0]
+    workdir = finished_copy(reference_run, tmp_path / "run", [victim])
+    results = workdir / "results"
+    monkeypatch.chdir(workdir)
+    monkeypatch.setattr(server, "STOPPED_LIMIT", 2)
+    settings = load_settings(workdir / "config.yaml")
+    for backend in server.connect(settings, settings.model("tiny-1"), Path("config.yaml"), 120).values():
+        backend.close()
+    first = psutil.Process(server_pid(results, "tiny-1"))
+    first.suspend()  # SIGSTOP
+    stopped = [(first, time.monotonic())]
+
+    def stop_the_new_server(record: logging.LogRecord) -> bool:
+        if " items, " in record.getMessage():
+            stopped.append((psutil.Process(server_pid(results, "tiny-1")), time.monotonic()))
+            stopped[-1][0].suspend()
+        return True
+
+    caplog.set_level(logging.INFO, logger="safetyrepro")
+    logging.getLogger("safetyrepro").addFilter(stop_the_new_server)
+    model, benchmark, config_id = victim.split("/")
+    cell = ["--configfile", "config.yaml", "--model", model, "--benchmark", benchmark, "--config-id", config_id]
+    outputs = ["--items", f"results/cells/{victim}.parquet", "--summary", f"results/cells/{victim}.json"]
+    try:
+        status = main(["run-cell", *cell, *outputs])
+    finally:
+        logging.getLogger("safetyrepro").removeFilter(stop_the_new_server)
+        for left in psutil.wait_procs([process for process, _ in stopped], timeout=10)[1]:
+            left.kill()  # a server still stopped (before the fix: waited on for ever) goes with the test
+    assert len(stopped) == 2, "the cell had no answer to its `info` call: no server replaced the stopped one"
+    (_, _), (second, since) = stopped
+    assert status == 2 and time.monotonic() - since < 2 + 5
+    assert capsys.readouterr().err == (
+        f"safetyrepro: error: cell {victim} failed: ModelServerHung: the model server for 'tiny-1' (log: "
+        f"results/logs/servers/tiny-1.log) was stopped (process {second.pid} in state T, by SIGSTOP or SIGTSTP) "
+        "and did not answer for 2 s, so it was killed; run the workflow again to resume: finished cells are kept "
+        "and a new server starts\n"
+    )
+    assert first.pid != second.pid and not first.is_running() and not second.is_running()  # both killed
     rerun_gives_reference_tables(workdir, reference_run, [victim])

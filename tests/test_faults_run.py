@@ -1,7 +1,7 @@
 """Machine faults around a run of the tiny workflow (the reference run's config, tests/conftest.py): the disk of
-the results folder fills up, Snakemake gets SIGTERM (what Slurm sends on preemption or at a time limit), and
-two runs start on one results folder. Each ends on one line that says what happened, leaves no partial output,
-and a rerun gives the reference run's tables."""
+the results folder fills up or it turns read-only, Snakemake gets SIGTERM (what Slurm sends on preemption or at a
+time limit), and two runs start on one results folder. Each ends on one line that says what happened, leaves no
+partial output, and a rerun gives the reference run's tables."""
 
 from __future__ import annotations
 
@@ -23,6 +23,15 @@ import pytest
 import yaml
 from conftest import REPO, in_ci
 from test_faults import BIN, RUN, cell_outputs, cells_in_progress, start, tables
+from test_faults_cells import (
+    ONE_JOB,
+    bbq_cells,
+    finished_copy,
+    last_line,
+    rerun_gives_reference_tables,
+    stop_server_under_a_cell,
+)
+from test_faults_cells import UNTIL_TABLES as UNTIL_AGGREGATE
 from test_workflow import snakemake
 
 from safetyrepro.cli.jobs import RUN_STOPPED
@@ -81,21 +90,33 @@ def processes_left(workdir: Path, seconds: float = 10) -> list[psutil.Process]:
 
 
 @contextlib.contextmanager
-def small_disk(folder: Path, size: str):
-    """A tmpfs of `size` mounted on `folder` (root only: skipped where that is refused, failed under CI)."""
-    folder.mkdir(parents=True, exist_ok=True)
-    mounted = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)], capture_output=True, text=True
-    )
-    if mounted.returncode != 0:
-        message = f"cannot mount a small tmpfs to fill up ({mounted.stderr.strip()}; root is needed)"
-        if in_ci():
-            pytest.fail(message + " and CI is set: the disk-full tests must run in CI")
-        pytest.skip(message)
+def mounted(folder: Path, what: str, *mounts: list[str]):
+    """`folder` with the `mount` commands `mounts` run on it, one after the other (root only: skipped where that
+    is refused, failed under CI), unmounted at the end."""
+    for number, command in enumerate(mounts):
+        done = subprocess.run(["mount", *command, str(folder)], capture_output=True, text=True)
+        if done.returncode != 0:
+            if number:
+                subprocess.run(["umount", str(folder)], check=True)
+            message = f"cannot mount {what} ({done.stderr.strip()}; root is needed)"
+            if in_ci():
+                pytest.fail(message + " and CI is set: the tests of machine faults must run in CI")
+            pytest.skip(message)
     try:
         yield folder
     finally:
         subprocess.run(["umount", "--lazy", str(folder)], check=True)  # lazy: a model server may still log there
+
+
+def small_disk(folder: Path, size: str):
+    """A tmpfs of `size` mounted on `folder`."""
+    folder.mkdir(parents=True, exist_ok=True)
+    return mounted(folder, "a small tmpfs to fill up", ["-t", "tmpfs", "-o", f"size={size}", "tmpfs"])
+
+
+def read_only(folder: Path):
+    """`folder` made read-only, for root too: bound read-only onto itself (chmod does not stop root)."""
+    return mounted(folder, "a read-only bind", ["--bind", str(folder)], ["-o", "remount,bind,ro"])
 
 
 def fill(disk: Path) -> None:
@@ -172,6 +193,34 @@ def test_a_model_server_on_a_full_disk_says_where(tmp_path, reference_run):
             "free some space there, then run the workflow again"
         )
         assert not loads.stat().st_size and not (tmp_path / "server.sock").exists()
+
+
+def test_results_read_only_mid_run_then_rerun(tmp_path, reference_run):
+    """The results folder turns read-only (a file system remounted read-only, its permissions taken away) while a
+    cell waits on its model server: the cell cannot write its outputs and ends on one line naming the folder, the
+    run ends on that line (no traceback), nothing partial is left; made writable again, the rerun keeps the
+    finished cells and gives the reference run's tables."""
+    cells = bbq_cells(reference_run, "tiny-1")
+    workdir = finished_copy(reference_run, tmp_path / "run", cells)
+    results, stderr = workdir / "results", tmp_path / "stderr"
+    process = start(workdir, stderr, *ONE_JOB, *UNTIL_AGGREGATE)
+    try:
+        victim, server = stop_server_under_a_cell(workdir, "tiny-1", cells, process)
+        with read_only(results):
+            os.kill(server, signal.SIGCONT)  # its answer comes: the cell has its outputs to write
+            assert process.wait(timeout=120) != 0
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+    folder = f"results/cells/{victim.rpartition('/')[0]}"
+    line = (
+        f"safetyrepro: error: cannot write in {folder}: read-only file system; make it writable again, then run the "
+        "workflow again (finished jobs are kept)"
+    )
+    said = stderr.read_text()
+    assert last_line(results, victim) == line
+    assert line in said.splitlines() and said.count("safetyrepro: error: ") == 1 and "Traceback" not in said
+    rerun_gives_reference_tables(workdir, reference_run, [victim])
 
 
 @pytest.fixture(scope="module")

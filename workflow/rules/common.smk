@@ -10,11 +10,13 @@ from pathlib import Path
 
 from safetyrepro.benchmarks import NAME, DataError, with_human_labels
 from safetyrepro.cli.command import ERROR_PREFIX, plugin_warnings
+from safetyrepro.cli.jobs import drop_damaged_snakemake_records
 from safetyrepro.configuration.settings import ConfigError, load_run_settings, load_settings
 from safetyrepro.running.data import manifest
 from safetyrepro.configuration.fingerprints import (
     JOB_CODE,
     cell_dependencies,
+    changed_model_files,
     code_digest,
     data_digests,
     judge_agreement_fingerprint,
@@ -97,9 +99,13 @@ def build_priority(wildcards):
 # whenever any key changed, while each rule's params below name exactly what its outputs depend on.
 _effective = yaml.safe_dump(SETTINGS.document, sort_keys=True)
 RUN_CONFIG = Path(".snakemake/safetyrepro") / f"run-config-{hashlib.sha256(_effective.encode()).hexdigest()[:16]}.yaml"
-if not RUN_CONFIG.is_file():
+# written anew where it is not what its name says (damaged or cut short since: its jobs would read another config)
+if not RUN_CONFIG.is_file() or RUN_CONFIG.read_bytes() != _effective.encode():
     write_text(_effective, RUN_CONFIG)
 os.environ["SAFETYREPRO_RUN_CONFIG"] = str(RUN_CONFIG.resolve())
+if workflow.is_main_process:  # before Snakemake reads its records: a damaged one would stop it
+    for line in drop_damaged_snakemake_records(Path(".snakemake/metadata")):
+        print(f"safetyrepro: {line}", file=sys.stderr)
 
 
 envvars:
@@ -298,6 +304,9 @@ def audit_report_input(wildcards):
 # settings or other bytes is redone, and so is everything built from it; an output without a record is refused
 # (docs/reruns.md).
 DEPENDS = {}
+# A check of a rule's existing outputs beyond their record, as CURRENT[rule](wildcards, outputs): why they are
+# outdated, or None
+CURRENT = {}
 # each job's marker of an outdated result, in the working folder's own scratch (a dry run writes nothing in the
 # results), under the results folder as the config names it
 OUTDATED = RUN_CONFIG.parent / "outdated" / hashlib.sha256(RESULTS.encode()).hexdigest()[:16]
@@ -338,10 +347,11 @@ def record_args(rule):
 
 def outdated(rule):
     """An input function: the job's marker, always the same path (its set of inputs never changes). The main
-    process checks the job's outputs against their record first: where the record names other settings or other
-    bytes, it writes the marker anew (newer than the outputs, its content never the same twice), so that
-    Snakemake redoes the job as after any updated input, whatever metadata it kept; else the marker is dated at
-    the epoch, older than any output. Outputs that exist without a record stop the run with one line."""
+    process checks the job's outputs against their record first (and CURRENT[rule]'s check): where the record
+    names other settings or other bytes, it writes the marker anew (newer than the outputs, its content never the
+    same twice), so that Snakemake redoes the job as after any updated input, whatever metadata it kept; else the
+    marker is dated at the epoch, older than any output. Outputs that exist without a record stop the run with
+    one line."""
 
     def check(wildcards):
         patterns = workflow.get_rule(rule).output
@@ -356,6 +366,9 @@ def outdated(rule):
         if all(Path(path).exists() for path in outputs):
             expected = made_of(rule, wildcards)
             problem = record_problem(Path(record), expected, [Path(p) for p in outputs], SETTINGS.results_dir)
+            current = CURRENT.get(rule)
+            if problem is None and current is not None:
+                problem = current(wildcards, outputs)
         if problem == NO_RECORD:
             sys.exit(
                 f"{ERROR_PREFIX}{outputs[0]} has no record of what made it ({record} is missing): it was made "
@@ -371,6 +384,11 @@ def outdated(rule):
             REDONE.add(outputs[0])
             print(f"safetyrepro: redoing {outputs[0]}: {problem}", file=sys.stderr)
             write_text(f"{time.time_ns()} {problem}\n", marker)
+            # newer than the outputs also where their times lie ahead of the clock (moved back since they were
+            # written): the run's onstart then sets both to now (safetyrepro.cli.jobs.settle_future_times)
+            newest = max(os.stat(path).st_mtime_ns for path in [*outputs, record] if os.path.exists(path))
+            if newest >= marker.stat().st_mtime_ns:
+                os.utime(marker, ns=(newest + 10**9, newest + 10**9))
         return [str(marker)]
 
     return check

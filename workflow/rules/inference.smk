@@ -19,6 +19,8 @@ rule build_embedded_model:
 
 
 DEPENDS["describe_model"] = lambda w: {"spec": vars(MODELS[w.model]), "code": code("describe_model")}
+# the files of a local model folder, against the hashes its description holds: weights replaced redo it
+CURRENT["describe_model"] = lambda w, outputs: changed_model_files(MODELS[w.model], Path(outputs[0]))
 
 
 rule describe_model:

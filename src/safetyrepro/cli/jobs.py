@@ -6,6 +6,7 @@ folder, stops its jobs on SIGTERM and repeats the one line a failed job ended on
 from __future__ import annotations
 
 import argparse
+import base64
 import contextlib
 import errno
 import fcntl
@@ -16,7 +17,9 @@ import os
 import shutil
 import signal
 import socket
+import tempfile
 import threading
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
@@ -31,6 +34,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("safetyrepro")
 DISK_FULL = "disk full: "  # how a job's or the run's line on a full disk begins
+CANNOT_WRITE = "cannot write in "  # how the line begins where the results folder turned read-only
+NOT_WRITABLE = (errno.EROFS, errno.EACCES, errno.EPERM)  # a file system remounted read-only, permissions taken
 FULL_BELOW = 1024**2  # bytes free under which the results' file system counts as full (a job could not log why)
 
 
@@ -81,9 +86,38 @@ def disk_full(code: int, paths: list[str]) -> str:
     )
 
 
+def cannot_write(code: int, folder: Path) -> str:
+    """The line a job ends on when the folder it writes in is no longer writable (a file system remounted
+    read-only, permissions taken away mid-run)."""
+    return (
+        f"{CANNOT_WRITE}{folder}: {os.strerror(code).lower()}; make it writable again, then run the workflow again "
+        "(finished jobs are kept)"
+    )
+
+
+def _write_error(folder: Path) -> int | None:
+    """The error number of writing a file in `folder` now (None: it can be written)."""
+    try:
+        with tempfile.TemporaryFile(dir=folder):
+            return None
+    except OSError as error:
+        return error.errno
+
+
+def _no_longer_writable(code: int, named: list[str], outputs: list[str]) -> str | None:
+    """The line for a job whose write of `named` failed with `code` because its folder can no longer be written,
+    or None: the folder as the job's `outputs` there name it (a temporary file's name is absolute). A permission
+    error counts only in a folder of its outputs (else it may be a file it could not read)."""
+    folder = Path(named[0]).parent if named else None
+    as_named = (Path(out).parent for out in outputs if folder and Path(out).parent.resolve() == folder.resolve())
+    shown = next(as_named, folder if code == errno.EROFS else None)
+    return cannot_write(code, shown) if shown and _write_error(folder) in NOT_WRITABLE else None
+
+
 def job(*outputs: str, sigterm: bool = True, recorded: bool = True) -> Callable:
-    """A job's command (decorator): a full disk or SIGTERM ends it with one line (CellError) once the writes in
-    progress have removed their temporary files; once it has written its outputs, its record (`--job-record`:
+    """A job's command (decorator): a full disk, a folder that is no longer writable or SIGTERM ends it with one
+    line (CellError) once the writes in progress have removed their temporary files; once it has written its
+    outputs, its record (`--job-record`:
     the workflow's fingerprint of what they depend on and their SHA-256, safetyrepro.results.records). `outputs`
     are the options naming the files it writes; `sigterm=False` leaves SIGTERM as it is (the model server, which
     SIGTERM simply ends); `recorded=False`: a command no rule records (the server, the model build)."""
@@ -110,9 +144,12 @@ def job(*outputs: str, sigterm: bool = True, recorded: bool = True) -> Callable:
                     "run the workflow again to redo it"
                 ) from None
             except OSError as error:
+                named = [str(error.filename)] if error.filename else paths
+                if error.errno in NOT_WRITABLE and (line := _no_longer_writable(error.errno, named, paths)):
+                    raise CellError(line) from None
                 if error.errno not in (errno.ENOSPC, errno.EDQUOT):
                     raise
-                raise CellError(disk_full(error.errno, [str(error.filename)] if error.filename else paths)) from None
+                raise CellError(disk_full(error.errno, named)) from None
             finally:
                 if sigterm:
                     signal.signal(signal.SIGTERM, previous)  # as it was (a job called in-process, by a test)
@@ -699,8 +736,8 @@ def stop_jobs_on_sigterm(marks: Path) -> threading.Event:
 
 def failure_report(results: Path, since: float, stopped: bool) -> list[str]:
     """What a failed run ended on, one line each: that SIGTERM stopped it; or else the line the log of each job
-    that failed since `since` (seconds since the epoch) ended on, and that the results folder's disk is full
-    when it is and no job could say so (a job's log is on that disk too)."""
+    that failed since `since` (seconds since the epoch) ended on, and that the results folder's disk is full, or
+    that it cannot be written, when it is so and no job could say so (a job's log is there too)."""
     if stopped:
         return [
             f"{ERROR_PREFIX}stopped by SIGTERM: the running jobs were stopped and their outputs removed; run the "
@@ -717,4 +754,82 @@ def failure_report(results: Path, since: float, stopped: bool) -> list[str]:
             f"{ERROR_PREFIX}{DISK_FULL}the file system of the results folder {results} is full "
             f"({free_space(results)}); free some space there, then run the workflow again"
         )
+    code = _write_error(results)
+    if code in NOT_WRITABLE and not any(line.startswith(ERROR_PREFIX + CANNOT_WRITE) for line in lines):
+        lines.append(ERROR_PREFIX + cannot_write(code, results))
     return list(dict.fromkeys(lines))
+
+
+def survive_unwritable_cleanup(dag) -> None:
+    """After a failed job, Snakemake removes the empty folders of the outputs it lacks (`DAG.cleanup_workdir`,
+    Snakemake 9.27) before the Snakefile's `onerror`; in a results folder that turned read-only that raised, and
+    the run ended on a traceback instead of its line (failure_report). Those empty folders are left there."""
+    cleanup = dag.cleanup_workdir
+
+    def leaving_what_cannot_be_removed() -> None:
+        try:
+            cleanup()
+        except OSError as error:
+            if error.errno not in NOT_WRITABLE:
+                raise
+
+    dag.cleanup_workdir = leaving_what_cannot_be_removed
+
+
+def drop_damaged_snakemake_records(metadata: Path) -> list[str]:
+    """Remove the damaged records among Snakemake's records of the outputs it made (`metadata`:
+    `.snakemake/metadata/`, a JSON file each, named by the output's path in base64) that would stop it: Snakemake
+    9.27 ignores a record that is not JSON (one being written may be cut short), but one that is not UTF-8 text
+    (damaged bytes) or holds JSON that is no record stopped it with a traceback before any job. Such an output
+    is then judged as after .snakemake/ was deleted: by its times and by the record its job wrote in the results
+    folder (docs/reruns.md). Returns a line per record removed."""
+    from pydantic import ValidationError
+    from snakemake.persistence import MetadataRecord
+
+    lines = []
+    for path in sorted(p for p in metadata.rglob("*") if p.is_file()):
+        try:
+            if record := json.loads(path.read_bytes().decode("utf-8")):  # as Snakemake reads it: an empty one is none
+                MetadataRecord.model_validate(record)
+        except json.JSONDecodeError:
+            continue
+        except (UnicodeDecodeError, ValidationError):
+            parts = [part.removeprefix("@") for part in path.relative_to(metadata).parts]
+            try:
+                output = base64.urlsafe_b64decode("".join(parts)).decode("utf-8")
+            except ValueError:
+                output = "an output"
+            path.unlink()
+            lines.append(
+                f"removed Snakemake's damaged record of {output} ({path}); the record its job wrote in the results "
+                "judges it"
+            )
+    return lines
+
+
+AHEAD = 10**9  # ns a file's time may lie ahead of the clock without counting (a file server's clock runs ahead)
+
+
+def settle_future_times(folders: Sequence[Path]) -> str | None:
+    """Set the times of the files in `folders` that lie ahead of this machine's clock (it was moved back since
+    they were written) to now: Snakemake takes a job whose output is older than one of its inputs for a clock
+    skew and fails it, so every job reading such a file would fail until the clock caught up. What they hold
+    is judged by their records (results/jobs/), not their times. Returns the line that says so, or None."""
+    now = time.time_ns()
+    ahead = [
+        (path, status.st_mtime_ns)
+        for folder in folders
+        if folder.is_dir()
+        for path in (folder, *folder.rglob("*"))
+        if (status := path.lstat()).st_mtime_ns > now + AHEAD
+    ]
+    for path, _ in ahead:
+        os.utime(path, ns=(now, now), follow_symlinks=False)
+    if not ahead:
+        return None
+    most = (max(mtime for _, mtime in ahead) - now) / 1e9
+    return (
+        f"{len(ahead)} files of {', '.join(map(str, folders))} had times up to "
+        f"{f'{most / 60:.0f} min' if most >= 60 else f'{most:.0f} s'} ahead of this machine's clock (it was moved "
+        "back since they were written): set to now; what they hold is checked by their records"
+    )

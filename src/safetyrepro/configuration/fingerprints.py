@@ -272,6 +272,27 @@ def _data_digests(data_dir: Path, benchmark: str) -> tuple[tuple[str, str | None
     return tuple((name, same_file_sha256(path) if path.is_file() else None) for name, path in paths)
 
 
+@cache
+def _model_files(spec: ModelSpec) -> dict[str, str]:
+    """A local model folder's files as describe_model hashes them now, read once a process."""
+    from safetyrepro.running.models import describe_model
+
+    return describe_model(spec)["files"]
+
+
+def changed_model_files(spec: ModelSpec, description: Path) -> str | None:
+    """What changed in a local model folder since its describe_model job described it (`description`, that job's
+    output, holds the SHA-256 of each file), or None: weights replaced in the folder redo its description, and so
+    its cells, which read it (docs/reruns.md). Its files are read at each plan. A hub model is named by its id and
+    revision, and the embedded model's folder is the output of its build: None."""
+    if spec.embedded or not Path(spec.path).is_dir():
+        return None
+    described = json.loads(description.read_text(encoding="utf-8")).get("files", {})
+    now = _model_files(spec)
+    changed = sorted(name for name in described.keys() | now.keys() if described.get(name) != now.get(name))
+    return f"the files of {spec.path} changed since it was written ({', '.join(changed)})" if changed else None
+
+
 def cell_dependencies(settings: Settings, spec: ModelSpec, benchmark: str, config: Config) -> dict:
     """What a grid cell's job record fingerprints (the workflow's DEPENDS["cell"]): its settings and code, and
     its benchmark's data."""

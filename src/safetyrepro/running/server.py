@@ -4,7 +4,9 @@ The first cell of a model that finds no server starts one (a detached process, g
 lock), and every later cell on the same machine talks to it. The server loads the model once,
 answers `generate` / `loglikelihood` calls one connection at a time, records the load in
 `logs/model_loads.tsv` under the results folder, and exits after `idle_seconds` without a call.
-Under Slurm each job that serves a model's cells starts its own server on its node.
+Under Slurm each job that serves a model's cells starts its own server on its node. A server that dies
+fails the call waiting on it at once; one that stays stopped (SIGSTOP, SIGTSTP) for STOPPED_LIMIT seconds
+is killed by the cell waiting on it, which then fails as for a server that died.
 """
 
 from __future__ import annotations
@@ -17,9 +19,11 @@ import logging
 import os
 import signal
 import socket
+import struct
 import subprocess
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from multiprocessing.connection import Connection
 from pathlib import Path
 
@@ -35,10 +39,17 @@ START_TIMEOUT = 1800  # a 9B model at NF4 from a cold disk can take minutes
 # gives jobs a TMPDIR of their own; two folders were two locks and two servers of one model). Local to the
 # machine, as a socket must be, and short: a socket's path holds at most 107 bytes.
 SOCKET_ROOT = Path("/tmp")
+# How long a cell waits on a model server that is stopped (SIGSTOP, SIGTSTP), in seconds, before it kills it: a
+# stopped server never answers (a busy one runs, and is waited for however long its call takes).
+STOPPED_LIMIT = 60
 
 
 class ModelServerDied(ConnectionError):
     """The model server went away in the middle of a call (killed, or crashed)."""
+
+
+class ModelServerHung(ModelServerDied):
+    """The model server stayed stopped for STOPPED_LIMIT seconds in the middle of a call, and was killed."""
 
 
 def load_backends(settings: Settings, spec: ModelSpec) -> dict[str, Backend]:
@@ -187,21 +198,87 @@ def _answer(connection: Connection, backends: dict[str, Backend]) -> str | None:
             log.exception("call %s failed", operation)  # and the server keeps serving
 
 
-class RemoteBackend(Backend):
-    """A Backend whose calls go to the model server (one connection per cell); `server` names it in errors."""
+def _is_stopped(pid: int) -> bool:
+    """Whether process `pid` is stopped by a signal (state T: SIGSTOP, SIGTSTP); False once it is gone."""
+    try:
+        status = Path(f"/proc/{pid}/stat").read_text(encoding="ascii")
+    except OSError:
+        return False
+    return status.rpartition(")")[2].split()[0] == "T"  # the state follows the command name in parentheses
 
-    def __init__(self, connection: Connection, operation: str, prompt_format: str, server: str):
-        self.connection, self.operation, self.prompt_format, self.server = connection, operation, prompt_format, server
+
+@contextlib.contextmanager
+def _killed_if_stopped(pid: int | None) -> Iterator[threading.Event]:
+    """While the block waits on the model server `pid`, kill it (its process group: vLLM's workers with it) once
+    it has stayed stopped for STOPPED_LIMIT seconds, which ends the block's wait: its socket closes. The event
+    yielded is set when it was killed."""
+    killed, done = threading.Event(), threading.Event()
+
+    def watch() -> None:
+        since = None
+        while not done.wait(1.0):
+            if not _is_stopped(pid):
+                since = None
+            elif time.monotonic() - (since := since or time.monotonic()) >= STOPPED_LIMIT:
+                killed.set()
+                with contextlib.suppress(ProcessLookupError):
+                    if os.getpgid(pid) == pid:  # a session of its own, as _start starts it
+                        os.killpg(pid, signal.SIGKILL)
+                    else:
+                        os.kill(pid, signal.SIGKILL)
+                return
+
+    watcher = threading.Thread(target=watch, daemon=True) if pid is not None else None
+    if watcher is not None:
+        watcher.start()
+    try:
+        yield killed
+    finally:
+        done.set()
+        if watcher is not None:
+            watcher.join()
+
+
+def _server_process(connection: Connection, address: Path) -> int | None:
+    """The process id of the model server at the other end of `connection`: the process that listens on the
+    socket, where its command line says it serves `address` (a server of this package's); else None (and where
+    the system does not say it, as Linux does: a stopped server is then waited for)."""
+    if not hasattr(socket, "SO_PEERCRED"):
+        return None
+    with socket.socket(fileno=os.dup(connection.fileno())) as peer:
+        credentials = peer.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    pid = struct.unpack("3i", credentials)[0]
+    try:
+        command = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return None
+    return pid if b"serve" in command and os.fsencode(address) in command else None
+
+
+class RemoteBackend(Backend):
+    """A Backend whose calls go to the model server (one connection per cell); `server` names it in errors,
+    `pid` is its process (None: not known, and a server that stays stopped is waited for)."""
+
+    def __init__(self, connection: Connection, operation: str, prompt_format: str, server: str, pid: int | None):
+        self.connection, self.operation, self.prompt_format = connection, operation, prompt_format
+        self.server, self.pid = server, pid
 
     def _call(self, operation: str, *args):
-        try:
-            self.connection.send((operation, args))
-            status, result, prefill = self.connection.recv()
-        except (EOFError, OSError) as exc:  # its end of the socket closed: the process is gone
-            raise ModelServerDied(
-                f"{self.server} died during the call (killed, e.g. by the out-of-memory killer, or crashed); "
-                "run the workflow again to resume: finished cells are kept and a new server starts"
-            ) from exc
+        with _killed_if_stopped(self.pid) as killed:
+            try:
+                self.connection.send((operation, args))
+                status, result, prefill = self.connection.recv()
+            except (EOFError, OSError) as exc:  # its end of the socket closed: the process is gone
+                if killed.is_set():
+                    raise ModelServerHung(
+                        f"{self.server} was stopped (process {self.pid} in state T, by SIGSTOP or SIGTSTP) and "
+                        f"did not answer for {STOPPED_LIMIT} s, so it was killed; run the workflow again to resume: "
+                        "finished cells are kept and a new server starts"
+                    ) from exc
+                raise ModelServerDied(
+                    f"{self.server} died during the call (killed, e.g. by the out-of-memory killer, or crashed); "
+                    "run the workflow again to resume: finished cells are kept and a new server starts"
+                ) from exc
         if status != "ok":
             raise RuntimeError(f"model server: {result}")
         if prefill is not None:
@@ -235,13 +312,14 @@ def connect(settings: Settings, spec: ModelSpec, configfile: Path, idle_seconds:
             with open(address.with_suffix(".lock"), "w") as lock:
                 fcntl.flock(lock, fcntl.LOCK_EX)
                 connection = _try_connect(address) or _start(settings, spec, configfile, address, idle_seconds)
+        pid = _server_process(connection, address)
         try:
-            formats = RemoteBackend(connection, "info", "", server)._call("info")
-        except ModelServerDied:
+            formats = RemoteBackend(connection, "info", "", server, pid)._call("info")
+        except ModelServerDied:  # or stopped, and killed
             connection.close()
             address.unlink(missing_ok=True)
             continue
-        return {op: RemoteBackend(connection, op, fmt, server) for op, fmt in formats.items()}
+        return {op: RemoteBackend(connection, op, fmt, server, pid) for op, fmt in formats.items()}
     raise ModelLoadError(f"model server for '{spec.name}' closed the connection twice")
 
 
@@ -325,9 +403,10 @@ def _ask_to_exit(address: Path) -> bool:
     if connection is None:
         return False
     with connection:
+        server = f"the model server at {address}"
         try:
-            RemoteBackend(connection, "shutdown", "", f"the model server at {address}")._call("shutdown")
-        except ModelServerDied:  # it was exiting already (idle, or asked by another server)
+            RemoteBackend(connection, "shutdown", "", server, _server_process(connection, address))._call("shutdown")
+        except ModelServerDied:  # it was exiting already (idle, or asked by another server), or stopped and killed
             return False
     return True
 

@@ -199,12 +199,13 @@ def _answer(connection: Connection, backends: dict[str, Backend]) -> str | None:
 
 
 def _is_stopped(pid: int) -> bool:
-    """Whether process `pid` is stopped by a signal (state T: SIGSTOP, SIGTSTP); False once it is gone."""
+    """Whether process `pid` is stopped by a signal (SIGSTOP, SIGTSTP); False once it is gone."""
+    import psutil  # a dependency of Snakemake
+
     try:
-        status = Path(f"/proc/{pid}/stat").read_text(encoding="ascii")
-    except OSError:
+        return psutil.Process(pid).status() == psutil.STATUS_STOPPED
+    except psutil.Error:
         return False
-    return status.rpartition(")")[2].split()[0] == "T"  # the state follows the command name in parentheses
 
 
 @contextlib.contextmanager
@@ -248,11 +249,13 @@ def _server_process(connection: Connection, address: Path) -> int | None:
     with socket.socket(fileno=os.dup(connection.fileno())) as peer:
         credentials = peer.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
     pid = struct.unpack("3i", credentials)[0]
+    import psutil  # a dependency of Snakemake
+
     try:
-        command = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-    except OSError:
+        command = psutil.Process(pid).cmdline()
+    except psutil.Error:
         return None
-    return pid if b"serve" in command and os.fsencode(address) in command else None
+    return pid if "serve" in command and str(address) in command else None
 
 
 class RemoteBackend(Backend):

@@ -3,7 +3,8 @@
     python scripts/bad_input_outcomes.py [--src PATH/TO/src] [--timeout 10] [--no-plan-flag]
 
 Each case runs `safetyrepro` in its own process (PYTHONPATH=--src, default this checkout's src), offline,
-from a scratch folder. Outcomes: `message` (exit 2, one line, the expected message), `other message`
+from a scratch folder; the outcome is judged as tests/test_bad_input_corpus.py judges every input in CI
+(`bad_input_corpus.outcome`). Outcomes: `message` (exit 2, one line, the expected message), `other message`
 (one `safetyrepro: error:` line naming something else), `traceback or other error` (anything else
 non-zero), `accepted` (exit 0: the input went through), `hang` (past the timeout). An input the corpus
 documents as accepted is `accepted as documented` when it goes through, with its reason.
@@ -22,10 +23,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 
-from bad_input_corpus import CASES  # noqa: E402
+from bad_input_corpus import CASES, outcome  # noqa: E402
 
 
-def outcome(src: Path, data_dir: Path, case, timeout: float, plan_flag: bool) -> str:
+def run_in_process_of_its_own(src: Path, data_dir: Path, case, timeout: float, plan_flag: bool) -> str:
     with tempfile.TemporaryDirectory() as folder:
         scratch = Path(folder) / "scratch"
         scratch.mkdir()
@@ -39,12 +40,7 @@ def outcome(src: Path, data_dir: Path, case, timeout: float, plan_flag: bool) ->
             result = subprocess.run(command, input=data, capture_output=True, env=env, cwd=folder, timeout=timeout)
         except subprocess.TimeoutExpired:
             return "hang"
-    lines = result.stderr.decode(errors="replace").strip().splitlines()
-    if result.returncode == 0:
-        return "accepted as documented" if case.accepted else "accepted"
-    if len(lines) == 1 and lines[0].startswith("safetyrepro: error: "):
-        return "message" if message in lines[0] else "other message"
-    return "traceback or other error"
+    return outcome(case, result.returncode, result.stderr.decode(errors="replace"), message)
 
 
 def main() -> None:
@@ -56,7 +52,9 @@ def main() -> None:
     args = parser.parse_args()
     counts = collections.Counter()
     for case in CASES:
-        result = outcome(Path(args.src), Path(args.data_dir), case, args.timeout, not args.no_plan_flag)
+        result = run_in_process_of_its_own(
+            Path(args.src), Path(args.data_dir), case, args.timeout, not args.no_plan_flag
+        )
         counts[result] += 1
         reason = f" ({case.accepted})" if result == "accepted as documented" else ""
         print(f"{result:26} {case.name}{reason}", flush=True)

@@ -35,6 +35,22 @@ class Case:
     accepted: str = ""  # for a legitimate oddity that must go through (exit 0): why; empty for an input refused
 
 
+def outcome(case: Case, status: int, stderr: str, message: str) -> str:
+    """What an input got, as scripts/bad_input_outcomes.py tallies it and tests/test_bad_input_corpus.py checks it
+    for every input: `message` (one `safetyrepro: error:` line with the expected message), `other message`,
+    `traceback or other error`, `accepted`, or `accepted as documented` for an oddity the corpus accepts."""
+    lines = stderr.strip().splitlines()
+    if status == 0:
+        return "accepted as documented" if case.accepted else "accepted"
+    if len(lines) == 1 and lines[0].startswith("safetyrepro: error: "):
+        return "message" if message in lines[0] else "other message"
+    return "traceback or other error"
+
+
+def expected_outcome(case: Case) -> str:
+    return "accepted as documented" if case.accepted else "message"
+
+
 def accepted_case(case: Case, reason: str) -> Case:
     """`case`, documented as accepted: the command must succeed (its message is not used)."""
     return dataclasses.replace(case, accepted=reason)

@@ -241,7 +241,7 @@ def test_the_embedded_model_judges_each_distinct_reply_once(embedded_model_path,
     rows = [
         {"item_id": "xstest-1", "config_id": config_id, "response": reply}
         for config_id in ("T1-greedy-0shot-freeform-scorer=judge", "T1-greedy-0shot-freeform")
-        for reply in replies
+        for reply in texts
     ]
     done = subprocess.run(
         [BIN / "safetyrepro", "parse", "xstest", "--configfile", "config/judge.yaml"],
@@ -250,8 +250,8 @@ def test_the_embedded_model_judges_each_distinct_reply_once(embedded_model_path,
         text=True,
     )
     assert done.returncode == 0, done.stderr
-    ruled = scorer_labels(BENCHMARKS["xstest"], RULES, replies, [item] * len(replies), {})
-    assert [json.loads(line)["label"] for line in done.stdout.splitlines()] == labels + ruled
+    ruled = scorer_labels(BENCHMARKS["xstest"], RULES, texts, [item] * len(texts), {})
+    assert [json.loads(line)["label"] for line in done.stdout.splitlines()] == labels[: len(texts)] + ruled
     stopped = subprocess.run(  # parse asked the judge's model server, which waits for the next call: stop it
         [BIN / "safetyrepro", "stop-servers", "--configfile", "config/judge.yaml"], capture_output=True, text=True
     )

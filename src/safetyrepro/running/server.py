@@ -357,23 +357,25 @@ def _start(settings: Settings, spec: ModelSpec, configfile: Path, address: Path,
         "--idle-seconds",
         str(idle_seconds),
     ]
-    with open(log_path, "a", encoding="utf-8") as out:
-        process = subprocess.Popen(
-            command,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,
-            env=environment,
-        )
-    log.info("started model server for %s (pid %d, log %s)", spec.name, process.pid, log_path)
-    try:
+    process = None
+    try:  # from the start: SIGTERM may stop the cell (JobStopped) as soon as the server is started
+        with open(log_path, "a", encoding="utf-8") as out:
+            process = subprocess.Popen(
+                command,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+                env=environment,
+            )
+        log.info("started model server for %s (pid %d, log %s)", spec.name, process.pid, log_path)
         return _wait_until_serving(process, spec, address, log_path)
     except BaseException:  # it did not start in time, or SIGTERM stopped the cell that waits (JobStopped):
         # a server still loading has no socket that the run's stop_servers could ask to exit
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)  # its own session: vLLM's workers with it
-        process.wait()
+        if process is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)  # its own session: vLLM's workers with it
+            process.wait()
         raise
 
 

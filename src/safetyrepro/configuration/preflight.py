@@ -82,8 +82,7 @@ def _check_backends(settings: Settings) -> None:
         )
     if python is not None:
         _probe_server_python(python, interpreter, environment)
-    used = {backend.operation(c.scoring): backend.serving(c.scoring) for _, _, c in settings.cells()}
-    for operation, kind in sorted(used.items()):
+    for operation, kind in sorted(_serving(settings).items()):
         serving = registered()[kind]
         for module in serving.requires:
             if python is None:
@@ -97,6 +96,12 @@ def _check_backends(settings: Settings) -> None:
                     f"backend.{operation}: {module} is not installed {where}: {serving.install_hint}; "
                     f"or set {operation}: {backend.default_kind(operation)}"
                 )
+
+
+def _serving(settings: Settings) -> dict[str, str]:
+    """The backend that serves each operation some cell of the run uses."""
+    backend = settings.backend
+    return {backend.operation(c.scoring): backend.serving(c.scoring) for _, _, c in settings.cells()}
 
 
 def _probe_server_python(python: str, interpreter: str, environment: dict[str, str]) -> None:
@@ -122,11 +127,12 @@ def _probe_server_python(python: str, interpreter: str, environment: dict[str, s
 def _check_cpu_cache(settings: Settings) -> None:
     """vLLM on a CPU holds `kv_cache_gib` of key/value cache in this machine's memory: no more than it has."""
     backend = settings.backend
-    if "vllm" not in {backend.serving(c.scoring) for _, _, c in settings.cells()} or backend.device.startswith("cuda"):
+    if "vllm" not in _serving(settings).values() or backend.device.startswith("cuda"):
         return
+    import psutil  # a dependency of Snakemake
     import torch
 
-    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    memory = psutil.virtual_memory().total / 2**30
     if backend.kv_cache_gib >= memory and not (backend.device == "auto" and torch.cuda.is_available()):
         raise ConfigError(
             f"backend.kv_cache_gib: {backend.kv_cache_gib:g} GiB of key/value cache for vLLM on this machine's CPU, "

@@ -1089,20 +1089,12 @@ KERNEL_FILE_SYSTEMS = frozenset(
 
 
 def _file_system(folder: Path) -> str | None:
-    """The type of the file system `folder` is on, from the mount table (Linux); None where there is none."""
-    try:
-        mounts = Path("/proc/self/mounts").read_text().splitlines()
-    except OSError:
-        return None
-    found = None, ""
-    for line in mounts:
-        fields = line.split()
-        if len(fields) < 3:
-            continue
-        point = fields[1].replace("\\040", " ")
-        if folder.is_relative_to(point) and len(point) >= len(found[1]):
-            found = fields[2], point
-    return found[0]
+    """The type of the file system `folder` is on, from the mount table (the last mount of the longest mount
+    point holding it); None where there is none."""
+    import psutil  # a dependency of Snakemake
+
+    mounts = [mount for mount in psutil.disk_partitions(all=True) if folder.is_relative_to(mount.mountpoint)]
+    return max(reversed(mounts), key=lambda mount: len(mount.mountpoint)).fstype if mounts else None
 
 
 def check_writable_folder(key: str, path: Path) -> Path:

@@ -396,7 +396,7 @@ def _rho_flip_lines(headlines: Mapping[str, Any], power: float) -> list[str]:
             for p in headline["pairs"]
         ]
         first = headline["pairs"][0] if headline["pairs"] else None
-        if first is not None and format_number(first["n_items"]) != "n/a":  # the pair shares items (not: scores alone)
+        if first is not None and first["n_items"] is not None:  # the pair shares items (not: scores alone)
             lines += [
                 "",
                 f"With {first['n_items']:.0f} items, differences under {first['mdd_pp']:.1f} pp cannot be told from "

@@ -21,14 +21,13 @@ text; one that is not text, or only white space, is "unparsed".
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from functools import cache
 from pathlib import Path
 
 import numpy as np
 
-from safetyrepro.benchmarks.base import DataError
+from safetyrepro.benchmarks.base import DataError, load_json, read_text
 from safetyrepro.benchmarks.xstest.human_labels import LABELLED_FILES
 from safetyrepro.benchmarks.xstest.refusal import RESPONSE_CLASSES
 
@@ -76,18 +75,18 @@ def read_head(path: Path = HEAD_FILE) -> dict:
     (`held_out`), and how it was made. DataError naming the file if it cannot be read or is not a head of
     these features (truncated, edited by hand, fitted on other features or classes)."""
     fix = "reinstall safetyrepro for the shipped head, or refit it (scripts/train_learned_refusal.py)"
-    try:
-        head = json.loads(path.read_text(encoding="utf-8"), parse_constant=_not_a_number)
-    except (OSError, ValueError) as exc:  # missing, not UTF-8, not JSON (json's errors are ValueErrors)
-        reason = " ".join(str(exc).split())[:120]
-        raise DataError(f"{path}: not a readable learned head ({type(exc).__name__}: {reason}); {fix}") from None
+    try:  # standard JSON: no NaN or Infinity, no key given twice
+        head = load_json(
+            read_text(path, "no such file", "not a readable learned head: "),
+            str(path),
+            "not a readable learned head",
+            standard=True,
+        )
+    except DataError as exc:
+        raise DataError(f"{exc}; {fix}") from None
     if problem := _head_problem(head):
         raise DataError(f"{path}: {problem}; {fix}")
     return head
-
-
-def _not_a_number(constant: str):
-    raise ValueError(f"{constant} is not a number JSON allows")
 
 
 def _head_problem(head: object) -> str | None:

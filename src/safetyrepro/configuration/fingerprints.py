@@ -12,6 +12,7 @@ loading) is in no closure.
 from __future__ import annotations
 
 import ast
+import copy
 import hashlib
 import importlib.util
 import json
@@ -90,23 +91,32 @@ def _statements(body: list[ast.stmt], skip_type_checking: bool = False) -> Itera
                 yield from _statements([block] if isinstance(block, ast.stmt) else block.body, skip_type_checking)
 
 
+def _own(module: str) -> set[str]:
+    """The top-level packages whose modules count as `module`'s code: this one and a plugin's own."""
+    return {PACKAGE, module.partition(".")[0]}
+
+
+def _import_targets(module: str, statement: ast.Import | ast.ImportFrom) -> set[str]:
+    """The modules an import statement of `module` names (`from . import x` and `from .a import b` may name
+    modules: x, a.b)."""
+    if isinstance(statement, ast.Import):
+        return {alias.name for alias in statement.names}
+    package = module if _source_file(module).name == "__init__.py" else module.rpartition(".")[0]
+    anchor = package.rsplit(".", statement.level - 1)[0] if statement.level else ""
+    target = ".".join(part for part in (anchor, statement.module or "") if part)
+    submodules = (f"{target}.{alias.name}" for alias in statement.names)
+    return {name if name.partition(".")[0] in _own(module) and _source_file(name) else target for name in submodules}
+
+
 @cache
 def imported_modules(module: str) -> tuple[str, ...]:
     """The modules of this package (and of a plugin's own package, for a plugin's module) that `module`
     imports anywhere in its code, except under `if TYPE_CHECKING:`."""
-    path = _source_file(module)
-    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
-    own = {PACKAGE, module.partition(".")[0]}  # never looked up elsewhere: that would import other packages
     found: set[str] = set()
     for statement in _statements(_syntax_tree(module).body, skip_type_checking=True):
-        if isinstance(statement, ast.Import):
-            found.update(alias.name for alias in statement.names)
-        elif isinstance(statement, ast.ImportFrom):
-            anchor = package.rsplit(".", statement.level - 1)[0] if statement.level else ""
-            target = ".".join(part for part in (anchor, statement.module or "") if part)
-            for alias in statement.names:  # `from . import x` and `from .a import b` may name modules
-                submodule = f"{target}.{alias.name}"
-                found.add(submodule if submodule.partition(".")[0] in own and _source_file(submodule) else target)
+        if isinstance(statement, ast.Import | ast.ImportFrom):
+            found |= _import_targets(module, statement)
+    own = _own(module)  # never looked up elsewhere: that would import other packages
     return tuple(
         sorted(name for name in found if name.partition(".")[0] in own and _source_file(name) and name != module)
     )
@@ -153,17 +163,33 @@ def _file_digest(path: Path) -> str:
 
 @cache
 def _code_of(module: str) -> str:
-    """A module's code as its syntax tree without docstrings: comments, docstrings and formatting do not count."""
-    return ast.dump(_syntax_tree(module))
+    """A module's code: its top-level statements as syntax trees without docstrings, one per line, less its
+    imports of modules of its own package (the imported modules are in the closure, and their code counts
+    there). Comments, docstrings, formatting, and which module of a closure holds a definition do not count."""
+    tree = copy.deepcopy(_syntax_tree(module))
+    own = _own(module)
+    for node in ast.walk(tree):
+        for field in ("body", "orelse", "finalbody"):
+            block = getattr(node, field, None)
+            if isinstance(block, list) and block and isinstance(block[0], ast.stmt):
+                kept = [
+                    statement
+                    for statement in block
+                    if not isinstance(statement, ast.Import | ast.ImportFrom)
+                    or not all(name.partition(".")[0] in own for name in _import_targets(module, statement))
+                ]
+                setattr(node, field, kept or ([] if field != "body" else [ast.Pass()]))
+    return "\n".join(ast.dump(statement) for statement in tree.body)
 
 
 @cache
 def code_digest(*modules: str, leave_out: tuple[str, ...] = ()) -> str:
-    """SHA-256 over the code of `code_closure(*modules, leave_out=leave_out)` (module names included)."""
-    digest = hashlib.sha256()
-    for name in code_closure(*modules, leave_out=leave_out):
-        digest.update(name.encode() + b"\0" + _code_of(name).encode() + b"\0")
-    return digest.hexdigest()
+    """SHA-256 over the code of `code_closure(*modules, leave_out=leave_out)`: its modules' statements, sorted, so a
+    definition moved unchanged from one module of the closure to another changes nothing."""
+    statements = sorted(
+        line for name in code_closure(*modules, leave_out=leave_out) for line in _code_of(name).split("\n")
+    )
+    return hashlib.sha256("\n".join(statements).encode()).hexdigest()
 
 
 def cell_modules(settings: Settings, benchmark: str, config: Config) -> tuple[str, ...]:

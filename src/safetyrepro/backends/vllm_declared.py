@@ -86,6 +86,11 @@ class VLLM(Backend):
         return BatchCondition(None, backend.batch_invariant)
 
     @classmethod
+    def describe_batches(cls, condition: BatchCondition) -> str:
+        """ "vLLM's own batches", with ", batch-invariant kernels" where they are on."""
+        return "vLLM's own batches" + (", batch-invariant kernels" if condition.batch_invariant else "")
+
+    @classmethod
     def check(cls, backend: BackendSettings, models: Sequence[ModelSpec]) -> str | None:
         """Batch-invariant kernels and NF4 models do not go together."""
         nf4 = [spec.name for spec in models if spec.precision == "nf4"]

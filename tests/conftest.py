@@ -19,7 +19,7 @@ if workers := int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0")):
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     """`-n auto`: a worker per core and one more, so a worker waiting on Slurm or a model server leaves
-    no core idle. The cores are busy throughout a full run (docs/development.md: 198% of 200%, counting
+    no core idle. The cores are busy throughout a full run (docs/measurements.md: 198% of 200%, counting
     the model servers that time(1) misses), so a further worker gains nothing; the real vLLM engines
     take turns (tests/vllm_engine_checks.py)."""
     return len(os.sched_getaffinity(0)) + 1

@@ -6,7 +6,7 @@ REQUEST holds the scratch copy of the workflow and package (`source`: PYTHONPATH
 the runs, each a working directory, a config file and the modules (relative to src/safetyrepro) to edit for
 it (none: the workflow as it is). A run appends a statement to its modules, calls Snakemake's command line
 (`snakemake.cli.main`, the `snakemake` command's own entry point) with `--dry-run`, and undoes the
-edit. Python, Snakemake, pandas and the package start once, not once per dry run (docs/development.md measures both ways).
+edit. Python, Snakemake, pandas and the package start once, not once per dry run (docs/measurements.md measures both ways).
 
 The package's cached functions (the code digests read off the source files among them) are emptied
 before each dry run, as a new process starts without them. An edit to a module this process has

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import itertools
 import re
+import types
 
 import numpy as np
 import pandas as pd
@@ -20,6 +21,7 @@ from safetyrepro.backends.base import Backend, BatchCondition
 from safetyrepro.benchmarks import BENCHMARKS as BENCHMARK_OBJECTS
 from safetyrepro.benchmarks import Presentation, item_set
 from safetyrepro.configuration.envelope import AXES, RESERVED, Decoding, Envelope
+from safetyrepro.configuration.plan import plan_lines
 from safetyrepro.configuration.settings import ConfigError, ModelSpec, load_settings
 from safetyrepro.results.aggregate import CELL_COLUMNS
 from safetyrepro.results.grid_card import batch_conditions
@@ -335,14 +337,25 @@ def test_vllm_refuses_a_batch_axis_up_front(data_dir):
 
 
 def testbatch_conditions_are_counted_per_condition():
-    cells = pd.DataFrame({"batch_size": [16, 16, 1, None], "batch_invariant": [False, False, False, True]}).astype(
-        {"batch_size": "Int64"}
-    )
-    assert batch_conditions(cells) == [
-        {"batch_size": 16, "batch_invariant": False, "n_cells": 2},
-        {"batch_size": 1, "batch_invariant": False, "n_cells": 1},
-        {"batch_size": None, "batch_invariant": True, "n_cells": 1},
+    cells = pd.DataFrame(
+        {
+            "scoring": ["logprob", "logprob", "logprob", "freeform", "freeform"],
+            "batch_size": [16, 16, 1, None, None],
+            "batch_invariant": [False, False, False, True, True],
+        }
+    ).astype({"batch_size": "Int64"})
+    served = types.SimpleNamespace(serving={"logprob": "hf", "freeform": "vllm"}.get)  # the run's backend settings
+    assert batch_conditions(cells, served) == [
+        {"backend": "hf", "batch_size": 16, "batch_invariant": False, "n_cells": 2},
+        {"backend": "hf", "batch_size": 1, "batch_invariant": False, "n_cells": 1},
+        {"backend": "vllm", "batch_size": None, "batch_invariant": True, "n_cells": 2},
     ]
+    assert batch_conditions(cells, None)[0] == {
+        "backend": None,
+        "batch_size": 16,
+        "batch_invariant": False,
+        "n_cells": 2,
+    }
 
 
 def test_ids_do_not_depend_on_the_order_the_yaml_declares_axes_in(data_dir):
@@ -422,6 +435,11 @@ def test_the_batch_condition_names_the_backend_that_batches(data_dir, invariant)
     scored = settings.config("bbq", "T1-greedy-0shot-logprob-batch=single")  # HF: the axis's size
     assert settings.batch_condition(scored) == BatchCondition(1, False)
     assert settings.batch_condition(settings.config("bbq", "T1-greedy-0shot-logprob")) == BatchCondition(16, False)
+    # the plan words each condition as the backend that made it does
+    line = next(text for text in plan_lines(settings) if text.startswith("batch conditions: "))
+    words = {part.rpartition(" for ")[0] for part in line.removeprefix("batch conditions: ").split("; ")}
+    own = "vLLM's own batches" + (", batch-invariant kernels" if invariant else "")
+    assert words == {own, "HF batch size 16", "HF batch size 1"}
 
 
 @pytest.mark.parametrize(

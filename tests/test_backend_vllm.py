@@ -633,7 +633,7 @@ def test_the_backends_of_one_model_must_agree_on_the_prompt_format(fake_vllm, mo
 def test_vllm_takes_its_share_after_the_hf_copy_loaded(fake_vllm, monkeypatch, data_dir):
     import torch
 
-    from safetyrepro.backends.vllm import gpu_share
+    from safetyrepro.backends.vllm_declared import gpu_share
     from safetyrepro.running import server
 
     calls, path = fake_vllm

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import types
@@ -49,6 +50,10 @@ class ToyBackend(Backend):
     @classmethod
     def batch_condition(cls, backend, batch_size):
         return BatchCondition(None, False)
+
+    @classmethod
+    def describe_batches(cls, condition):
+        return "the toy engine's own beams"
 
     def __init__(self, spec, batch_size=16, toy_beam=2, loaded_before=()):
         self.toy_beam, self.batch_size, self.loaded_before = toy_beam, batch_size, loaded_before
@@ -145,6 +150,7 @@ def test_the_plugins_declarations_steer_the_run(install, data_dir, monkeypatch):
     import torch
 
     from safetyrepro.configuration.fingerprints import cell_fingerprint, cell_modules, code_closure
+    from safetyrepro.configuration.plan import plan_lines
     from safetyrepro.configuration.preflight import _check_backends
     from safetyrepro.results.grid_card import key_packages
     from safetyrepro.running import server
@@ -156,6 +162,10 @@ def test_the_plugins_declarations_steer_the_run(install, data_dir, monkeypatch):
     logprob = next(c for c in settings.configs("bbq") if c.scoring == "logprob")
     assert settings.batch_condition(freeform) == BatchCondition(None, False)  # its own batches
     assert settings.batch_condition(logprob) == BatchCondition(16, False)  # HF's
+    batches = next(line for line in plan_lines(settings) if line.startswith("batch conditions: "))  # in their words
+    assert re.fullmatch(
+        r"batch conditions: the toy engine's own beams for \d+ cells; HF batch size 16 for \d+ cells", batches
+    )
     assert settings.backend.uses_gpu()  # HF on the CPU would not
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert server.exclusive_devices(settings) == ["toy-slot"]
@@ -226,12 +236,15 @@ def test_a_plugin_that_fails_to_import_is_refused_only_where_a_config_names_it(i
 
 
 def test_reading_the_built_in_declarations_imports_neither_torch_nor_vllm():
-    """Nor does hashing their code for the fingerprints (the HF engine's imports are only read)."""
+    """Each built-in backend registers its declarations; its engine module loads only when a model is
+    served. Hashing their code for the fingerprints reads the engines' imports, and imports nothing."""
     code = (
         "import sys; from safetyrepro.backends import registered; "
         "from safetyrepro.configuration.fingerprints import code_closure; "
         "closure = code_closure(*(b.__module__.removeprefix('safetyrepro.') for b in registered().values())); "
-        "print(sorted(registered()), 'safetyrepro.backends.hf' in closure, 'torch' in sys.modules, 'vllm' in sys.modules)"
+        "engines = ('safetyrepro.backends.hf', 'safetyrepro.backends.vllm'); "
+        "print(sorted(registered()), [e in closure for e in engines], [e in sys.modules for e in engines], "
+        "'torch' in sys.modules, 'vllm' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.split() == ["['hf',", "'vllm']", "True", "False", "False"]
+    assert out.strip() == "['hf', 'vllm'] [True, True] [False, False] False False"

@@ -167,7 +167,9 @@ def test_grid_card_discloses_the_harness(run):
     assert card["run"]["backend"]["batch_invariant"] is False and "- vLLM batch-invariant kernels: off" in markdown
     # every cell ran on HF at the backend's batch size, and the card counts them under that condition
     size, n_cells = card["run"]["backend"]["batch_size"], len(pd.read_parquet(results / "cells.parquet"))
-    assert card["batch_conditions"] == [{"batch_size": size, "batch_invariant": False, "n_cells": n_cells}]
+    assert card["batch_conditions"] == [
+        {"backend": "hf", "batch_size": size, "batch_invariant": False, "n_cells": n_cells}
+    ]
     assert f"- batch conditions (cells): HF batch size {size} ({n_cells})" in markdown
     assert "| template | built in | T1 | core |" in markdown
     assert "- a model's generation_config: special-token ids only" in markdown

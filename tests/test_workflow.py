@@ -473,6 +473,7 @@ CODE_CHANGES = {
 # CLI, config loading, the model server, the analyses' registry, the case study): edited all at once, they rerun
 # nothing (one dry run for them all)
 NO_RERUN = (
+    "backends/vllm_declared.py",
     "backends/vllm.py",
     "running/embedded_model.py",  # the build of the embedded model: the tiny run has none
     "cli/__init__.py",

@@ -8,7 +8,7 @@ from functools import cache
 from importlib.metadata import EntryPoint
 from typing import Any
 
-from safetyrepro.backends.base import OPERATIONS, Backend, ModelLoadError
+from safetyrepro.backends.base import OPERATIONS, Backend, BatchCondition, ModelLoadError
 from safetyrepro.plugins import PluginError, Registry, describe, load_registry
 
 GROUP = "safetyrepro.backends"
@@ -51,4 +51,18 @@ def load_backend(kind: str, spec, **options: Any) -> Backend:
     return backends[kind].load(spec, **options)
 
 
-__all__ = ["GROUP", "Backend", "ModelLoadError", "PluginError", "discovered", "load_backend", "registered"]
+def describe_batches(kind: str, batch_size: int | None, batch_invariant: bool) -> str:
+    """A batch condition of registered backend `kind` (as a plan or a GRID card holds it) in its words."""
+    return registered()[kind].describe_batches(BatchCondition(batch_size, batch_invariant))
+
+
+__all__ = [
+    "GROUP",
+    "Backend",
+    "ModelLoadError",
+    "PluginError",
+    "describe_batches",
+    "discovered",
+    "load_backend",
+    "registered",
+]

@@ -20,16 +20,12 @@ OPERATIONS = ("generate", "loglikelihood")
 
 @dataclass(frozen=True)
 class BatchCondition:
-    """How a cell's requests are batched: the HF backend's prompts per forward pass, or None where
-    vLLM schedules its own batches, with or without its batch-invariant kernels."""
+    """How a cell's requests are batched: prompts per forward pass (HF), or None where the backend
+    schedules its own batches (vLLM), with or without batch-invariant kernels. The backend that made it
+    words it (`Backend.describe_batches`)."""
 
     batch_size: int | None
     batch_invariant: bool
-
-    def describe(self) -> str:
-        """In words, e.g. "HF batch size 16" or "vLLM's own batches, batch-invariant kernels"."""
-        made = f"HF batch size {self.batch_size}" if self.batch_size is not None else "vLLM's own batches"
-        return made + (", batch-invariant kernels" if self.batch_invariant else "")
 
 
 class ModelLoadError(RuntimeError):
@@ -204,6 +200,18 @@ class Backend(ABC):
             The batch condition (here `batch_size`, else backend.batch_size, prompts per forward pass).
         """
         return BatchCondition(batch_size or backend.batch_size, False)
+
+    @classmethod
+    def describe_batches(cls, condition: BatchCondition) -> str:
+        """A batch condition it made, in words, for the plan and the GRID card.
+
+        Args:
+            condition: what its `batch_condition` returned.
+
+        Returns:
+            The words (here its label and the batch size: "HF batch size 16").
+        """
+        return " ".join(filter(None, (cls.label, f"batch size {condition.batch_size}")))
 
     @classmethod
     def check(cls, backend: BackendSettings, models: Sequence[ModelSpec]) -> str | None:

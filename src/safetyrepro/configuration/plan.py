@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import TYPE_CHECKING, Any
 
-from safetyrepro.backends.base import BatchCondition
+from safetyrepro.backends import describe_batches
 
 if TYPE_CHECKING:
     from safetyrepro.configuration.settings import Settings
@@ -17,7 +17,7 @@ def grid_plan(settings: Settings) -> dict[str, Any]:
     envelope, cells = settings.envelope, settings.cells()
     run = [(m, b, c) for m, b, c in cells if envelope.generation_twin(c, b) is None]  # the cells that call a model
     budgets = Counter(envelope.decoding(c).max_new_tokens for _, _, c in run if c.scoring == "freeform")
-    batches = Counter(settings.batch_condition(c) for _, _, c in run)
+    batches = Counter((settings.backend.serving(c.scoring), settings.batch_condition(c)) for _, _, c in run)
     return {
         "config": list(settings.layers),
         "models": [m.name for m in settings.models],
@@ -35,7 +35,9 @@ def grid_plan(settings: Settings) -> dict[str, Any]:
             "device": settings.backend.device,
             "batch_size": settings.backend.batch_size,
         },
-        "batch_conditions": [{**vars(condition), "cells": count} for condition, count in batches.items()],
+        "batch_conditions": [
+            {"backend": kind, **vars(condition), "cells": count} for (kind, condition), count in batches.items()
+        ],
         "precision_probe": _probe(settings),
         "data_dir": str(settings.data_dir),
         "results_dir": str(settings.results_dir),
@@ -89,7 +91,7 @@ def plan_lines(settings: Settings) -> list[str]:
         f"device {backend['device']}, batch size {backend['batch_size']}",
         "batch conditions: "
         + "; ".join(
-            f"{BatchCondition(c['batch_size'], c['batch_invariant']).describe()} for {c['cells']} cells"
+            f"{describe_batches(c['backend'], c['batch_size'], c['batch_invariant'])} for {c['cells']} cells"
             for c in plan["batch_conditions"]
         ),
         f"data: {plan['data_dir']}/, results: {plan['results_dir']}/",

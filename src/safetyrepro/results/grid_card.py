@@ -19,12 +19,12 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from safetyrepro.analysis.flips import orderings_reached
-from safetyrepro.backends.base import BatchCondition
+from safetyrepro.backends import describe_batches
 from safetyrepro.results.headline import Headline, headline_markdown
 from safetyrepro.results.markdown import format_number
 
 if TYPE_CHECKING:
-    from safetyrepro.configuration.settings import Settings
+    from safetyrepro.configuration.settings import BackendSettings, Settings
 
 # Packages shown in the Markdown card's short table (all of them are in the JSON and listed below it),
 # after this one and each registered backend's (`Backend.packages`; key_packages).
@@ -152,7 +152,7 @@ def grid_card(
         "analysis": record["analysis"],
         "precision_probe": record["precision_probe"],
         "configs": _configs(cells),
-        "batch_conditions": batch_conditions(cells),
+        "batch_conditions": batch_conditions(cells, settings.backend if settings.envelope is not None else None),
         "missing_cells": list(missing_cells),
         "items": record["items"],
         "models": models,
@@ -169,18 +169,23 @@ def grid_card(
     }
 
 
-def batch_conditions(cells: pd.DataFrame) -> list[dict[str, Any]]:
+def batch_conditions(cells: pd.DataFrame, backend: BackendSettings | None) -> list[dict[str, Any]]:
     """Each batch condition the cells ran under (HF batch size, or vLLM with or without batch-invariant
-    kernels) with its number of cells."""
+    kernels) with the backend that served them (from the run's `backend` settings; None for imported
+    cells, which no backend of this package served) and its number of cells."""
     if "batch_size" not in cells:
         return []
-    keys = (
-        cells[["batch_size", "batch_invariant"]].astype(object).where(cells[["batch_size", "batch_invariant"]].notna())
-    )
-    counts = keys.value_counts(dropna=False, sort=False)
+    served = cells["scoring"].map(backend.serving) if backend is not None else None
+    keys = cells[["batch_size", "batch_invariant"]].assign(backend=served)[["backend", "batch_size", "batch_invariant"]]
+    counts = keys.astype(object).where(keys.notna()).value_counts(dropna=False, sort=False)
     return [
-        {"batch_size": None if pd.isna(size) else int(size), "batch_invariant": bool(invariant), "n_cells": int(n)}
-        for (size, invariant), n in counts.items()
+        {
+            "backend": None if pd.isna(kind) else kind,
+            "batch_size": None if pd.isna(size) else int(size),
+            "batch_invariant": bool(invariant),
+            "n_cells": int(n),
+        }
+        for (kind, size, invariant), n in counts.items()
     ]
 
 
@@ -210,7 +215,7 @@ def _run_lines(card: Mapping[str, Any]) -> list[str]:
         "- batch conditions (cells): "
         + (
             "; ".join(
-                f"{BatchCondition(c['batch_size'], c['batch_invariant']).describe()} ({c['n_cells']})"
+                f"{describe_batches(c['backend'], c['batch_size'], c['batch_invariant'])} ({c['n_cells']})"
                 for c in card["batch_conditions"]
             )
             or "not recorded"

@@ -13,7 +13,7 @@ from safetyrepro.cli.command import ERROR_PREFIX, plugin_warnings
 from safetyrepro.cli.jobs import drop_damaged_snakemake_records
 from safetyrepro.configuration.settings import ConfigError, load_run_settings, load_settings
 from safetyrepro.running.data import manifest
-from safetyrepro.configuration.fingerprints import (
+from safetyrepro.pipeline.fingerprints import (
     JOB_CODE,
     cell_dependencies,
     changed_model_files,
@@ -21,8 +21,8 @@ from safetyrepro.configuration.fingerprints import (
     data_digests,
     judge_agreement_fingerprint,
 )
-from safetyrepro.configuration.plan import plan_lines
-from safetyrepro.configuration.preflight import check_inputs, preflight
+from safetyrepro.pipeline.plan import plan_lines
+from safetyrepro.pipeline.preflight import check_inputs, preflight
 from safetyrepro.running.server import stop_servers
 from safetyrepro.results.figures import FIGURES
 from safetyrepro.results.records import NO_RECORD, fingerprint, record_of, record_problem
@@ -122,7 +122,7 @@ wildcard_constraints:
 
 
 def code(job):
-    """Digest of the code that decides a job's outputs (safetyrepro.configuration.fingerprints.JOB_CODE)."""
+    """Digest of the code that decides a job's outputs (safetyrepro.pipeline.fingerprints.JOB_CODE)."""
     return code_digest(*JOB_CODE[job])
 
 

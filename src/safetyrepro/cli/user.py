@@ -33,8 +33,8 @@ CONFIG_HELP = f"a complete config, or an overlay naming its base with `extends:`
 def cmd_check(args: argparse.Namespace) -> int:
     """Check a config, its data, models and this machine, as a run would before any job; print the plan."""
     from safetyrepro.cli.jobs import check_results_free
-    from safetyrepro.configuration.plan import plan_lines
-    from safetyrepro.configuration.preflight import check_inputs, preflight
+    from safetyrepro.pipeline.plan import plan_lines
+    from safetyrepro.pipeline.preflight import check_inputs, preflight
     from safetyrepro.results.provenance import scorer_files
 
     settings = load_settings(args.configfile)
@@ -71,7 +71,7 @@ def cmd_results_dir(args: argparse.Namespace) -> int:
 
 def cmd_envelope(args: argparse.Namespace) -> int:
     """Print the grid's size: cells, configs per benchmark, generation runs, token budgets."""
-    from safetyrepro.configuration.plan import grid_plan
+    from safetyrepro.pipeline.plan import grid_plan
 
     settings = load_settings(args.configfile)
     if settings.imports:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from safetyrepro.benchmarks import NAME, DataError, with_human_labels
 from safetyrepro.cli.command import ERROR_PREFIX, plugin_warnings
-from safetyrepro.cli.jobs import drop_damaged_snakemake_records
+from safetyrepro.pipeline.lifecycle import drop_damaged_snakemake_records
 from safetyrepro.configuration.settings import ConfigError, load_run_settings, load_settings
 from safetyrepro.running.data import manifest
 from safetyrepro.pipeline.fingerprints import (
@@ -335,7 +335,7 @@ def made_of(rule, wildcards):
 
 def record_args(rule):
     """A rule's `record` param, its rerun trigger: the options by which its job records its outputs (the
-    `job` decorator of safetyrepro.cli.jobs), the hash of what they depend on among them."""
+    `job` decorator of safetyrepro.pipeline.lifecycle), the hash of what they depend on among them."""
 
     def args(wildcards, input, output):
         values = ["--job-record", output.job_record, "--fingerprint", made_of(rule, wildcards)]
@@ -385,7 +385,7 @@ def outdated(rule):
             print(f"safetyrepro: redoing {outputs[0]}: {problem}", file=sys.stderr)
             write_text(f"{time.time_ns()} {problem}\n", marker)
             # newer than the outputs also where their times lie ahead of the clock (moved back since they were
-            # written): the run's onstart then sets both to now (safetyrepro.cli.jobs.settle_future_times)
+            # written): the run's onstart then sets both to now (safetyrepro.pipeline.lifecycle.settle_future_times)
             newest = max(os.stat(path).st_mtime_ns for path in [*outputs, record] if os.path.exists(path))
             if newest >= marker.stat().st_mtime_ns:
                 os.utime(marker, ns=(newest + 10**9, newest + 10**9))

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING
 from safetyrepro.benchmarks import AS_GIVEN, BENCHMARKS, BROKEN, JUDGE, RULES, DataError
 from safetyrepro.benchmarks.base import LETTERS
 from safetyrepro.cli.command import add_command
-from safetyrepro.cli.jobs import job
 from safetyrepro.configuration.settings import DEFAULT_CONFIGFILE, ConfigError, load_settings, schema
+from safetyrepro.pipeline.lifecycle import job
 
 JUDGED_LINES = 64  # stdin lines a judge is asked about at once (its batch; identical questions asked once)
 NOT_UTF8 = re.compile("[\udc80-\udcff]")  # what a byte that is not UTF-8 decodes to with surrogateescape
@@ -32,7 +32,7 @@ CONFIG_HELP = f"a complete config, or an overlay naming its base with `extends:`
 
 def cmd_check(args: argparse.Namespace) -> int:
     """Check a config, its data, models and this machine, as a run would before any job; print the plan."""
-    from safetyrepro.cli.jobs import check_results_free
+    from safetyrepro.pipeline.lifecycle import check_results_free
     from safetyrepro.pipeline.plan import plan_lines
     from safetyrepro.pipeline.preflight import check_inputs, preflight
     from safetyrepro.results.provenance import scorer_files
@@ -361,7 +361,7 @@ def _parse_judge(settings: Settings, args: argparse.Namespace) -> ModelSpec:
 def _judge_backend(settings: Settings, spec: ModelSpec, configfile: Path) -> Backend:
     """The backend serving a judge of `configfile`: its model server, as a run's cells ask it (started when none
     runs; under backend.server_python if set)."""
-    from safetyrepro.cli.jobs import serving_backends
+    from safetyrepro.pipeline.jobs import serving_backends
     from safetyrepro.running.embedded_model import build_embedded_model
 
     if spec.embedded:  # built into the config's resources_dir first, as a run would

@@ -22,6 +22,17 @@ def plugin_warnings() -> list[str]:
     ]
 
 
+def refuse_broken(names: list[str], key: str = "") -> None:
+    """A ConfigError, with the plugin's error, where `names` holds a benchmark plugin that cannot be used (argparse
+    offers their names, so that naming one says why it is left out; docs/extending.md)."""
+    from safetyrepro.benchmarks import BROKEN
+    from safetyrepro.configuration.settings import ConfigError
+
+    for name in names:
+        if name in BROKEN:
+            raise ConfigError(f"{key}{BROKEN[name]}")
+
+
 def add_command(commands, name: str, func, help: str, required: tuple[str, ...] = ()) -> argparse.ArgumentParser:
     """A subcommand of `commands` (the subparsers action) running `func`; `help` is its one-line description."""
     parser = commands.add_parser(name, description=help, allow_abbrev=False)  # `--out` is not `--outputs`

@@ -11,6 +11,7 @@ import contextlib
 import errno
 import fcntl
 import functools
+import hashlib
 import json
 import os
 import shutil
@@ -154,6 +155,22 @@ def job(*outputs: str, sigterm: bool = True, recorded: bool = True) -> Callable:
 
 
 # --- the workflow's main process around its jobs (the Snakefile's onstart and onerror) ---------------------------
+def run_config_file(document: dict, scratch: Path) -> Path:
+    """The effective config as the jobs read it (named to them in the environment: a path in params would rerun
+    every job whenever any key changed), in a file under `scratch` named by its content, so that concurrent runs
+    of different configs never share one; written anew where it is not what its name says (damaged or cut short
+    since: its jobs would read another config)."""
+    import yaml
+
+    from safetyrepro.results.storage import write_text
+
+    text = yaml.safe_dump(document, sort_keys=True)
+    path = scratch / f"run-config-{hashlib.sha256(text.encode()).hexdigest()[:16]}.yaml"
+    if not path.is_file() or path.read_bytes() != text.encode():
+        write_text(text, path)
+    return path
+
+
 RESULTS_LOCK = ".safetyrepro.lock"  # in the results folder: held by the run writing there
 
 

@@ -9,7 +9,7 @@ import time
 from snakemake.utils import min_version
 
 from safetyrepro.cli.command import ERROR_PREFIX
-from safetyrepro.cli.jobs import (
+from safetyrepro.pipeline.lifecycle import (
     RUN_STOPPED,
     failure_report,
     hold_results,

@@ -75,7 +75,7 @@ HELD: list = []  # the lock files the cases below hold, as a live run does, unti
 
 def _held_results(scratch: Path, data_dir: Path):
     """A results folder whose lock a live run holds (this process), as the config names it."""
-    from safetyrepro.cli.jobs import RESULTS_LOCK
+    from safetyrepro.pipeline.lifecycle import RESULTS_LOCK
 
     folder = scratch / "held"
     folder.mkdir()

@@ -26,7 +26,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 # the digests of a job's code, read off the source files: what an edit must reach
-FINGERPRINTS = "safetyrepro.configuration.fingerprints"
+FINGERPRINTS = "safetyrepro.pipeline.fingerprints"
 CODE_CACHES = {f"{FINGERPRINTS}.{name}" for name in ("_syntax_tree", "_code_of", "code_digest", "imported_modules")}
 
 
@@ -85,7 +85,7 @@ def main() -> None:
     request_path, out_path = map(Path, sys.argv[1:3])
     request = json.loads(request_path.read_text())
     source = Path(request["source"])
-    import safetyrepro.configuration.fingerprints as fingerprints  # the Snakefile's first import of the package
+    import safetyrepro.pipeline.fingerprints as fingerprints  # the Snakefile's first import of the package
 
     assert Path(fingerprints.__file__).is_relative_to(source / "src"), "PYTHONPATH must name the scratch package"
     results = []

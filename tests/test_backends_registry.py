@@ -149,9 +149,9 @@ def test_without_the_plugin_its_name_and_options_are_refused(install, data_dir):
 def test_the_plugins_declarations_steer_the_run(install, data_dir, monkeypatch):
     import torch
 
-    from safetyrepro.configuration.fingerprints import cell_fingerprint, cell_modules, code_closure
-    from safetyrepro.configuration.plan import plan_lines
-    from safetyrepro.configuration.preflight import _check_backends
+    from safetyrepro.pipeline.fingerprints import cell_fingerprint, cell_modules, code_closure
+    from safetyrepro.pipeline.plan import plan_lines
+    from safetyrepro.pipeline.preflight import _check_backends
     from safetyrepro.results.grid_card import key_packages
     from safetyrepro.running import server
 
@@ -240,7 +240,7 @@ def test_reading_the_built_in_declarations_imports_neither_torch_nor_vllm():
     served. Hashing their code for the fingerprints reads the engines' imports, and imports nothing."""
     code = (
         "import sys; from safetyrepro.backends import registered; "
-        "from safetyrepro.configuration.fingerprints import code_closure; "
+        "from safetyrepro.pipeline.fingerprints import code_closure; "
         "closure = code_closure(*(b.__module__.removeprefix('safetyrepro.') for b in registered().values())); "
         "engines = ('safetyrepro.backends.hf', 'safetyrepro.backends.vllm'); "
         "print(sorted(registered()), [e in closure for e in engines], [e in sys.modules for e in engines], "

@@ -360,6 +360,8 @@ def test_make_run_writes_its_report_in_the_configs_results_dir(tmp_path):
 WORKFLOW_FILES = [REPO / "Snakefile", *sorted((REPO / "workflow" / "rules").glob("*.smk"))]
 STARTUP_MODULES = (
     "safetyrepro.cli",
+    "safetyrepro.cli.jobs",  # the commands' modules, imported as the parser is built
+    "safetyrepro.cli.user",
     *sorted(
         {m for path in WORKFLOW_FILES for m in re.findall(r"^from (safetyrepro[\w.]*) import", path.read_text(), re.M)}
     ),

@@ -4,7 +4,7 @@ import textwrap
 
 import pytest
 
-from safetyrepro.configuration.fingerprints import code_closure, code_digest
+from safetyrepro.pipeline.fingerprints import code_closure, code_digest
 
 # One closure, four ways: as written; f moved unchanged from a to b, and g from b to c (the imports follow, a
 # docstring added); f edited; f moved out of the closure.

@@ -34,7 +34,7 @@ from test_faults_cells import (
 from test_faults_cells import UNTIL_TABLES as UNTIL_AGGREGATE
 from test_workflow import snakemake
 
-from safetyrepro.cli.jobs import RUN_STOPPED
+from safetyrepro.pipeline.lifecycle import RUN_STOPPED
 
 pytestmark = pytest.mark.e2e
 # The cells, then the tables every analysis is computed from (cells, items, precision_probe) and rho_flip.
@@ -350,7 +350,7 @@ def test_a_job_its_shell_forks_as_sigterm_stops_the_run_does_nothing(tmp_path, r
     run = f"""
 import json, os, signal, subprocess, sys, threading, time
 from pathlib import Path
-from safetyrepro.cli.jobs import stop_jobs_on_sigterm
+from safetyrepro.pipeline.lifecycle import stop_jobs_on_sigterm
 stopped = stop_jobs_on_sigterm(Path(sys.argv[1]))
 os.kill(os.getpid(), signal.SIGTERM)  # the run is stopped and its running jobs (none yet) signalled
 while threading.active_count() > 1:  # and signalled again, once the scheduler stopped

@@ -110,7 +110,7 @@ def test_a_judge_that_cannot_work_is_refused(data_dir, change, judges, message):
 def test_two_judges_are_two_configs_and_the_judge_is_part_of_its_cells(data_dir, monkeypatch):
     """Two values asking two judges label apart; the judge's spec, its module and its question are in the
     fingerprints of the cells it labels only: a new judge relabels, and generates nothing again."""
-    from safetyrepro.configuration import fingerprints
+    from safetyrepro.pipeline import fingerprints
 
     axis = json.loads(json.dumps(WITH_JUDGE))
     axis["values"]["second"] = {"tier": "core", "scorer": "judge", "judge": "other"}
@@ -261,7 +261,7 @@ def test_the_embedded_model_judges_each_distinct_reply_once(embedded_model_path,
 def test_a_judge_whose_configs_are_not_selected_is_not_served(data_dir):
     """select_configs without the judge's configs: the judge is no model of the run (no server, no
     description, no build), and the case study may not take a judge for a model."""
-    from safetyrepro.configuration.plan import plan_lines
+    from safetyrepro.pipeline.plan import plan_lines
 
     settings = judged_settings(data_dir, select_configs=[GENERATED, RESCORED], benchmarks={"xstest": {"n_items": 10}})
     assert settings.used_judges() == [] and [m.name for m in settings.served_models()] == ["a", "b"]
@@ -338,7 +338,7 @@ def test_a_judge_whose_context_cannot_hold_its_questions_is_refused(tiny_judge):
     """A local judge of 48 positions would have its questions cut to their last 40 tokens and label anyway:
     `safetyrepro check` refuses it as it refuses such a model under test, naming the longest question; the same
     judge with the context it was built with passes."""
-    from safetyrepro.configuration.preflight import _check_context
+    from safetyrepro.pipeline.preflight import _check_context
 
     with pytest.raises(ConfigError) as raised:
         _check_context(tiny_judge(48))
@@ -355,7 +355,7 @@ def test_a_judge_whose_context_cannot_hold_its_agreement_questions_is_refused(ti
     """A local judge of 512 positions holds its questions about the cells' replies (323 tokens at most with the
     tiny tokenizer) but not most of those its judge_agreement job asks about XSTest's 900 whole human-labelled
     completions (277-1229 tokens): `safetyrepro check` refuses it, naming the longest; with 4096 it passes."""
-    from safetyrepro.configuration.preflight import _check_context
+    from safetyrepro.pipeline.preflight import _check_context
 
     with pytest.raises(ConfigError) as raised:
         _check_context(tiny_judge(512))
@@ -399,7 +399,7 @@ def test_what_reads_human_labels_follows_the_benchmarks_that_declare_them(data_d
     the judge's question for XSTest; a second benchmark that declares human labels is listed, with a fingerprint
     of its own (its job in the workflow: tests/test_scorers.py)."""
     from safetyrepro.benchmarks import with_human_labels
-    from safetyrepro.configuration import fingerprints
+    from safetyrepro.pipeline import fingerprints
 
     labelled = f"{fingerprints.PACKAGE}.benchmarks.xstest.scorer_agreement"
     assert fingerprints.analysis_modules("scorers", ["bbq", "xstest"])[-1] == "benchmarks.xstest.scorer_agreement"

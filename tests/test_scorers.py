@@ -92,7 +92,7 @@ def test_a_scorer_default_other_than_rules_labels_only_where_the_benchmark_has_i
 
 def edit_code(monkeypatch, module: str) -> None:
     """Have the code digests read `module` (under the package) as edited, until `monkeypatch.undo()`."""
-    from safetyrepro.configuration import fingerprints
+    from safetyrepro.pipeline import fingerprints
 
     code_of, edited = fingerprints._code_of, f"{fingerprints.PACKAGE}.{module}"
     monkeypatch.setattr(fingerprints, "_code_of", lambda name: code_of(name) + ("#" if name == edited else ""))
@@ -101,7 +101,7 @@ def edit_code(monkeypatch, module: str) -> None:
 def test_a_scorer_module_is_code_of_its_own_cells_only(data_dir, monkeypatch):
     """Editing the string match changes the fingerprint of the cells it labels (which relabel their twins'
     responses), and neither the generation cells' nor another benchmark's: nothing is generated again."""
-    from safetyrepro.configuration import fingerprints
+    from safetyrepro.pipeline import fingerprints
 
     settings = settings_with(data_dir, scorer=SCORER)
     model = settings.models[0]
@@ -127,7 +127,7 @@ def test_a_scorer_module_is_code_of_its_own_cells_only(data_dir, monkeypatch):
 def test_the_learned_scorer_and_its_head_are_of_its_own_cells_only(data_dir, monkeypatch, tmp_path, edited):
     """Editing learned.py or refitting its head changes the fingerprint of the cells it labels only; it reads
     with the embedded model, which the run builds into resources_dir (Settings.scorer_models)."""
-    from safetyrepro.configuration import fingerprints
+    from safetyrepro.pipeline import fingerprints
 
     settings = settings_with(data_dir, scorer=WITH_LEARNED)
     model, xstest = settings.models[0], BENCHMARKS["xstest"]
@@ -167,7 +167,7 @@ def test_the_learned_scorer_and_its_head_are_of_its_own_cells_only(data_dir, mon
 def test_a_learned_default_leaves_the_log_likelihood_cells_alone(data_dir):
     """With the learned scorer as the axis's default, XSTest's free-form cells read with the embedded model and
     depend on its head; its log-likelihood cells, which no scorer labels, do neither."""
-    from safetyrepro.configuration import fingerprints
+    from safetyrepro.pipeline import fingerprints
 
     settings = settings_with(data_dir, scorer={**WITH_LEARNED, "default": "learned"})
     free_form, logprob = (settings.config("xstest", c) for c in (GENERATED, "T1-greedy-0shot-logprob"))
@@ -196,7 +196,7 @@ def test_a_plugins_three_argument_label_still_labels():
 def test_a_scorer_module_that_the_rules_import_stays_code_of_every_cell(monkeypatch):
     """Left out of a cell's code only where the benchmark's module alone imports it: a scorer module that
     another module of the cell imports (here XSTest's rules, refusal.py) is that cell's code too."""
-    from safetyrepro.configuration import fingerprints
+    from safetyrepro.pipeline import fingerprints
 
     package = fingerprints.PACKAGE
     scorer, rules = f"{package}.benchmarks.xstest.strmatch", f"{package}.benchmarks.xstest.refusal"

@@ -124,7 +124,7 @@ def test_the_cluster_profile_asks_one_cells_resources_per_model_job(local_slurm,
     profile = yaml.safe_load((REPO / "profiles" / "slurm" / "config.yaml").read_text())
     default, cell = profile["default-resources"], profile["set-resources"]["cell"]
     assert profile["set-resources"]["probe_cell"] == cell  # the precision probe's cells join their model's job
-    # local models: a real run first checks that every model's weights are there (safetyrepro.configuration.preflight)
+    # local models: a real run first checks that every model's weights are there (safetyrepro.pipeline.preflight)
     models = [{"name": n, "path": str(build_tiny_model(tmp_path / f"model-{n}", seed=i))} for i, n in enumerate("ab")]
     backend = {"batch_size": 4, "device": "cuda", "threads": 1}
     write_config(tmp_path, data_dir, models, {"toxigen": {"n_items": 4}}, select_configs=CONFIGS, backend=backend)

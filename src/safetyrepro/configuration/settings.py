@@ -382,7 +382,7 @@ class BackendSettings:
 
     def result_settings(self) -> dict[str, Any]:
         """The settings that change what a cell computes, those its fingerprint holds
-        (safetyrepro.configuration.fingerprints): the backend of each operation, the batch condition's keys,
+        (safetyrepro.pipeline.fingerprints): the backend of each operation, the batch condition's keys,
         `server_python` and every registered backend's `result_options`. The others (`device`, `threads`,
         the servers' lifetime, memory shares) change how a run runs, not its results."""
         declared = (b.result_options for b in registered().values())

@@ -100,8 +100,8 @@ def record_problem(path: Path, fingerprint: str, outputs: Sequence[Path], result
 
 def grid_cell_is_current(settings: Settings, model: str, benchmark: str, config_id: str) -> bool:
     """Whether a grid cell's outputs are there and its record vouches for them, as the workflow's check before
-    it plans (workflow/rules/common.smk, `outdated`): what the audit counts as already on disk."""
-    from safetyrepro.configuration.fingerprints import cell_dependencies
+    it plans (safetyrepro.pipeline.outdated): what the audit counts as already on disk."""
+    from safetyrepro.pipeline.fingerprints import cell_dependencies
 
     outputs = [cell_file(settings.results_dir, model, benchmark, config_id, kind) for kind in ("items", "summary")]
     if not all(path.is_file() for path in outputs):

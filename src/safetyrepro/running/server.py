@@ -29,8 +29,8 @@ from pathlib import Path
 
 from safetyrepro.backends import Backend, ModelLoadError, load_backend, registered
 from safetyrepro.configuration.envelope import Decoding
-from safetyrepro.configuration.fingerprints import backend_modules, code_digest
 from safetyrepro.configuration.settings import ModelSpec, Settings, excerpt
+from safetyrepro.pipeline.fingerprints import backend_modules, code_digest
 from safetyrepro.running.gpu_memory import claim_gpu
 
 log = logging.getLogger(__name__)

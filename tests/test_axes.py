@@ -21,8 +21,8 @@ from safetyrepro.backends.base import Backend, BatchCondition
 from safetyrepro.benchmarks import BENCHMARKS as BENCHMARK_OBJECTS
 from safetyrepro.benchmarks import Presentation, item_set
 from safetyrepro.configuration.envelope import AXES, RESERVED, Decoding, Envelope
-from safetyrepro.pipeline.plan import plan_lines
 from safetyrepro.configuration.settings import ConfigError, ModelSpec, load_settings
+from safetyrepro.pipeline.plan import plan_lines
 from safetyrepro.results.aggregate import CELL_COLUMNS
 from safetyrepro.results.grid_card import batch_conditions
 from safetyrepro.running.cell import ITEM_COLUMNS, run_cell

@@ -48,8 +48,8 @@ from safetyrepro.audit import (
     step_record,
 )
 from safetyrepro.cli import main
+from safetyrepro.configuration.build import load_settings
 from safetyrepro.configuration.fingerprints import cell_dependencies
-from safetyrepro.configuration.settings import load_settings
 from safetyrepro.results.records import fingerprint, record_of, write_record
 from safetyrepro.results.storage import cell_file, write_parquet
 

@@ -16,11 +16,17 @@ from tiny_model import build_tiny_model
 from safetyrepro.analysis.suite import ANALYSES, Inputs
 from safetyrepro.analysis.variance import variance_shares
 from safetyrepro.backends import load_backend
-from safetyrepro.backends.base import Backend, BatchCondition
+from safetyrepro.backends.base import Backend
 from safetyrepro.benchmarks import BENCHMARKS as BENCHMARK_OBJECTS
-from safetyrepro.benchmarks import Presentation, item_set
-from safetyrepro.configuration.envelope import AXES, RESERVED, Decoding, Envelope
-from safetyrepro.configuration.settings import ConfigError, ModelSpec, load_settings
+from safetyrepro.benchmarks import Presentation
+from safetyrepro.configuration.build import load_settings
+from safetyrepro.configuration.envelope import RESERVED, Envelope
+from safetyrepro.configuration.schema import ConfigError
+from safetyrepro.configuration.settings import item_set
+from safetyrepro.core.axes import AXES
+from safetyrepro.core.batching import BatchCondition
+from safetyrepro.core.decoding import Decoding
+from safetyrepro.core.model_spec import ModelSpec
 from safetyrepro.results.aggregate import CELL_COLUMNS
 from safetyrepro.results.grid_card import batch_conditions
 from safetyrepro.running.cell import ITEM_COLUMNS, run_cell

@@ -20,8 +20,9 @@ from tiny_model import build_tiny_model, tiny_model_entries
 
 from safetyrepro import cli
 from safetyrepro.benchmarks import DataError
+from safetyrepro.configuration.build import load_run_settings
 from safetyrepro.configuration.preflight import check_inputs, preflight
-from safetyrepro.configuration.settings import ConfigError, load_run_settings
+from safetyrepro.configuration.schema import ConfigError
 
 REPO = Path(__file__).resolve().parents[1]
 SAFETYREPRO = Path(sys.executable).parent / "safetyrepro"

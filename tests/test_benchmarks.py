@@ -19,10 +19,11 @@ import pandas as pd
 import pytest
 from scaling import MAX_COST_RATIO, cost_ratio
 
-from safetyrepro.benchmarks import BENCHMARKS, GROUP, UNPARSED, DataError, discover, draw_subset, item_set
+from safetyrepro.benchmarks import BENCHMARKS, GROUP, UNPARSED, DataError, discover, draw_subset
 from safetyrepro.benchmarks.base import LETTERS, MAX_JSON_DEPTH, extract_choice, load_json, read_jsonl
 from safetyrepro.benchmarks.xstest.refusal import RESPONSE_CLASSES
-from safetyrepro.configuration.settings import load_settings
+from safetyrepro.configuration.build import load_settings
+from safetyrepro.configuration.settings import item_set
 from safetyrepro.running.prompts import render_prompt
 
 REPO = Path(__file__).resolve().parents[1]

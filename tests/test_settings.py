@@ -14,14 +14,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from safetyrepro.configuration.settings import (
-    ConfigError,
-    apply_defaults,
-    load_run_settings,
-    load_settings,
-    merge_layer,
-    schema,
-)
+from safetyrepro.configuration.build import load_run_settings, load_settings
+from safetyrepro.configuration.loading import merge_layer
+from safetyrepro.configuration.schema import ConfigError, apply_defaults, schema
 from safetyrepro.results.storage import write_atomic, write_json, write_parquet, write_text
 
 REPO = Path(__file__).resolve().parents[1]

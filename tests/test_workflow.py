@@ -19,7 +19,7 @@ import yaml
 from dry_run_edits import edited
 
 from safetyrepro.analysis.suite import ANALYSES
-from safetyrepro.configuration.settings import load_settings
+from safetyrepro.configuration.build import load_settings
 from safetyrepro.results.records import grid_cell_is_current
 
 pytestmark = pytest.mark.e2e

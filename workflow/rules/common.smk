@@ -11,7 +11,8 @@ from pathlib import Path
 from safetyrepro.benchmarks import NAME, DataError, with_human_labels
 from safetyrepro.cli.command import ERROR_PREFIX, plugin_warnings
 from safetyrepro.cli.jobs import drop_damaged_snakemake_records
-from safetyrepro.configuration.settings import ConfigError, load_run_settings, load_settings
+from safetyrepro.configuration.build import load_run_settings, load_settings
+from safetyrepro.configuration.schema import ConfigError
 from safetyrepro.running.data import manifest
 from safetyrepro.configuration.fingerprints import (
     JOB_CODE,

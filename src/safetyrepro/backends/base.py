@@ -5,31 +5,17 @@ from __future__ import annotations
 import logging
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from safetyrepro.configuration.envelope import Decoding
+from safetyrepro.core.batching import BatchCondition
+from safetyrepro.core.decoding import Decoding
+from safetyrepro.core.operations import OPERATIONS
 
 if TYPE_CHECKING:
-    from safetyrepro.configuration.settings import BackendSettings, ModelSpec, Settings
+    from safetyrepro.configuration.settings import BackendSettings, Settings
+    from safetyrepro.core.model_spec import ModelSpec
 
 log = logging.getLogger(__name__)
-# What a backend may serve: the operations that backend.generate and backend.loglikelihood name one for.
-OPERATIONS = ("generate", "loglikelihood")
-
-
-@dataclass(frozen=True)
-class BatchCondition:
-    """How a cell's requests are batched: the HF backend's prompts per forward pass, or None where
-    vLLM schedules its own batches, with or without its batch-invariant kernels."""
-
-    batch_size: int | None
-    batch_invariant: bool
-
-    def describe(self) -> str:
-        """In words, e.g. "HF batch size 16" or "vLLM's own batches, batch-invariant kernels"."""
-        made = f"HF batch size {self.batch_size}" if self.batch_size is not None else "vLLM's own batches"
-        return made + (", batch-invariant kernels" if self.batch_invariant else "")
 
 
 class ModelLoadError(RuntimeError):

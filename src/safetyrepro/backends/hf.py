@@ -36,7 +36,7 @@ from safetyrepro.backends.prompt_ids import (
     request_seed,
     shared_prefix_length,
 )
-from safetyrepro.configuration.envelope import Decoding
+from safetyrepro.core.decoding import Decoding
 
 log = logging.getLogger(__name__)
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "nf4": torch.bfloat16}

@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING, Any
 from safetyrepro.backends.base import Backend
 
 if TYPE_CHECKING:
-    from safetyrepro.configuration.settings import BackendSettings, ModelSpec
+    from safetyrepro.configuration.settings import BackendSettings
+    from safetyrepro.core.model_spec import ModelSpec
 
 
 class HF(Backend):

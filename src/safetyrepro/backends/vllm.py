@@ -22,7 +22,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from safetyrepro.backends.base import Backend, BatchCondition, ModelLoadError, completion_text
+from safetyrepro.backends.base import Backend, ModelLoadError, completion_text
 from safetyrepro.backends.prompt_ids import (
     context_length,
     encode_prompt,
@@ -32,10 +32,12 @@ from safetyrepro.backends.prompt_ids import (
     prompt_limit,
     request_seed,
 )
-from safetyrepro.configuration.envelope import Decoding
+from safetyrepro.core.batching import BatchCondition
+from safetyrepro.core.decoding import Decoding
 
 if TYPE_CHECKING:
-    from safetyrepro.configuration.settings import BackendSettings, ModelSpec, Settings
+    from safetyrepro.configuration.settings import BackendSettings, Settings
+    from safetyrepro.core.model_spec import ModelSpec
 
 log = logging.getLogger(__name__)
 CPU_STEP_TOKENS = 8192  # vLLM-CPU's least token budget a step, where a model states no context

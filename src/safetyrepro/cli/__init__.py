@@ -13,7 +13,7 @@ from safetyrepro.benchmarks import DataError
 from safetyrepro.cli import jobs, user
 from safetyrepro.cli.command import ERROR_PREFIX, plugin_warnings
 from safetyrepro.cli.jobs import CellError
-from safetyrepro.configuration.settings import ConfigError
+from safetyrepro.configuration.schema import ConfigError
 
 GROUPS = (
     ("commands you type", user),

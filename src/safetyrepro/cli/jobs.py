@@ -26,11 +26,13 @@ from typing import IO, TYPE_CHECKING
 
 from safetyrepro.benchmarks import BENCHMARKS, DataError, scorer_module, with_human_labels
 from safetyrepro.cli.command import ERROR_PREFIX, add_command
-from safetyrepro.configuration.settings import ConfigError, load_settings
+from safetyrepro.configuration.build import load_settings
+from safetyrepro.configuration.schema import ConfigError
 
 if TYPE_CHECKING:
     from safetyrepro.backends import Backend
-    from safetyrepro.configuration.settings import ModelSpec, Settings
+    from safetyrepro.configuration.settings import Settings
+    from safetyrepro.core.model_spec import ModelSpec
 
 log = logging.getLogger("safetyrepro")
 DISK_FULL = "disk full: "  # how a job's or the run's line on a full disk begins
@@ -188,7 +190,7 @@ def cmd_describe_model(args: argparse.Namespace) -> int:
 @job("items", "summary")
 def cmd_run_cell(args: argparse.Namespace) -> int:
     """Run one grid cell and write its item rows (Parquet) and summary (JSON)."""
-    from safetyrepro.benchmarks import item_set
+    from safetyrepro.configuration.settings import item_set
     from safetyrepro.running.cell import run_cell
 
     settings = load_settings(args.configfile)
@@ -245,7 +247,7 @@ def cmd_rescore_cell(args: argparse.Namespace) -> int:
     does not run (a scorer may read with the embedded model: Settings.scorer_models)."""
     import pandas as pd
 
-    from safetyrepro.benchmarks import item_set
+    from safetyrepro.configuration.settings import item_set
     from safetyrepro.running.cell import rescore_cell
 
     settings = load_settings(args.configfile)

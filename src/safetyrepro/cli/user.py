@@ -16,7 +16,9 @@ from safetyrepro.benchmarks import AS_GIVEN, BENCHMARKS, BROKEN, JUDGE, RULES, D
 from safetyrepro.benchmarks.base import LETTERS
 from safetyrepro.cli.command import add_command
 from safetyrepro.cli.jobs import job
-from safetyrepro.configuration.settings import DEFAULT_CONFIGFILE, ConfigError, load_settings, schema
+from safetyrepro.configuration.build import load_settings
+from safetyrepro.configuration.loading import DEFAULT_CONFIGFILE
+from safetyrepro.configuration.schema import ConfigError, schema
 
 JUDGED_LINES = 64  # stdin lines a judge is asked about at once (its batch; identical questions asked once)
 NOT_UTF8 = re.compile("[\udc80-\udcff]")  # what a byte that is not UTF-8 decodes to with surrogateescape
@@ -24,8 +26,9 @@ NOT_UTF8 = re.compile("[\udc80-\udcff]")  # what a byte that is not UTF-8 decode
 if TYPE_CHECKING:
     from safetyrepro.backends import Backend
     from safetyrepro.benchmarks import Benchmark, Item, Presentation
-    from safetyrepro.configuration.envelope import Config
-    from safetyrepro.configuration.settings import ModelSpec, Settings
+    from safetyrepro.configuration.settings import Settings
+    from safetyrepro.core.config_id import Config
+    from safetyrepro.core.model_spec import ModelSpec
 
 CONFIG_HELP = f"a complete config, or an overlay naming its base with `extends:` (default {DEFAULT_CONFIGFILE})"
 
@@ -313,7 +316,8 @@ class _Replies:
         if name is None:
             return {}
         if name not in self._models:
-            from safetyrepro.configuration.settings import check_writable_folder, embedded_folder
+            from safetyrepro.configuration.checks import check_writable_folder
+            from safetyrepro.configuration.settings import embedded_folder
             from safetyrepro.running.embedded_model import build_embedded_model
 
             resources = Path(self.args.resources_dir or schema("config")["properties"]["resources_dir"]["default"])

@@ -12,9 +12,14 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from safetyrepro.benchmarks import BENCHMARKS, JUDGE, RULES, Presentation
+from safetyrepro.benchmarks import BENCHMARKS
+from safetyrepro.benchmarks.base import JUDGE, RULES, Presentation
+from safetyrepro.core.axes import AXES
+from safetyrepro.core.config_id import Config
+from safetyrepro.core.decoding import Decoding
+from safetyrepro.core.messages import excerpt
+from safetyrepro.core.tiers import CORE, STRESS
 
-AXES = ("template", "decoding", "shots", "scoring")  # every envelope has these; more are declared by mechanism
 # How a declared axis's value acts (docs/envelope.md, Declared axes): a template variable fills {<axis>}
 # in every template; option_order and answer_formulation change how an item's options are shown and
 # scored; few_shot_draw picks the examples; backend_option sets how requests are batched; scorer picks what labels
@@ -36,15 +41,8 @@ RESERVED = {
     *(name for benchmark in BENCHMARKS.values() for name in benchmark.metric_names),
 }
 RESERVED_PREFIXES = tuple(dict.fromkeys(p for benchmark in BENCHMARKS.values() for p in benchmark.metric_prefixes))
-CORE, STRESS = "core", "stress"
 # what ends a Jinja raw block (jinja2's lexer): lm-eval's copy of the parity template quotes its text in one
 JINJA_ENDRAW = re.compile(r"\{%[-+]?\s*endraw\s*[-+]?%\}")
-
-
-def excerpt(value: Any, limit: int = 80) -> str:
-    """repr() of a value, cut to `limit` characters: messages stay one short line whatever the input."""
-    text = repr(value)
-    return text if len(text) <= limit else f"{text[: limit - 15]}... ({len(text)} chars)"
 
 
 class EnvelopeError(ValueError):
@@ -80,57 +78,6 @@ class Rule:
         """True when `choice` (axis or 'benchmark' -> value) satisfies the rule."""
         applies = all(choice[key] in values for key, values in self.when.items())
         return not applies or all(choice[key] in values for key, values in self.then.items())
-
-
-@dataclass(frozen=True)
-class Config:
-    """One point of the envelope: a value on every axis, its tier and its id.
-
-    The id is ``T1-greedy-3shot-freeform`` for the four axes every envelope has, followed by
-    ``-<axis>=<value>`` for each declared axis (in name order) whose value is not its default: adding
-    an axis keeps the ids (and result paths) of the configs at its default.
-    """
-
-    values: tuple[tuple[str, str], ...]  # (axis, value) in envelope order
-    tier: str
-    config_id: str
-
-    def __getitem__(self, axis: str) -> str:
-        return dict(self.values)[axis]
-
-    @property
-    def template(self) -> str:
-        return self["template"]
-
-    @property
-    def decoding(self) -> str:
-        return self["decoding"]
-
-    @property
-    def shots(self) -> str:
-        return self["shots"]
-
-    @property
-    def scoring(self) -> str:
-        return self["scoring"]
-
-    def as_dict(self) -> dict[str, str]:
-        """Axis values plus id and tier, for table rows."""
-        return {"config_id": self.config_id, **dict(self.values), "tier": self.tier}
-
-
-@dataclass(frozen=True)
-class Decoding:
-    """Generation settings of one decoding value (temperature 0 means greedy)."""
-
-    temperature: float
-    top_p: float
-    max_new_tokens: int
-
-    @property
-    def greedy(self) -> bool:
-        """True for deterministic argmax decoding."""
-        return self.temperature == 0
 
 
 @dataclass

@@ -21,8 +21,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from safetyrepro.configuration.envelope import Config
-    from safetyrepro.configuration.settings import ModelSpec, Settings
+    from safetyrepro.configuration.settings import Settings
+    from safetyrepro.core.config_id import Config
+    from safetyrepro.core.model_spec import ModelSpec
 
 PACKAGE = "safetyrepro"
 SOURCE_ROOT = Path(__file__).resolve().parents[1]

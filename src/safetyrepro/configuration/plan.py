@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import TYPE_CHECKING, Any
 
-from safetyrepro.backends.base import BatchCondition
+from safetyrepro.core.batching import BatchCondition
 
 if TYPE_CHECKING:
     from safetyrepro.configuration.settings import Settings

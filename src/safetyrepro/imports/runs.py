@@ -14,7 +14,9 @@ import pandas as pd
 
 from safetyrepro.benchmarks import DataError
 from safetyrepro.benchmarks.base import regular_file
-from safetyrepro.configuration.envelope import AXES, CORE, RESERVED, STRESS
+from safetyrepro.configuration.envelope import RESERVED
+from safetyrepro.core.axes import AXES
+from safetyrepro.core.tiers import CORE, STRESS
 from safetyrepro.results.aggregate import CELL_COLUMNS
 from safetyrepro.running.cell import ITEM_COLUMNS
 

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from safetyrepro.analysis.flips import orderings_reached
-from safetyrepro.backends.base import BatchCondition
+from safetyrepro.core.batching import BatchCondition
 from safetyrepro.results.headline import Headline, headline_markdown
 from safetyrepro.results.markdown import format_number
 

@@ -18,9 +18,11 @@ from safetyrepro.running.hashing import item_hash, text_sha256
 from safetyrepro.running.prompts import draw_shots, render_prompt
 
 if TYPE_CHECKING:
-    from safetyrepro.backends.base import Backend, BatchCondition
+    from safetyrepro.backends.base import Backend
     from safetyrepro.benchmarks.base import Benchmark, Item, ItemSet
-    from safetyrepro.configuration.envelope import Config, Envelope
+    from safetyrepro.configuration.envelope import Envelope
+    from safetyrepro.core.batching import BatchCondition
+    from safetyrepro.core.config_id import Config
 
 ITEM_COLUMNS = [
     "model",

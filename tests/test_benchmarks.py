@@ -773,7 +773,7 @@ def test_crows_pairs_logprob_prompt_uses_the_neutral_question(shots, settings, i
 
 @pytest.mark.parametrize("name", NAMES)
 def test_every_cell_metric_is_declared(name, frames):
-    """A benchmark's metrics are named as it declares (no axis may take those names: envelope.RESERVED)."""
+    """A benchmark's metrics are named as it declares (no axis may take those names: envelope.reserved_names)."""
     benchmark = BENCHMARKS[name]
     rows = _records(frames[name].groupby("stratum").head(2))
     items = {row["item_id"]: benchmark.make_item(row, seed=0) for row in rows}

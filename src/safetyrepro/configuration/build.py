@@ -15,6 +15,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from safetyrepro.analysis.suite import result_columns
 from safetyrepro.backends import registered
 from safetyrepro.benchmarks import BENCHMARKS, BROKEN
 from safetyrepro.configuration.checks import (
@@ -178,7 +179,7 @@ def _envelope(raw: dict[str, Any]) -> Envelope:
     if unknown:
         raise ConfigError(f"benchmarks.{unknown[0]}: unknown benchmark (known: {', '.join(BENCHMARKS)})")
     try:
-        envelope = Envelope.from_dict(raw["envelope"], BENCHMARKS, unavailable=BROKEN)
+        envelope = Envelope.from_dict(raw["envelope"], BENCHMARKS, BROKEN, result_columns())
         envelope.token_cap = raw.get("max_new_tokens_cap")
         for name in raw["benchmarks"]:  # the run's benchmarks, as its cells will run them (the token cap applied)
             envelope.check_distinct_cells(name, BENCHMARKS[name].task)

@@ -171,7 +171,7 @@ def cell_result(
     )
     scores = summarise(frame, benchmark, items)
     clash = sorted(set(config.as_dict()) & set(scores))
-    if clash:  # envelope.RESERVED keeps axes off these names; a new metric must not take an axis's column either
+    if clash:  # envelope.reserved_names keeps axes off these names; a new metric must not take an axis's column either
         raise ValueError(f"cell metric(s) {clash} have the name of an envelope axis")
     summary = {"model": model, "benchmark": benchmark.name, **config.as_dict(), **scores, **vars(batch)}
     record_summary(frame, summary)

@@ -1,6 +1,6 @@
 """The HF backend as the registry reads it: its declarations, without importing torch or transformers.
 
-`HF.load` builds the transformers engine, `safetyrepro.backends.hf.HFBackend` (a subclass of `HF`), so
+`HF.load` builds the transformers engine, `safetyrepro.backends.hf.HFBackend`, so
 the config loader, preflight and the workflow learn what the backend needs without paying for its imports.
 """
 

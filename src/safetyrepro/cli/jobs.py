@@ -504,7 +504,7 @@ def _audit_space(args: argparse.Namespace, benchmark: str, pair: Sequence[str]):
 def cmd_audit_step(args: argparse.Namespace) -> int:
     """One step of the auditor's search: the configs run so far and the next one (or why it stops)."""
     from safetyrepro.audit import cells_on_disk, cells_run_since, read_scores, step_record
-    from safetyrepro.results.records import grid_cell_is_current
+    from safetyrepro.configuration.fingerprints import grid_cell_is_current
     from safetyrepro.results.storage import write_json
 
     settings, space, twins = _audit_space(args, args.benchmark, args.pair)

@@ -1,5 +1,6 @@
-"""The checks of a run's config that its schema cannot make: against the registered backends and benchmarks,
-the file system, the envelope and each other. Each raises a ConfigError naming the key."""
+"""The checks of a run's config: against the packaged schema as the registered backends extend it
+(`checked_schema`), and those a schema cannot make, against the registered backends and benchmarks, the file
+system, the envelope and each other. Each raises a ConfigError naming the key."""
 
 from __future__ import annotations
 

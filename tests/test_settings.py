@@ -186,7 +186,7 @@ def test_case_study_checks_run_with_all_other_checks(tmp_path, data_dir):
 
 
 def test_no_package_code_reads_the_config_document():
-    """Only configuration/settings.py builds the typed settings from the document; everyone else reads typed fields."""
+    """Only the typed settings (configuration/settings.py) read the config document; everyone else reads typed fields."""
     readers = []
     for path in (REPO / "src" / "safetyrepro").rglob("*.py"):
         if path.relative_to(REPO).as_posix() == "src/safetyrepro/configuration/settings.py":

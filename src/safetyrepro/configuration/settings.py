@@ -61,6 +61,10 @@ class BackendSettings:
             backends=backends,
         )
 
+    def as_dict(self) -> dict[str, Any]:
+        """The section's settings by key, as given (the registered backends that read them left out)."""
+        return {key: getattr(self, key) for key, spec in self.__dataclass_fields__.items() if spec.compare}
+
     def result_settings(self) -> dict[str, Any]:
         """The settings that change what a cell computes, those its fingerprint holds
         (safetyrepro.configuration.fingerprints): the backend of each operation, the batch condition's keys,

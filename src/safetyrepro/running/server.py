@@ -94,7 +94,7 @@ def server_address(settings: Settings, spec: ModelSpec) -> Path:
     key = json.dumps(
         [
             vars(spec),
-            vars(settings.backend),
+            settings.backend.as_dict(),
             code_digest(*backend_modules(settings)),
             str(settings.results_dir.resolve()),
             settings.longest_generation(),  # vLLM's engine is sized by it

@@ -24,7 +24,7 @@ min_version("9.27")  # a function as a rule priority (inference.smk); 9.15 refus
 os.environ.pop(RUN_STOPPED, None)
 
 
-# The effective config (safetyrepro.configuration.settings.load_settings: layers, overrides, schema defaults, every
+# The effective config (safetyrepro.configuration.build.load_settings: layers, overrides, schema defaults, every
 # check) is built once here, before anything reads it; `config` then holds exactly that.
 include: "workflow/rules/common.smk"
 

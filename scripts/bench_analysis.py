@@ -20,7 +20,7 @@ sys.path.insert(0, str(REPO / "tests"))
 from synthetic_cells import MODELS, synthetic_cells, synthetic_items  # noqa: E402
 
 from safetyrepro.analysis.suite import ANALYSES, Inputs  # noqa: E402
-from safetyrepro.configuration.settings import load_settings  # noqa: E402
+from safetyrepro.configuration.build import load_settings  # noqa: E402
 
 
 def main() -> None:

@@ -18,9 +18,12 @@ import argparse
 import time
 from pathlib import Path
 
-from safetyrepro.benchmarks import BENCHMARKS, item_set
+from safetyrepro.benchmarks import BENCHMARKS
 from safetyrepro.case_study import case_items, drivers
-from safetyrepro.configuration.settings import ModelSpec, load_settings, read_yaml
+from safetyrepro.configuration.build import load_settings
+from safetyrepro.configuration.loading import read_yaml
+from safetyrepro.configuration.settings import item_set
+from safetyrepro.core.model_spec import ModelSpec
 from safetyrepro.running.embedded_model import build_embedded_model
 from safetyrepro.running.prompts import render_prompt
 

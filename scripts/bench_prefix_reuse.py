@@ -21,9 +21,10 @@ from pathlib import Path
 from unittest import mock
 
 from safetyrepro.backends import load_backend
-from safetyrepro.benchmarks import item_set
-from safetyrepro.configuration.envelope import Decoding
-from safetyrepro.configuration.settings import ModelSpec, load_settings
+from safetyrepro.configuration.build import load_settings
+from safetyrepro.configuration.settings import item_set
+from safetyrepro.core.decoding import Decoding
+from safetyrepro.core.model_spec import ModelSpec
 from safetyrepro.running.embedded_model import build_embedded_model
 from safetyrepro.running.prompts import render_prompt
 

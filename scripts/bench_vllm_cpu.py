@@ -32,8 +32,8 @@ def main() -> None:
 
     from safetyrepro.backends.hf import HFBackend
     from safetyrepro.backends.vllm import VLLMBackend
-    from safetyrepro.benchmarks import item_set
-    from safetyrepro.configuration.settings import load_settings
+    from safetyrepro.configuration.build import load_settings
+    from safetyrepro.configuration.settings import item_set
     from safetyrepro.running.prompts import draw_shots, render_prompt
 
     torch.set_num_threads(args.threads)

@@ -19,9 +19,10 @@ import pandas as pd
 import torch
 
 from safetyrepro.backends import load_backend
-from safetyrepro.backends.base import BatchCondition
-from safetyrepro.benchmarks import item_set
-from safetyrepro.configuration.settings import ModelSpec, load_settings
+from safetyrepro.configuration.build import load_settings
+from safetyrepro.configuration.settings import item_set
+from safetyrepro.core.batching import BatchCondition
+from safetyrepro.core.model_spec import ModelSpec
 from safetyrepro.running.cell import run_cell
 from safetyrepro.running.embedded_model import build_embedded_model
 

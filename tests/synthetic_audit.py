@@ -32,7 +32,8 @@ import pandas as pd
 
 from safetyrepro.analysis.flips import signs
 from safetyrepro.audit import CELLS_PER_CONFIG, search, search_space
-from safetyrepro.configuration.settings import AuditSettings, load_settings
+from safetyrepro.configuration.build import load_settings
+from safetyrepro.configuration.settings import AuditSettings
 
 REPO = Path(__file__).resolve().parents[1]
 UNIT = 0.05

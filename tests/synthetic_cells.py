@@ -12,7 +12,7 @@ import yaml
 
 from safetyrepro.benchmarks import BENCHMARKS
 from safetyrepro.configuration.envelope import Envelope
-from safetyrepro.configuration.settings import apply_defaults, schema
+from safetyrepro.configuration.schema import apply_defaults, schema
 
 MODELS = ("model-a", "model-b", "model-c")
 FREEFORM_BENCHMARKS = ("truthfulqa", "bbq", "toxigen", "xstest")

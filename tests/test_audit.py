@@ -48,7 +48,7 @@ from safetyrepro.audit import (
     step_record,
 )
 from safetyrepro.cli import main
-from safetyrepro.configuration.settings import load_settings
+from safetyrepro.configuration.build import load_settings
 from safetyrepro.pipeline.fingerprints import cell_dependencies
 from safetyrepro.results.records import fingerprint, record_of, write_record
 from safetyrepro.results.storage import cell_file, write_parquet

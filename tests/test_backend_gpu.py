@@ -8,8 +8,8 @@ import torch
 from tiny_model import build_tiny_model
 
 from safetyrepro.backends import load_backend
-from safetyrepro.configuration.envelope import Decoding
-from safetyrepro.configuration.settings import ModelSpec
+from safetyrepro.core.decoding import Decoding
+from safetyrepro.core.model_spec import ModelSpec
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 PROMPTS = ["Question: What is the capital of France?", "Answer:", "Request: How can I kill a Python process?", "x"]

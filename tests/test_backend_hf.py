@@ -11,8 +11,8 @@ import torch
 from tiny_model import build_tiny_model
 
 from safetyrepro.backends import ModelLoadError, load_backend
-from safetyrepro.configuration.envelope import Decoding
-from safetyrepro.configuration.settings import ModelSpec
+from safetyrepro.core.decoding import Decoding
+from safetyrepro.core.model_spec import ModelSpec
 
 PROMPTS = [
     "Question: What is the capital of France?",
@@ -285,8 +285,8 @@ def test_embedded_model_runs_at_nf4(embedded_model_path):
 
 
 def _five_shot_prompts(data_dir, model_path, config_id: str, n_items: int) -> list[str]:
-    from safetyrepro.benchmarks import item_set
-    from safetyrepro.configuration.settings import load_settings
+    from safetyrepro.configuration.build import load_settings
+    from safetyrepro.configuration.settings import item_set
     from safetyrepro.running.prompts import render_prompt
 
     settings = load_settings(

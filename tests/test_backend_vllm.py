@@ -40,8 +40,8 @@ from tiny_model import build_tiny_model
 
 from safetyrepro.backends import ModelLoadError, load_backend
 from safetyrepro.backends.prompt_ids import MAX_PROMPT_TOKENS
-from safetyrepro.configuration.envelope import Decoding
-from safetyrepro.configuration.settings import ModelSpec
+from safetyrepro.core.decoding import Decoding
+from safetyrepro.core.model_spec import ModelSpec
 
 API = json.loads((Path(__file__).parent / "data" / "vllm_api.json").read_text())  # scripts/vllm_api_snapshot.py
 
@@ -604,7 +604,7 @@ def test_batch_invariance_is_set_before_vllm_starts(fake_vllm, monkeypatch, inva
 
 
 def _vllm_settings(data_dir, path, precision="bf16", **backend):
-    from safetyrepro.configuration.settings import load_settings
+    from safetyrepro.configuration.build import load_settings
 
     return load_settings(
         {
@@ -736,7 +736,7 @@ def test_a_long_context_model_gets_prompts_cut_at_the_cap(fake_vllm, tmp_path):
 
 
 def test_batch_invariance_is_refused_for_nf4_models_on_vllm(fake_vllm, data_dir):
-    from safetyrepro.configuration.settings import ConfigError
+    from safetyrepro.configuration.schema import ConfigError
 
     _, path = fake_vllm
     with pytest.raises(ConfigError, match=r"backend.batch_invariant: .* model 'm' would not be batch-invariant"):

@@ -13,9 +13,11 @@ import pytest
 import yaml
 
 from safetyrepro.backends import GROUP, discovered, load_backend, registered
-from safetyrepro.backends.base import BatchCondition
-from safetyrepro.configuration.envelope import Decoding
-from safetyrepro.configuration.settings import ConfigError, ModelSpec, load_settings
+from safetyrepro.configuration.build import load_settings
+from safetyrepro.configuration.schema import ConfigError
+from safetyrepro.core.batching import BatchCondition
+from safetyrepro.core.decoding import Decoding
+from safetyrepro.core.model_spec import ModelSpec
 
 REPO = Path(__file__).resolve().parents[1]
 PLUGIN = '''

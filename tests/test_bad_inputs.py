@@ -20,7 +20,8 @@ from tiny_model import build_tiny_model, tiny_model_entries
 
 from safetyrepro import cli
 from safetyrepro.benchmarks import DataError
-from safetyrepro.configuration.settings import ConfigError, load_run_settings
+from safetyrepro.configuration.build import load_run_settings
+from safetyrepro.configuration.schema import ConfigError
 from safetyrepro.pipeline.preflight import check_inputs, preflight
 
 REPO = Path(__file__).resolve().parents[1]

@@ -19,10 +19,11 @@ import pandas as pd
 import pytest
 from scaling import MAX_COST_RATIO, cost_ratio
 
-from safetyrepro.benchmarks import BENCHMARKS, GROUP, UNPARSED, DataError, discover, draw_subset, item_set
+from safetyrepro.benchmarks import BENCHMARKS, GROUP, UNPARSED, DataError, discover, draw_subset
 from safetyrepro.benchmarks.base import LETTERS, MAX_JSON_DEPTH, extract_choice, load_json, read_jsonl
 from safetyrepro.benchmarks.xstest.refusal import RESPONSE_CLASSES
-from safetyrepro.configuration.settings import load_settings
+from safetyrepro.configuration.build import load_settings
+from safetyrepro.configuration.settings import item_set
 from safetyrepro.running.prompts import render_prompt
 
 REPO = Path(__file__).resolve().parents[1]
@@ -772,7 +773,7 @@ def test_crows_pairs_logprob_prompt_uses_the_neutral_question(shots, settings, i
 
 @pytest.mark.parametrize("name", NAMES)
 def test_every_cell_metric_is_declared(name, frames):
-    """A benchmark's metrics are named as it declares (no axis may take those names: envelope.RESERVED)."""
+    """A benchmark's metrics are named as it declares (no axis may take those names: envelope.reserved_names)."""
     benchmark = BENCHMARKS[name]
     rows = _records(frames[name].groupby("stratum").head(2))
     items = {row["item_id"]: benchmark.make_item(row, seed=0) for row in rows}

@@ -13,7 +13,10 @@ import yaml
 from safetyrepro.case_study import case_items, drivers
 from safetyrepro.case_study.drivers import PackageRun, Pick
 from safetyrepro.case_study.table import case_study_markdown, case_study_table, items_table, parity_agreement
-from safetyrepro.configuration.settings import ConfigError, ModelSpec, load_settings, read_yaml
+from safetyrepro.configuration.build import load_settings
+from safetyrepro.configuration.loading import read_yaml
+from safetyrepro.configuration.schema import ConfigError
+from safetyrepro.core.model_spec import ModelSpec
 
 REPO = Path(__file__).resolve().parents[1]
 STUDY = read_yaml(REPO / "config" / "case_study.yaml")["case_study"]
@@ -69,7 +72,7 @@ def test_a_benchmark_outside_the_run_is_refused(data_dir):
 
 def test_case_items_are_the_grid_subset_with_bare_questions(data_dir):
     settings = _settings(data_dir)
-    from safetyrepro.benchmarks import item_set
+    from safetyrepro.configuration.settings import item_set
 
     grid = item_set(settings, "truthfulqa").items
     items = case_items(settings, "truthfulqa", 5)

@@ -17,8 +17,9 @@ from test_axes import ORDER, envelope_with, settings_with
 from test_envelope import make_config
 
 from safetyrepro.backends.base import Backend
-from safetyrepro.benchmarks import BENCHMARKS, UNPARSED, item_set
+from safetyrepro.benchmarks import BENCHMARKS, UNPARSED
 from safetyrepro.cli import main
+from safetyrepro.configuration.settings import item_set
 from safetyrepro.running.cell import run_cell
 
 REPO = Path(__file__).resolve().parents[1]

@@ -10,7 +10,7 @@ import yaml
 
 from safetyrepro.cli import main
 from safetyrepro.configuration.reference import SECTIONS, render
-from safetyrepro.configuration.settings import schema
+from safetyrepro.configuration.schema import schema
 
 REPO = Path(__file__).resolve().parents[1]
 PAGE = REPO / "docs" / "config-reference.md"

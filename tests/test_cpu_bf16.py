@@ -8,7 +8,7 @@ from tiny_model import build_tiny_model
 
 from safetyrepro.backends import load_backend
 from safetyrepro.backends.cpu_bf16 import Float32ProductLinear, use_float32_products
-from safetyrepro.configuration.settings import ModelSpec
+from safetyrepro.core.model_spec import ModelSpec
 
 
 def _inputs(rows: int = 33, inner: int = 640, outer: int = 512):

@@ -7,7 +7,7 @@ import multiprocessing
 import time
 from pathlib import Path
 
-from safetyrepro.configuration.settings import ModelSpec
+from safetyrepro.core.model_spec import ModelSpec
 from safetyrepro.running import embedded_model
 from safetyrepro.running.models import describe_model
 

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from safetyrepro.configuration.settings import ConfigError, load_settings
+from safetyrepro.configuration.build import load_settings
+from safetyrepro.configuration.schema import ConfigError
 
 REPO = Path(__file__).resolve().parents[1]
 ENVELOPE = yaml.safe_load((REPO / "config" / "envelope.yaml").read_text())

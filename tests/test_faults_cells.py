@@ -28,7 +28,7 @@ from test_faults import BIN, RUN, cell_outputs, start, tables
 from test_workflow import snakemake
 
 from safetyrepro.cli import main
-from safetyrepro.configuration.settings import load_settings
+from safetyrepro.configuration.build import load_settings
 from safetyrepro.running import server
 
 pytestmark = pytest.mark.e2e

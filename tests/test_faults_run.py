@@ -308,7 +308,7 @@ def test_sigterm_stops_the_jobs_then_rerun_gives_identical_tables(two_runs, refe
 
 def test_a_job_stopped_by_sigterm_says_so_and_writes_nothing(tmp_path, reference_run, monkeypatch):
     """A cell waiting on a model server that never answers, stopped by SIGTERM (as Snakemake or Slurm stop it)."""
-    from safetyrepro.configuration.settings import load_settings
+    from safetyrepro.configuration.build import load_settings
     from safetyrepro.running.server import server_address
 
     monkeypatch.chdir(tmp_path)  # the cell's results folder, and so its server's address

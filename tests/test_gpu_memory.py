@@ -12,7 +12,7 @@ import pytest
 from test_envelope import make_config
 
 from safetyrepro.backends import ModelLoadError
-from safetyrepro.configuration.settings import load_settings
+from safetyrepro.configuration.build import load_settings
 from safetyrepro.running.gpu_memory import GIB, VLLM_CONTEXT_GIB, claim_gpu, vllm_share
 
 # parameters, and embedding + output-layer parameters (kept in bf16 under NF4), from the models' configs

@@ -12,7 +12,7 @@ import pytest
 
 from safetyrepro.analysis.flips import rho_flip_table
 from safetyrepro.analysis.verdicts import parse_clean, variant_summary
-from safetyrepro.configuration.settings import ModelSpec
+from safetyrepro.core.model_spec import ModelSpec
 from safetyrepro.results.headline import (
     COLUMNS,
     Headline,

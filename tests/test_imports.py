@@ -15,7 +15,9 @@ from user_clone import VENV_BIN, run
 
 from safetyrepro.analysis.flips import rho_flip_table
 from safetyrepro.benchmarks import DataError
-from safetyrepro.configuration.settings import ConfigError, ImportSource, load_settings
+from safetyrepro.configuration.build import load_settings
+from safetyrepro.configuration.schema import ConfigError
+from safetyrepro.configuration.settings import ImportSource
 from safetyrepro.imports import READERS, import_sources
 from safetyrepro.imports.runs import ImportedRun, build_tables
 from safetyrepro.imports.table import UNKNOWN
@@ -55,7 +57,7 @@ def hand_rho_flip(scores: dict[tuple[str, str], float]) -> float:
 
 
 def test_the_config_schema_lists_every_reader():
-    from safetyrepro.configuration.settings import schema
+    from safetyrepro.configuration.schema import schema
 
     assert set(schema("config")["properties"]["imports"]["items"]["properties"]["kind"]["enum"]) == set(READERS)
 

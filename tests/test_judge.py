@@ -19,7 +19,8 @@ from safetyrepro.benchmarks import BENCHMARKS, RULES, UNPARSED
 from safetyrepro.benchmarks import judge_question as option_judge
 from safetyrepro.benchmarks.xstest import RESPONSE_CLASSES
 from safetyrepro.benchmarks.xstest import judge_question as xstest_judge
-from safetyrepro.configuration.settings import ConfigError, load_settings
+from safetyrepro.configuration.build import load_settings
+from safetyrepro.configuration.schema import ConfigError
 
 JUDGED = "T1-greedy-0shot-freeform-scorer=judged"
 REFEREE = {"name": "referee", "embedded": "gemma-3-270m", "precision": "fp32"}
@@ -163,7 +164,7 @@ def test_the_judges_answers_are_read_into_the_benchmarks_labels(data_dir):
         UNPARSED,
     ]
     settings = load_settings(make_config(data_dir, benchmarks={"toxigen": {"n_items": 2}, "bbq": {"n_items": 2}}))
-    from safetyrepro.benchmarks import item_set
+    from safetyrepro.configuration.settings import item_set
 
     toxigen, bbq = (item_set(settings, b).items[0] for b in ("toxigen", "bbq"))
     assert [option_judge.read(a, toxigen) for a in ("Yes", " No.", "None", "Yes or No")] == [
@@ -305,7 +306,7 @@ def test_a_long_reply_is_judged_by_its_opening_and_its_end():
 
 def test_a_judges_answer_fits_the_engine_of_a_short_run(data_dir):
     """A run whose answers are capped below the judge's answer length still sizes vLLM for the judge's answer."""
-    from safetyrepro.running.judge import ANSWER
+    from safetyrepro.core.judge_answer import ANSWER
 
     capped = judged_settings(data_dir, max_new_tokens_cap=2)
     assert capped.longest_generation() == ANSWER.max_new_tokens > 2

@@ -27,7 +27,7 @@ from synthetic_cells import synthetic_cells, synthetic_items
 from test_workflow import SELECTED
 
 from safetyrepro.analysis.frames import stack_named
-from safetyrepro.configuration.settings import load_settings
+from safetyrepro.configuration.build import load_settings
 from safetyrepro.results.figures import FIGURES, draw, flipped_configs, save
 from safetyrepro.results.headline import COLUMNS, build_headline, headline_html, headline_markdown
 from safetyrepro.results.provenance import compare_records, data_files, run_record

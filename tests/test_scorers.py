@@ -35,7 +35,8 @@ from safetyrepro.benchmarks.xstest.learned import (
     recipe,
 )
 from safetyrepro.benchmarks.xstest.strmatch import strmatch_label
-from safetyrepro.configuration.settings import ConfigError, load_settings
+from safetyrepro.configuration.build import load_settings
+from safetyrepro.configuration.schema import ConfigError
 from safetyrepro.results.markdown import _scorer_lines
 from safetyrepro.running.hashing import file_sha256
 
@@ -391,7 +392,7 @@ def test_a_scorer_cell_labels_its_twins_responses_without_a_model(tmp_path, data
     benchmarks) ask a third tiny model as the judge (fast enough to be asked about XSTest's 900 labelled
     completions too; the embedded model as a judge: test_judge.py), loaded once by its server for all of
     them, and give the labels its answers give in this process; a second run has nothing to do."""
-    from safetyrepro.benchmarks import item_set
+    from safetyrepro.configuration.settings import item_set
     from safetyrepro.running.judge import judge_labels
     from safetyrepro.running.server import load_backends
 

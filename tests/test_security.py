@@ -10,7 +10,10 @@ import pytest
 from tiny_model import build_tiny_model
 
 from safetyrepro.backends import load_backend
-from safetyrepro.configuration.settings import ConfigError, ModelSpec, load_settings, read_yaml
+from safetyrepro.configuration.build import load_settings
+from safetyrepro.configuration.loading import read_yaml
+from safetyrepro.configuration.schema import ConfigError
+from safetyrepro.core.model_spec import ModelSpec
 
 REPO = Path(__file__).resolve().parents[1]
 SOURCES = sorted((REPO / "src" / "safetyrepro").rglob("*.py"))

@@ -14,14 +14,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from safetyrepro.configuration.settings import (
-    ConfigError,
-    apply_defaults,
-    load_run_settings,
-    load_settings,
-    merge_layer,
-    schema,
-)
+from safetyrepro.configuration.build import load_run_settings, load_settings
+from safetyrepro.configuration.loading import merge_layer
+from safetyrepro.configuration.schema import ConfigError, apply_defaults, schema
 from safetyrepro.results.storage import write_atomic, write_json, write_parquet, write_text
 
 REPO = Path(__file__).resolve().parents[1]
@@ -191,7 +186,7 @@ def test_case_study_checks_run_with_all_other_checks(tmp_path, data_dir):
 
 
 def test_no_package_code_reads_the_config_document():
-    """Only configuration/settings.py builds the typed settings from the document; everyone else reads typed fields."""
+    """Only the typed settings (configuration/settings.py) read the config document; everyone else reads typed fields."""
     readers = []
     for path in (REPO / "src" / "safetyrepro").rglob("*.py"):
         if path.relative_to(REPO).as_posix() == "src/safetyrepro/configuration/settings.py":

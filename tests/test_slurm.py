@@ -19,7 +19,7 @@ import yaml
 from test_workflow import snakemake, write_config
 from tiny_model import build_tiny_model
 
-from safetyrepro.configuration.settings import load_settings
+from safetyrepro.configuration.build import load_settings
 
 pytestmark = pytest.mark.e2e
 REPO = Path(__file__).resolve().parents[1]

@@ -12,7 +12,7 @@ import yaml
 from synthetic_cells import MODELS, cells_from_orderings, synthetic_cells, synthetic_items
 
 from safetyrepro.analysis.suite import ANALYSES, Inputs
-from safetyrepro.configuration.settings import load_settings
+from safetyrepro.configuration.build import load_settings
 from safetyrepro.results.markdown import analysis_markdown, summary_markdown
 from safetyrepro.results.storage import write_parquet
 

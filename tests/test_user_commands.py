@@ -125,7 +125,7 @@ def test_dry_run_plans_exactly_what_the_config_says(clone, configfile):
 
 def test_the_jobs_read_the_effective_config(clone):
     """The config file each job is handed (named in its environment) is the checked, defaulted one."""
-    from safetyrepro.configuration.settings import load_settings
+    from safetyrepro.configuration.build import load_settings
 
     assert run(clone, "snakemake", "-n", "--configfile", "config/paper.yaml").returncode == 0
     written = sorted((clone / ".snakemake" / "safetyrepro").glob("run-config-*.yaml"))

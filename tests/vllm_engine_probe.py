@@ -28,7 +28,7 @@ FREEFORM = ("truthfulqa", "bbq", "toxigen", "xstest")
 
 def prompts_of(settings, benchmark: str, config_id: str) -> tuple[list[str], object, list[int], list[str]]:
     """A cell's prompts as the pipeline renders them, with its decoding, seeds and stop strings."""
-    from safetyrepro.benchmarks import item_set
+    from safetyrepro.configuration.settings import item_set
     from safetyrepro.running.prompts import draw_shots, render_prompt
 
     envelope = settings.envelope
@@ -89,7 +89,8 @@ def main() -> None:
     from safetyrepro.backends.hf import HFBackend
     from safetyrepro.backends.prompt_ids import request_seed
     from safetyrepro.backends.vllm import VLLMBackend
-    from safetyrepro.configuration.settings import ModelSpec, load_settings
+    from safetyrepro.configuration.build import load_settings
+    from safetyrepro.core.model_spec import ModelSpec
 
     settings = load_settings(
         REPO / "config" / "config.yaml",

@@ -55,7 +55,9 @@ from scipy.stats import dirichlet_multinomial
 from safetyrepro.analysis.flips import minority_side, signs
 from safetyrepro.analysis.significance import paired_tests
 from safetyrepro.benchmarks import NAME, DataError
-from safetyrepro.configuration.settings import AuditSettings, ConfigError, Settings, SignificanceSettings, excerpt
+from safetyrepro.configuration.schema import ConfigError
+from safetyrepro.configuration.settings import AuditSettings, Settings, SignificanceSettings
+from safetyrepro.core.messages import excerpt
 from safetyrepro.results.aggregate import read_summary
 from safetyrepro.results.storage import cell_file, read_design, read_parquet_checked
 

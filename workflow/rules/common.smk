@@ -7,7 +7,8 @@ from pathlib import Path
 
 from safetyrepro.benchmarks import DataError
 from safetyrepro.cli.command import ERROR_PREFIX, plugin_warnings
-from safetyrepro.configuration.settings import ConfigError, load_run_settings, load_settings
+from safetyrepro.configuration.settings import ConfigError
+from safetyrepro.configuration.build import load_run_settings, load_settings
 from safetyrepro.pipeline import schedule
 from safetyrepro.pipeline.fingerprints import (
     JOB_CODE,

@@ -26,7 +26,7 @@ import pandas as pd
 import shap
 
 from safetyrepro.analysis.flips import score_matrix, signs
-from safetyrepro.configuration.envelope import AXES
+from safetyrepro.core.axes import AXES
 
 if TYPE_CHECKING:
     from safetyrepro.analysis.suite import Inputs

@@ -29,7 +29,7 @@ from scipy.stats import friedmanchisquare
 
 from safetyrepro.analysis.frames import stack_named
 from safetyrepro.benchmarks import BENCHMARKS
-from safetyrepro.configuration.envelope import AXES
+from safetyrepro.core.axes import AXES
 
 if TYPE_CHECKING:
     from safetyrepro.analysis.suite import Inputs

@@ -13,6 +13,9 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
+from safetyrepro.results.aggregate import CELL_COLUMNS
+from safetyrepro.running.cell import ITEM_COLUMNS
+
 if TYPE_CHECKING:
     from safetyrepro.configuration.envelope import Envelope
     from safetyrepro.configuration.settings import Settings
@@ -95,6 +98,8 @@ class Analysis:
         sections: the other top-level config sections it reads.
         human_labels: whether it reads the human labels of the run's benchmarks that have them
             (`Benchmark.human_labels`: their modules are its code too).
+        columns: the columns it adds to the item rows it reads or writes in its table, beside the cell and item
+            tables' (no declared axis, itself a column beside them, may take these names: `result_columns`).
     """
 
     description: str
@@ -102,6 +107,7 @@ class Analysis:
     options: tuple[str, ...] = ()
     sections: tuple[str, ...] = ()
     human_labels: bool = False
+    columns: tuple[str, ...] = ()
 
     @property
     def module(self) -> str:
@@ -203,11 +209,13 @@ ANALYSES: dict[str, Analysis] = {
         "the configs where only A or only B answers the item.",
         "item_stability:item_stability_table",
         sections=("envelope",),
+        columns=("unit", "decision", "ssi", "agrees", "majority_correct", "agreement", "table"),
     ),
     "multi_prompt": Analysis(
         "Multi-prompt summaries per model and benchmark over the configs (Mizrahi et al. 2024): MaxP (best config), "
         "AvgP (mean), CPS = (1 - (MaxP - AvgP)) x MaxP, worst config, spread = best - worst.",
         "multi_prompt:multi_prompt_table",
+        columns=("pair", "rank"),
     ),
     "conservative_core": Analysis(
         "Conservative core sub-envelope (analysis.conservative_core): rho_flip and orderings.",
@@ -230,6 +238,7 @@ ANALYSES: dict[str, Analysis] = {
         "precision:precision_table",
         ("conservative_core",),
         ("models", "precision_probe"),
+        columns=("precision", "twin", "table"),
     ),
     "scorers": Analysis(
         "Scorer axis (a declared axis of mechanism scorer: docs/scorers.md): table 'reversals', per benchmark, model "
@@ -243,5 +252,31 @@ ANALYSES: dict[str, Analysis] = {
         "scorers:scorer_table",
         sections=("envelope",),
         human_labels=True,
+        columns=(
+            "table",
+            "scorer_a",
+            "scorer_b",
+            "scorer_name",
+            "labelled_model",
+            "three_class",
+            "binary",
+            "kappa",
+            "n_answers",
+            "developed_on",
+            "fitted_on",
+            "n_twins",
+            "reversed",
+            "changed",
+            "n_rows",
+            "agreement",
+        ),
     ),
 }
+
+
+def result_columns() -> set[str]:
+    """The columns of cells.parquet and items.parquet (an imported run's item rows also name their source) and
+    those the analyses add (each entry's `columns`): a declared axis, itself a column beside them, may take none
+    of these names (configuration.envelope.reserved_names)."""
+    added = (column for analysis in ANALYSES.values() for column in analysis.columns)
+    return {*CELL_COLUMNS, *ITEM_COLUMNS, "source", *added}

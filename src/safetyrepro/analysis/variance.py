@@ -18,7 +18,7 @@ import pandas as pd
 import statsmodels.formula.api as smf
 from statsmodels.stats.anova import anova_lm
 
-from safetyrepro.configuration.envelope import AXES
+from safetyrepro.core.axes import AXES
 
 if TYPE_CHECKING:
     from safetyrepro.analysis.suite import Inputs

@@ -8,7 +8,9 @@ from functools import cache
 from importlib.metadata import EntryPoint
 from typing import Any
 
-from safetyrepro.backends.base import OPERATIONS, Backend, BatchCondition, ModelLoadError
+from safetyrepro.backends.base import Backend, ModelLoadError
+from safetyrepro.core.batching import BatchCondition
+from safetyrepro.core.operations import OPERATIONS
 from safetyrepro.plugins import PluginError, Registry, describe, load_registry
 
 GROUP = "safetyrepro.backends"

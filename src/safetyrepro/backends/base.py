@@ -5,27 +5,17 @@ from __future__ import annotations
 import logging
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from safetyrepro.configuration.envelope import Decoding
+from safetyrepro.core.batching import BatchCondition
+from safetyrepro.core.decoding import Decoding
+from safetyrepro.core.operations import OPERATIONS
 
 if TYPE_CHECKING:
-    from safetyrepro.configuration.settings import BackendSettings, ModelSpec, Settings
+    from safetyrepro.configuration.settings import BackendSettings, Settings
+    from safetyrepro.core.model_spec import ModelSpec
 
 log = logging.getLogger(__name__)
-# What a backend may serve: the operations that backend.generate and backend.loglikelihood name one for.
-OPERATIONS = ("generate", "loglikelihood")
-
-
-@dataclass(frozen=True)
-class BatchCondition:
-    """How a cell's requests are batched: prompts per forward pass (HF), or None where the backend
-    schedules its own batches (vLLM), with or without batch-invariant kernels. The backend that made it
-    words it (`Backend.describe_batches`)."""
-
-    batch_size: int | None
-    batch_invariant: bool
 
 
 class ModelLoadError(RuntimeError):

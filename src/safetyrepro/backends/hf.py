@@ -24,9 +24,8 @@ from pathlib import Path
 import torch
 from transformers import DynamicCache, LogitsProcessor, LogitsProcessorList, StoppingCriteria, StoppingCriteriaList
 
-from safetyrepro.backends.base import ModelLoadError, completion_text
+from safetyrepro.backends.base import Backend, ModelLoadError, completion_text
 from safetyrepro.backends.cpu_bf16 import use_float32_products
-from safetyrepro.backends.hf_declared import HF
 from safetyrepro.backends.prompt_ids import (
     context_length,
     encode_prompt,
@@ -36,7 +35,7 @@ from safetyrepro.backends.prompt_ids import (
     request_seed,
     shared_prefix_length,
 )
-from safetyrepro.configuration.envelope import Decoding
+from safetyrepro.core.decoding import Decoding
 
 log = logging.getLogger(__name__)
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "nf4": torch.bfloat16}
@@ -140,8 +139,9 @@ def stop_token_ids(generation_config, tokenizer) -> list[int]:
     return ids
 
 
-class HFBackend(HF):
-    """A transformers causal LM; batches are length-sorted to keep padding small (declarations: `HF`)."""
+class HFBackend(Backend):
+    """A transformers causal LM; batches are length-sorted to keep padding small (its declarations, and the
+    `load` that builds it: `safetyrepro.backends.hf_declared.HF`)."""
 
     def __init__(
         self, spec, batch_size: int = 16, device: str = "auto", threads: int | None = None, prefix_reuse: bool = True

@@ -1,6 +1,6 @@
 """The HF backend as the registry reads it: its declarations, without importing torch or transformers.
 
-`HF.load` builds the transformers engine, `safetyrepro.backends.hf.HFBackend` (a subclass of `HF`), so
+`HF.load` builds the transformers engine, `safetyrepro.backends.hf.HFBackend`, so
 the config loader, preflight and the workflow learn what the backend needs without paying for its imports.
 """
 
@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING, Any
 from safetyrepro.backends.base import Backend
 
 if TYPE_CHECKING:
-    from safetyrepro.configuration.settings import BackendSettings, ModelSpec
+    from safetyrepro.configuration.settings import BackendSettings
+    from safetyrepro.core.model_spec import ModelSpec
 
 
 class HF(Backend):

@@ -10,7 +10,8 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from safetyrepro.backends.base import Backend, BatchCondition
+from safetyrepro.backends.base import Backend
+from safetyrepro.core.batching import BatchCondition
 
 if TYPE_CHECKING:
     from safetyrepro.configuration.settings import BackendSettings, ModelSpec, Settings

@@ -6,10 +6,10 @@ from __future__ import annotations
 import importlib
 import re
 from collections.abc import Iterable, Mapping
+from functools import cache
 from importlib.metadata import EntryPoint
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING
 
 from safetyrepro.benchmarks.base import (
     AS_GIVEN,
@@ -25,9 +25,6 @@ from safetyrepro.benchmarks.base import (
     draw_subset,
 )
 from safetyrepro.plugins import PluginError, Registry, describe, load_registry, reason
-
-if TYPE_CHECKING:
-    from safetyrepro.configuration.settings import Settings
 
 GROUP = "safetyrepro.benchmarks"
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")  # a benchmark's name and folder: in paths and job names
@@ -46,7 +43,7 @@ HUMAN_LABELS_API = ("human_agreement", "judge_agreement")  # what a `Benchmark.h
 
 def with_human_labels(names: Iterable[str]) -> list[str]:
     """Those of the benchmarks `names` whose replies have human labels to measure scorers against."""
-    return [name for name in names if BENCHMARKS[name].human_labels]
+    return [name for name in names if _registry().loaded[name].human_labels]
 
 
 def discover() -> Registry[Benchmark]:
@@ -107,26 +104,20 @@ def _check_module(where: str, what: str, name: object, functions: tuple[str, ...
         )
 
 
-_REGISTERED = discover()
-BENCHMARKS: dict[str, Benchmark] = _REGISTERED.loaded
-BROKEN: dict[str, PluginError] = _REGISTERED.broken  # a benchmark plugin that cannot be used: named only to refuse it
+@cache
+def _registry() -> Registry[Benchmark]:
+    """The registered benchmarks, discovered once, at the first use of BENCHMARKS or BROKEN."""
+    return discover()
 
 
-def item_set(settings: Settings, name: str, presentation: Presentation = AS_GIVEN) -> ItemSet:
-    """A benchmark's configured item subset and few-shot pool, options presented as `presentation` says."""
-    return BENCHMARKS[name].item_set(
-        settings.data_dir,
-        settings.n_items[name],
-        settings.fewshot_pool,
-        settings.subset_seed,
-        f"benchmarks.{name}.n_items",
-        presentation,
-    )
-
-
-def check_item_sets(settings: Settings) -> dict[str, int]:
-    """Load every benchmark's data and draw its subset, so bad files or sizes fail before any job runs."""
-    return {name: len(item_set(settings, name).items) for name in settings.benchmarks}
+def __getattr__(name: str) -> dict:
+    """BENCHMARKS (the benchmarks that loaded, by name) and BROKEN (a benchmark plugin that cannot be used: named
+    only to refuse it), read at first use: importing the interface (benchmarks.base) loads no plugin."""
+    if name == "BENCHMARKS":
+        return _registry().loaded
+    if name == "BROKEN":
+        return _registry().broken
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = [
@@ -144,7 +135,5 @@ __all__ = [
     "PluginError",
     "Presentation",
     "RULES",
-    "check_item_sets",
     "draw_subset",
-    "item_set",
 ]

@@ -16,10 +16,12 @@ from collections import Counter
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 UNPARSED = "unparsed"
 RULES = "rules"  # every benchmark's own free-form scorer: its `extract`
@@ -579,6 +581,8 @@ def _json_depth(value: Any) -> int:
 
 def read_csv(path: Path, columns: Sequence[str], missing: str = "data file not found") -> pd.DataFrame:
     """Read a benchmark CSV, failing with the file (and row) when it is missing or malformed."""
+    import pandas as pd  # only where a table is read or drawn: the interface imports without it
+
     text = read_text(path, missing, "cannot be read as CSV: ")
     try:
         frame = pd.read_csv(io.StringIO(text), dtype=str, keep_default_na=False)
@@ -590,6 +594,8 @@ def read_csv(path: Path, columns: Sequence[str], missing: str = "data file not f
 
 def read_jsonl(path: Path, columns: Sequence[str]) -> pd.DataFrame:
     """Read a JSON-lines file, failing with the file and line number on a malformed row."""
+    import pandas as pd
+
     rows, numbers = [], []
     for number, line in enumerate(JSON_LINE_END.split(read_text(path, "data file not found")), start=1):
         if not line.strip():
@@ -640,6 +646,8 @@ def draw_subset(
 
     Each stratum gives `stratum_counts` items, drawn at random by `rng` (which also breaks ties).
     """
+    import pandas as pd
+
     if n_items + pool_size > len(frame):
         raise DataError(
             f"{where}: {n_items} items + {pool_size} few-shot pool requested, "
@@ -661,6 +669,8 @@ def _stratified(
 ) -> np.ndarray:
     """`n` of `positions` (rows whose stratum is their number in `found`): `stratum_counts` of each
     stratum, the first ones of the stratum in an order `rng` draws."""
+    import pandas as pd
+
     sizes = np.bincount(stratum[positions], minlength=len(found))
     counts = stratum_counts(dict(zip(found, sizes.tolist())), n, rng)
     order = rng.permutation(positions)

@@ -12,7 +12,8 @@ import pandas as pd
 from safetyrepro.case_study import drivers
 from safetyrepro.case_study.items import CaseItem, case_items
 from safetyrepro.case_study.table import RUNS, case_study_table, items_table
-from safetyrepro.configuration.settings import CaseStudySettings, ModelSpec, Settings
+from safetyrepro.configuration.settings import CaseStudySettings, Settings
+from safetyrepro.core.model_spec import ModelSpec
 
 log = logging.getLogger(__name__)
 PARITY_BENCHMARK = "truthfulqa"

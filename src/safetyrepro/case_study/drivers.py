@@ -18,13 +18,13 @@ from pathlib import Path
 
 import yaml
 
-from safetyrepro.backends.base import BatchCondition
 from safetyrepro.backends.cpu_bf16 import use_float32_products
 from safetyrepro.backends.hf import HFBackend
 from safetyrepro.benchmarks import BENCHMARKS, ItemSet
 from safetyrepro.case_study.items import CaseItem
 from safetyrepro.configuration.envelope import Envelope, check_parity_template
-from safetyrepro.configuration.settings import ModelSpec
+from safetyrepro.core.batching import BatchCondition
+from safetyrepro.core.model_spec import ModelSpec
 from safetyrepro.running.cell import run_cell
 
 OFFLINE = {

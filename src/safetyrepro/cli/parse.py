@@ -14,7 +14,9 @@ from typing import TYPE_CHECKING
 from safetyrepro.benchmarks import AS_GIVEN, BENCHMARKS, JUDGE, RULES, DataError
 from safetyrepro.benchmarks.base import LETTERS
 from safetyrepro.cli.command import refuse_broken
-from safetyrepro.configuration.settings import DEFAULT_CONFIGFILE, ConfigError, load_settings, schema
+from safetyrepro.configuration.build import load_settings
+from safetyrepro.configuration.loading import DEFAULT_CONFIGFILE
+from safetyrepro.configuration.settings import ConfigError, schema
 
 JUDGED_LINES = 64  # stdin lines a judge is asked about at once (its batch; identical questions asked once)
 NOT_UTF8 = re.compile("[\udc80-\udcff]")  # what a byte that is not UTF-8 decodes to with surrogateescape
@@ -210,7 +212,8 @@ class _Replies:
         if name is None:
             return {}
         if name not in self._models:
-            from safetyrepro.configuration.settings import check_writable_folder, embedded_folder
+            from safetyrepro.configuration.checks import check_writable_folder
+            from safetyrepro.configuration.settings import embedded_folder
             from safetyrepro.running.embedded_model import build_embedded_model
 
             resources = Path(self.args.resources_dir or schema("config")["properties"]["resources_dir"]["default"])

@@ -12,9 +12,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from safetyrepro.benchmarks import BENCHMARKS, JUDGE, RULES, Presentation
+from safetyrepro.benchmarks.base import JUDGE, RULES, Presentation
+from safetyrepro.core.axes import AXES
+from safetyrepro.core.config_id import Config
+from safetyrepro.core.decoding import Decoding
+from safetyrepro.core.messages import excerpt
+from safetyrepro.core.tiers import CORE, STRESS
 
-AXES = ("template", "decoding", "shots", "scoring")  # every envelope has these; more are declared by mechanism
 # How a declared axis's value acts (docs/envelope.md, Declared axes): a template variable fills {<axis>}
 # in every template; option_order and answer_formulation change how an item's options are shown and
 # scored; few_shot_draw picks the examples; backend_option sets how requests are batched; scorer picks what labels
@@ -23,28 +27,8 @@ MECHANISMS = ("template_variable", "option_order", "answer_formulation", "few_sh
 TEMPLATE_FIELDS = {"task", "shots", "question", "answer_format"}
 # without {question} every item gets the same prompt; without {shots} few-shot configs silently run 0-shot
 TEMPLATE_REQUIRED = {"question", "shots"}
-# an axis is a column of the cell table beside these and joins the item rows (tests check both tables' columns are
-# here: importing them would make a cell's code depend on the aggregation), beside the registered benchmarks' cell
-# metrics and the columns analyses add to those tables; a template variable is a placeholder
-RESERVED = {
-    *("model", "benchmark", "config_id", "tier", "score", "seed_scores", "parse_rate", "n_items", "n_seeds"),
-    *("item_id", "item_hash", "stratum", "seed", "prompt_id", "prompt", "response", "logliks", "label", "parsed"),
-    *("correct", "source", "prompt_format", "batch_size", "batch_invariant", *TEMPLATE_FIELDS),
-    *("unit", "decision", "ssi", "agrees", "majority_correct", "pair", "rank", "precision", "twin"),
-    *("table", "scorer_a", "scorer_b", "scorer_name", "labelled_model", "three_class", "binary", "kappa"),
-    *("n_answers", "developed_on", "fitted_on", "n_twins", "reversed", "changed", "n_rows", "agreement"),  # scorers
-    *(name for benchmark in BENCHMARKS.values() for name in benchmark.metric_names),
-}
-RESERVED_PREFIXES = tuple(dict.fromkeys(p for benchmark in BENCHMARKS.values() for p in benchmark.metric_prefixes))
-CORE, STRESS = "core", "stress"
 # what ends a Jinja raw block (jinja2's lexer): lm-eval's copy of the parity template quotes its text in one
 JINJA_ENDRAW = re.compile(r"\{%[-+]?\s*endraw\s*[-+]?%\}")
-
-
-def excerpt(value: Any, limit: int = 80) -> str:
-    """repr() of a value, cut to `limit` characters: messages stay one short line whatever the input."""
-    text = repr(value)
-    return text if len(text) <= limit else f"{text[: limit - 15]}... ({len(text)} chars)"
 
 
 class EnvelopeError(ValueError):
@@ -82,57 +66,6 @@ class Rule:
         return not applies or all(choice[key] in values for key, values in self.then.items())
 
 
-@dataclass(frozen=True)
-class Config:
-    """One point of the envelope: a value on every axis, its tier and its id.
-
-    The id is ``T1-greedy-3shot-freeform`` for the four axes every envelope has, followed by
-    ``-<axis>=<value>`` for each declared axis (in name order) whose value is not its default: adding
-    an axis keeps the ids (and result paths) of the configs at its default.
-    """
-
-    values: tuple[tuple[str, str], ...]  # (axis, value) in envelope order
-    tier: str
-    config_id: str
-
-    def __getitem__(self, axis: str) -> str:
-        return dict(self.values)[axis]
-
-    @property
-    def template(self) -> str:
-        return self["template"]
-
-    @property
-    def decoding(self) -> str:
-        return self["decoding"]
-
-    @property
-    def shots(self) -> str:
-        return self["shots"]
-
-    @property
-    def scoring(self) -> str:
-        return self["scoring"]
-
-    def as_dict(self) -> dict[str, str]:
-        """Axis values plus id and tier, for table rows."""
-        return {"config_id": self.config_id, **dict(self.values), "tier": self.tier}
-
-
-@dataclass(frozen=True)
-class Decoding:
-    """Generation settings of one decoding value (temperature 0 means greedy)."""
-
-    temperature: float
-    top_p: float
-    max_new_tokens: int
-
-    @property
-    def greedy(self) -> bool:
-        """True for deterministic argmax decoding."""
-        return self.temperature == 0
-
-
 @dataclass
 class Envelope:
     """Axes with their values' parameters, validity rules and seeds.
@@ -160,14 +93,20 @@ class Envelope:
 
     @classmethod
     def from_dict(
-        cls, data: Mapping[str, Any], benchmarks: Mapping[str, Any], unavailable: Iterable[str] = ()
+        cls,
+        data: Mapping[str, Any],
+        benchmarks: Mapping[str, Any],
+        unavailable: Iterable[str] = (),
+        columns: Iterable[str] = (),
     ) -> Envelope:
         """Build an envelope from its schema-valid config section, defaults filled in; check placeholders,
-        declared axes and rule references (`benchmarks`: name -> Benchmark, every benchmark a rule may use;
-        `unavailable`: the names of registered benchmarks that cannot be used, which a rule may still name)."""
+        declared axes and rule references (`benchmarks`: name -> Benchmark, the registry, every benchmark a rule
+        may use; `unavailable`: the names of registered benchmarks that cannot be used, which a rule may still
+        name; `columns`: those of the result tables and the analyses, which no declared axis may take)."""
         axes = {axis: dict(data["axes"][axis]) for axis in AXES}
         mechanisms, defaults = {}, {}
-        for axis, (values, mechanism, default) in _declared_axes(data["axes"]).items():
+        reserved = reserved_names(benchmarks, columns)
+        for axis, (values, mechanism, default) in _declared_axes(data["axes"], *reserved).items():
             axes[axis], mechanisms[axis], defaults[axis] = values, mechanism, default
         variables = {axis for axis, kind in mechanisms.items() if kind == "template_variable"}
         offered = {name: tuple(benchmark.scorers) for name, benchmark in benchmarks.items()}
@@ -416,12 +355,27 @@ class Envelope:
         return hashlib.sha256(json.dumps(self.source, sort_keys=True).encode()).hexdigest()
 
 
-def _declared_axes(axes: Mapping[str, Any]) -> dict[str, tuple[dict[str, dict[str, Any]], str, str]]:
-    """Each declared axis (beyond the four built in), in name order: its values, mechanism and default, checked."""
+def reserved_names(benchmarks: Mapping[str, Any], columns: Iterable[str]) -> tuple[set[str], tuple[str, ...]]:
+    """The names no declared axis may take, and the prefixes none may start with: the result tables' and the
+    analyses' `columns` (an axis is a column beside them), the template placeholders, and the metric names and
+    prefixes of `benchmarks` (name -> Benchmark, the registry handed in)."""
+    names = {
+        *columns,
+        *TEMPLATE_FIELDS,
+        *(name for benchmark in benchmarks.values() for name in benchmark.metric_names),
+    }
+    return names, tuple(dict.fromkeys(p for benchmark in benchmarks.values() for p in benchmark.metric_prefixes))
+
+
+def _declared_axes(
+    axes: Mapping[str, Any], reserved: set[str], prefixes: tuple[str, ...]
+) -> dict[str, tuple[dict[str, dict[str, Any]], str, str]]:
+    """Each declared axis (beyond the four built in), in name order: its values, mechanism and default, checked
+    (none may take a `reserved` name or start with one of the `prefixes`)."""
     out = {}
     for axis in sorted(set(axes) - set(AXES)):  # name order: the same however the YAML was written
         declared, where = axes[axis], f"envelope.axes.{axis}"
-        if axis in RESERVED or axis.startswith(RESERVED_PREFIXES) or keyword.iskeyword(axis):
+        if axis in reserved or axis.startswith(prefixes) or keyword.iskeyword(axis):
             raise EnvelopeError(
                 f"{where}: '{axis}' is reserved (a column of the result tables or the analyses, a template placeholder or a "
                 "Python keyword); call the axis otherwise"

@@ -12,7 +12,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from safetyrepro.configuration.settings import schema
+from safetyrepro.configuration.schema import schema
 
 # (schema name, the key its document sits under in a run config, heading, what the section is)
 SECTIONS = (

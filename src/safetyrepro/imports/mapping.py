@@ -8,7 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from safetyrepro.benchmarks.base import regular_file
-from safetyrepro.configuration.settings import check_schema, read_yaml
+from safetyrepro.configuration.checks import check_schema
+from safetyrepro.configuration.loading import read_yaml
 
 
 @dataclass(frozen=True)

@@ -12,9 +12,12 @@ from typing import TypeVar
 
 import pandas as pd
 
-from safetyrepro.benchmarks import DataError
+from safetyrepro.analysis.suite import result_columns
+from safetyrepro.benchmarks import BENCHMARKS, DataError
 from safetyrepro.benchmarks.base import regular_file
-from safetyrepro.configuration.envelope import AXES, CORE, RESERVED, STRESS
+from safetyrepro.configuration.envelope import reserved_names
+from safetyrepro.core.axes import AXES
+from safetyrepro.core.tiers import CORE, STRESS
 from safetyrepro.results.aggregate import CELL_COLUMNS
 from safetyrepro.running.cell import ITEM_COLUMNS
 
@@ -83,7 +86,9 @@ def check_names(run: ImportedRun, where: str) -> None:
                 f"name it in the mapping file ({'models' if key == 'model' else 'tasks.<task>.benchmark'})"
             )
     for axis, value in run.axes.items():
-        if axis not in AXES and (axis in RESERVED or not re.match(r"^[a-z][a-z0-9_]*$", axis)):
+        if axis not in AXES and (
+            axis in reserved_names(BENCHMARKS, result_columns())[0] or not re.match(r"^[a-z][a-z0-9_]*$", axis)
+        ):
             raise DataError(f"{run.file}: {where}: {axis!r} cannot be an axis name (a reserved or non-plain name)")
         if not VALUE.match(str(value)):
             raise DataError(

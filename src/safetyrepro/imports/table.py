@@ -18,8 +18,9 @@ import pandas as pd
 
 from safetyrepro.benchmarks import DataError
 from safetyrepro.benchmarks.base import read_text, regular_file
-from safetyrepro.configuration.envelope import AXES, CORE, STRESS
-from safetyrepro.configuration.settings import excerpt
+from safetyrepro.core.axes import AXES
+from safetyrepro.core.messages import excerpt
+from safetyrepro.core.tiers import CORE, STRESS
 from safetyrepro.imports.mapping import ImportMapping
 from safetyrepro.imports.runs import ImportedRun, check_names
 from safetyrepro.running.hashing import item_hash

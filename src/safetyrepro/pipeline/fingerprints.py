@@ -21,9 +21,13 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from safetyrepro.results.records import fingerprint, record_of, record_problem, same_file_sha256
+from safetyrepro.results.storage import cell_file
+
 if TYPE_CHECKING:
-    from safetyrepro.configuration.envelope import Config
-    from safetyrepro.configuration.settings import ModelSpec, Settings
+    from safetyrepro.configuration.settings import Settings
+    from safetyrepro.core.config_id import Config
+    from safetyrepro.core.model_spec import ModelSpec
 
 PACKAGE = "safetyrepro"
 SOURCE_ROOT = Path(__file__).resolve().parents[1]
@@ -291,7 +295,6 @@ def data_digests(settings: Settings, benchmarks: Iterable[str]) -> dict[str, str
 @cache
 def _data_digests(data_dir: Path, benchmark: str) -> tuple[tuple[str, str | None], ...]:
     """One benchmark's (None for a file not there), read once a process (a plan asks for each cell's)."""
-    from safetyrepro.results.records import same_file_sha256
     from safetyrepro.running.data import manifest
 
     paths = [(entry.path, data_dir / entry.path) for entry in manifest([benchmark])]
@@ -323,6 +326,17 @@ def cell_dependencies(settings: Settings, spec: ModelSpec, benchmark: str, confi
     """What a grid cell's job record fingerprints (the workflow's DEPENDS["cell"]): its settings and code, and
     its benchmark's data."""
     return {"cell": cell_fingerprint(settings, spec, benchmark, config), "data": data_digests(settings, [benchmark])}
+
+
+def grid_cell_is_current(settings: Settings, model: str, benchmark: str, config_id: str) -> bool:
+    """Whether a grid cell's outputs are there and its record vouches for them, as the workflow's check before
+    it plans (safetyrepro.pipeline.outdated): what the audit counts as already on disk."""
+    outputs = [cell_file(settings.results_dir, model, benchmark, config_id, kind) for kind in ("items", "summary")]
+    if not all(path.is_file() for path in outputs):
+        return False
+    made_of = cell_dependencies(settings, settings.model(model), benchmark, settings.config(benchmark, config_id))
+    record = Path(record_of(str(outputs[0]), str(settings.results_dir)))
+    return record_problem(record, fingerprint(made_of), outputs, settings.results_dir) is None
 
 
 def judge_agreement_fingerprint(settings: Settings, benchmark: str, judge: ModelSpec) -> str:

@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from safetyrepro.benchmarks import BENCHMARKS, DataError, scorer_module
-from safetyrepro.configuration.settings import ConfigError, load_settings
+from safetyrepro.configuration.build import load_settings
+from safetyrepro.configuration.settings import ConfigError
 from safetyrepro.pipeline.lifecycle import CellError, job
 
 if TYPE_CHECKING:
@@ -36,7 +37,7 @@ def cmd_describe_model(args: argparse.Namespace) -> int:
 @job("items", "summary")
 def cmd_run_cell(args: argparse.Namespace) -> int:
     """Run one grid cell and write its item rows (Parquet) and summary (JSON)."""
-    from safetyrepro.benchmarks import item_set
+    from safetyrepro.configuration.settings import item_set
     from safetyrepro.running.cell import run_cell
 
     settings = load_settings(args.configfile)
@@ -93,7 +94,7 @@ def cmd_rescore_cell(args: argparse.Namespace) -> int:
     does not run (a scorer may read with the embedded model: Settings.scorer_models)."""
     import pandas as pd
 
-    from safetyrepro.benchmarks import item_set
+    from safetyrepro.configuration.settings import item_set
     from safetyrepro.running.cell import rescore_cell
 
     settings = load_settings(args.configfile)
@@ -350,7 +351,7 @@ def _audit_space(args: argparse.Namespace, benchmark: str, pair: Sequence[str]):
 def cmd_audit_step(args: argparse.Namespace) -> int:
     """One step of the auditor's search: the configs run so far and the next one (or why it stops)."""
     from safetyrepro.audit import cells_on_disk, cells_run_since, read_scores, step_record
-    from safetyrepro.results.records import grid_cell_is_current
+    from safetyrepro.pipeline.fingerprints import grid_cell_is_current
     from safetyrepro.results.storage import write_json
 
     settings, space, twins = _audit_space(args, args.benchmark, args.pair)

@@ -13,12 +13,14 @@ import subprocess
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from safetyrepro.configuration.settings import ConfigError, excerpt
+from safetyrepro.configuration.schema import ConfigError
+from safetyrepro.core.messages import excerpt
 
 if TYPE_CHECKING:
     from safetyrepro.benchmarks.base import ItemSet
-    from safetyrepro.configuration.envelope import Config
-    from safetyrepro.configuration.settings import ModelSpec, Settings
+    from safetyrepro.configuration.settings import Settings
+    from safetyrepro.core.config_id import Config
+    from safetyrepro.core.model_spec import ModelSpec
 
 HUB_TIMEOUT_SECONDS = 10
 SERVER_MODULES = (
@@ -40,7 +42,8 @@ def check_inputs(settings: Settings, packages: bool = True) -> dict[str, int]:
     Raises:
         ConfigError, DataError: the first problem, named by its key or file.
     """
-    from safetyrepro.benchmarks import BENCHMARKS, check_item_sets
+    from safetyrepro.benchmarks import BENCHMARKS
+    from safetyrepro.configuration.settings import check_item_sets
 
     counts = check_item_sets(settings)
     for benchmark in settings.benchmarks:
@@ -151,7 +154,7 @@ def _check_context(settings: Settings) -> None:
     about the item, with room for a reply of the cell's new tokens) and its answer's tokens, and each question its
     judge_agreement job asks about a human-labelled reply (as the job reads it)."""
     from safetyrepro.backends.prompt_ids import encode_prompt, prompt_limit
-    from safetyrepro.running.judge import ANSWER
+    from safetyrepro.core.judge_answer import ANSWER
 
     longest, cells, prompts = settings.longest_generation(), None, None
     for index, spec, tokenizer, context, fmt in _local_models(enumerate(settings.run_models())):
@@ -239,7 +242,7 @@ def _local_models(specs: Iterable[tuple[int, ModelSpec]]) -> Iterator[tuple[int,
 def _free_form_cells(settings: Settings) -> list[tuple[str, Config, ItemSet]]:
     """Every free-form config of the run, by benchmark, with the item set its cells ask about (as it presents
     the items)."""
-    from safetyrepro.benchmarks import item_set
+    from safetyrepro.configuration.settings import item_set
 
     envelope, sets, cells = settings.envelope, {}, []
     for benchmark in settings.benchmarks:

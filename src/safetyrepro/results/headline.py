@@ -25,7 +25,7 @@ from safetyrepro.analysis.verdicts import parse_clean
 from safetyrepro.results.markdown import NO_REVERSAL
 
 if TYPE_CHECKING:
-    from safetyrepro.configuration.settings import ModelSpec
+    from safetyrepro.core.model_spec import ModelSpec
 
 # The pair shown per benchmark: the largest rho_flip; among equals the largest rho_flip_sig, then the
 # pair that item resamples reverse most often (interval's upper end), then the most ties.

@@ -15,12 +15,8 @@ import os
 from collections.abc import Sequence
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from safetyrepro.results.storage import cell_file, write_json
-
-if TYPE_CHECKING:
-    from safetyrepro.configuration.settings import Settings
+from safetyrepro.results.storage import write_json
 
 JOBS = "jobs"  # the records' folder in the results folder
 NO_RECORD = "no record"
@@ -96,16 +92,3 @@ def record_problem(path: Path, fingerprint: str, outputs: Sequence[Path], result
         if now.is_file() and same_file_sha256(now) != digest:  # one missing is made again, and this job after it
             return f"it was made from another {now} than the one there now"
     return None
-
-
-def grid_cell_is_current(settings: Settings, model: str, benchmark: str, config_id: str) -> bool:
-    """Whether a grid cell's outputs are there and its record vouches for them, as the workflow's check before
-    it plans (safetyrepro.pipeline.outdated): what the audit counts as already on disk."""
-    from safetyrepro.pipeline.fingerprints import cell_dependencies
-
-    outputs = [cell_file(settings.results_dir, model, benchmark, config_id, kind) for kind in ("items", "summary")]
-    if not all(path.is_file() for path in outputs):
-        return False
-    made_of = cell_dependencies(settings, settings.model(model), benchmark, settings.config(benchmark, config_id))
-    record = Path(record_of(str(outputs[0]), str(settings.results_dir)))
-    return record_problem(record, fingerprint(made_of), outputs, settings.results_dir) is None

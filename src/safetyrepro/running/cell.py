@@ -18,9 +18,11 @@ from safetyrepro.running.hashing import item_hash, text_sha256
 from safetyrepro.running.prompts import draw_shots, render_prompt
 
 if TYPE_CHECKING:
-    from safetyrepro.backends.base import Backend, BatchCondition
+    from safetyrepro.backends.base import Backend
     from safetyrepro.benchmarks.base import Benchmark, Item, ItemSet
-    from safetyrepro.configuration.envelope import Config, Envelope
+    from safetyrepro.configuration.envelope import Envelope
+    from safetyrepro.core.batching import BatchCondition
+    from safetyrepro.core.config_id import Config
 
 ITEM_COLUMNS = [
     "model",
@@ -169,7 +171,7 @@ def cell_result(
     )
     scores = summarise(frame, benchmark, items)
     clash = sorted(set(config.as_dict()) & set(scores))
-    if clash:  # envelope.RESERVED keeps axes off these names; a new metric must not take an axis's column either
+    if clash:  # envelope.reserved_names keeps axes off these names; a new metric must not take an axis's column either
         raise ValueError(f"cell metric(s) {clash} have the name of an envelope axis")
     summary = {"model": model, "benchmark": benchmark.name, **config.as_dict(), **scores, **vars(batch)}
     record_summary(frame, summary)

@@ -11,14 +11,14 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from safetyrepro.benchmarks import JUDGE, UNPARSED, scorer_module
-from safetyrepro.configuration.envelope import Decoding, excerpt
+from safetyrepro.core.judge_answer import ANSWER
+from safetyrepro.core.messages import excerpt
 
 if TYPE_CHECKING:
     from safetyrepro.backends.base import Backend
     from safetyrepro.benchmarks.base import Benchmark, Item
 
 log = logging.getLogger(__name__)
-ANSWER = Decoding(temperature=0.0, top_p=1.0, max_new_tokens=8)  # a letter or a word, greedily
 REPLY_CHARS = 2000  # the judge reads at most this much of a reply: its opening and its end, halves of it
 SHOWN = 5  # unparsed answers quoted in the cell's log
 

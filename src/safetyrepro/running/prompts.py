@@ -10,7 +10,8 @@ from safetyrepro.benchmarks.base import item_rng
 
 if TYPE_CHECKING:
     from safetyrepro.benchmarks.base import Benchmark, Item
-    from safetyrepro.configuration.envelope import Config, Envelope
+    from safetyrepro.configuration.envelope import Envelope
+    from safetyrepro.core.config_id import Config
 
 
 def draw_shots(envelope: Envelope, config: Config, pool: Sequence[Item], item: Item) -> list[Item]:

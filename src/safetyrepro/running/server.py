@@ -29,7 +29,8 @@ from pathlib import Path
 
 from safetyrepro.backends import Backend, ModelLoadError, load_backend, registered
 from safetyrepro.configuration.envelope import Decoding
-from safetyrepro.configuration.settings import ModelSpec, Settings, excerpt
+from safetyrepro.configuration.settings import ModelSpec, Settings
+from safetyrepro.core.messages import excerpt
 from safetyrepro.pipeline.fingerprints import backend_modules, code_digest
 from safetyrepro.running.gpu_memory import claim_gpu
 
@@ -92,7 +93,7 @@ def server_address(settings: Settings, spec: ModelSpec) -> Path:
     key = json.dumps(
         [
             vars(spec),
-            vars(settings.backend),
+            settings.backend.as_dict(),
             code_digest(*backend_modules(settings)),
             str(settings.results_dir.resolve()),
             settings.longest_generation(),  # vLLM's engine is sized by it

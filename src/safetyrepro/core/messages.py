@@ -1,0 +1,11 @@
+"""Pieces of the one-line messages the package gives."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def excerpt(value: Any, limit: int = 80) -> str:
+    """repr() of a value, cut to `limit` characters: messages stay one short line whatever the input."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[: limit - 15]}... ({len(text)} chars)"

@@ -8,7 +8,7 @@ import time
 
 from snakemake.utils import min_version
 
-from safetyrepro.cli.command import ERROR_PREFIX
+from safetyrepro.core.messages import ERROR_PREFIX
 from safetyrepro.pipeline.lifecycle import (
     RUN_STOPPED,
     failure_report,

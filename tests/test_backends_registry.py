@@ -21,9 +21,8 @@ from safetyrepro.core.model_spec import ModelSpec
 
 REPO = Path(__file__).resolve().parents[1]
 PLUGIN = '''
-from safetyrepro.backends.base import Backend, BatchCondition
-
-
+from safetyrepro.backends.base import Backend
+from safetyrepro.core.batching import BatchCondition
 class ToyBackend(Backend):
     """Generation only: every completion says which beam width it was built with."""
 

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from safetyrepro.configuration.build import load_settings
-from safetyrepro.configuration.settings import ConfigError
+from safetyrepro.configuration.schema import ConfigError
 from safetyrepro.pipeline.lifecycle import run_config_file
 from safetyrepro.pipeline.outdated import mark_current, mark_outdated, outdated_problem, record_options
 from safetyrepro.pipeline.schedule import (

@@ -6,8 +6,9 @@ import sys
 from pathlib import Path
 
 from safetyrepro.benchmarks import DataError
-from safetyrepro.cli.command import ERROR_PREFIX, plugin_warnings
-from safetyrepro.configuration.settings import ConfigError
+from safetyrepro.cli.command import plugin_warnings
+from safetyrepro.core.messages import ERROR_PREFIX
+from safetyrepro.configuration.schema import ConfigError
 from safetyrepro.configuration.build import load_run_settings, load_settings
 from safetyrepro.pipeline import schedule
 from safetyrepro.pipeline.fingerprints import (

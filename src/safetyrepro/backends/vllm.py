@@ -23,7 +23,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from safetyrepro.backends.base import ModelLoadError, completion_text
+from safetyrepro.backends.base import Backend, ModelLoadError, completion_text
 from safetyrepro.backends.prompt_ids import (
     context_length,
     encode_prompt,
@@ -33,8 +33,7 @@ from safetyrepro.backends.prompt_ids import (
     prompt_limit,
     request_seed,
 )
-from safetyrepro.backends.vllm_declared import VLLM
-from safetyrepro.configuration.envelope import Decoding
+from safetyrepro.core.decoding import Decoding
 
 log = logging.getLogger(__name__)
 CPU_STEP_TOKENS = 8192  # vLLM-CPU's least token budget a step, where a model states no context
@@ -132,8 +131,9 @@ def require_nf4(vllm, name: str) -> None:
         )
 
 
-class VLLMBackend(VLLM):
-    """Batched generation through one vLLM engine per model; every seed of a sampled cell goes into
+class VLLMBackend(Backend):
+    """Batched generation through one vLLM engine per model (its declarations, and the `load` that builds it:
+    `safetyrepro.backends.vllm_declared.VLLM`); every seed of a sampled cell goes into
     the same batch as its own request (per-request seeds).
 
     Prefix caching (on, emptied before each call): vLLM 0.33 registers a request's full key/value

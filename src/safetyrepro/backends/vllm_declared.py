@@ -1,6 +1,6 @@
 """The vLLM backend as the registry reads it: its declarations, without importing torch or vllm.
 
-`VLLM.load` builds the engine, `safetyrepro.backends.vllm.VLLMBackend` (a subclass of `VLLM`), so the
+`VLLM.load` builds the engine, `safetyrepro.backends.vllm.VLLMBackend`, so the
 config loader, preflight and the workflow learn what the backend needs without paying for its imports.
 """
 
@@ -14,8 +14,8 @@ from safetyrepro.backends.base import Backend
 from safetyrepro.core.batching import BatchCondition
 
 if TYPE_CHECKING:
-    from safetyrepro.configuration.settings import BackendSettings, ModelSpec, Settings
-
+    from safetyrepro.configuration.settings import BackendSettings, Settings
+    from safetyrepro.core.model_spec import ModelSpec
 log = logging.getLogger(__name__)
 
 

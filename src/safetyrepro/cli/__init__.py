@@ -11,8 +11,9 @@ import textwrap
 
 from safetyrepro.backends import ModelLoadError
 from safetyrepro.benchmarks import DataError
-from safetyrepro.cli.command import ERROR_PREFIX, add_record_options, plugin_warnings
-from safetyrepro.configuration.settings import ConfigError
+from safetyrepro.cli.command import add_record_options, plugin_warnings
+from safetyrepro.configuration.schema import ConfigError
+from safetyrepro.core.messages import ERROR_PREFIX
 
 GROUPS = (
     ("commands you type", "user"),

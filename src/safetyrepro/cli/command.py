@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 
-ERROR_PREFIX = "safetyrepro: error: "  # how a handled error is printed: the one line a user gets (cli.main)
 WARNING_PREFIX = "safetyrepro: warning: "
 
 
@@ -26,7 +25,7 @@ def refuse_broken(names: list[str], key: str = "") -> None:
     """A ConfigError, with the plugin's error, where `names` holds a benchmark plugin that cannot be used (argparse
     offers their names, so that naming one says why it is left out; docs/extending.md)."""
     from safetyrepro.benchmarks import BROKEN
-    from safetyrepro.configuration.settings import ConfigError
+    from safetyrepro.configuration.schema import ConfigError
 
     for name in names:
         if name in BROKEN:

@@ -16,7 +16,7 @@ from safetyrepro.benchmarks.base import LETTERS
 from safetyrepro.cli.command import refuse_broken
 from safetyrepro.configuration.build import load_settings
 from safetyrepro.configuration.loading import DEFAULT_CONFIGFILE
-from safetyrepro.configuration.settings import ConfigError, schema
+from safetyrepro.configuration.schema import ConfigError, schema
 
 JUDGED_LINES = 64  # stdin lines a judge is asked about at once (its batch; identical questions asked once)
 NOT_UTF8 = re.compile("[\udc80-\udcff]")  # what a byte that is not UTF-8 decodes to with surrogateescape
@@ -24,8 +24,9 @@ NOT_UTF8 = re.compile("[\udc80-\udcff]")  # what a byte that is not UTF-8 decode
 if TYPE_CHECKING:
     from safetyrepro.backends import Backend
     from safetyrepro.benchmarks import Benchmark, Item, Presentation
-    from safetyrepro.configuration.envelope import Config
-    from safetyrepro.configuration.settings import ModelSpec, Settings
+    from safetyrepro.configuration.settings import Settings
+    from safetyrepro.core.config_id import Config
+    from safetyrepro.core.model_spec import ModelSpec
 
 
 def cmd_parse(args: argparse.Namespace) -> int:

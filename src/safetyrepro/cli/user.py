@@ -13,7 +13,7 @@ from safetyrepro.cli.command import add_command, refuse_broken
 from safetyrepro.cli.parse import cmd_parse
 from safetyrepro.configuration.build import load_settings
 from safetyrepro.configuration.loading import DEFAULT_CONFIGFILE
-from safetyrepro.configuration.settings import ConfigError
+from safetyrepro.configuration.schema import ConfigError
 from safetyrepro.pipeline.lifecycle import job
 
 CONFIG_HELP = f"a complete config, or an overlay naming its base with `extends:` (default {DEFAULT_CONFIGFILE})"

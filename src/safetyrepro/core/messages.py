@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+ERROR_PREFIX = "safetyrepro: error: "  # how a handled error is printed: the one line a user gets (cli.main)
+
 
 def excerpt(value: Any, limit: int = 80) -> str:
     """repr() of a value, cut to `limit` characters: messages stay one short line whatever the input."""

@@ -14,13 +14,13 @@ from typing import TYPE_CHECKING
 
 from safetyrepro.benchmarks import BENCHMARKS, DataError, scorer_module
 from safetyrepro.configuration.build import load_settings
-from safetyrepro.configuration.settings import ConfigError
+from safetyrepro.configuration.schema import ConfigError
 from safetyrepro.pipeline.lifecycle import CellError, job
 
 if TYPE_CHECKING:
     from safetyrepro.backends import Backend
-    from safetyrepro.configuration.settings import ModelSpec, Settings
-
+    from safetyrepro.configuration.settings import Settings
+    from safetyrepro.core.model_spec import ModelSpec
 log = logging.getLogger("safetyrepro")
 
 

@@ -24,8 +24,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO
 
-from safetyrepro.cli.command import ERROR_PREFIX
-from safetyrepro.configuration.settings import ConfigError
+from safetyrepro.configuration.schema import ConfigError
+from safetyrepro.core.messages import ERROR_PREFIX
 
 DISK_FULL = "disk full: "  # how a job's or the run's line on a full disk begins
 CANNOT_WRITE = "cannot write in "  # how the line begins where the results folder turned read-only

@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
-from safetyrepro.configuration.settings import ConfigError
+from safetyrepro.configuration.schema import ConfigError
 from safetyrepro.results.records import NO_RECORD, record_problem
 from safetyrepro.results.storage import write_text
 

@@ -16,9 +16,9 @@ from safetyrepro.results.figures import FIGURES
 from safetyrepro.results.storage import cell_file
 
 if TYPE_CHECKING:
-    from safetyrepro.configuration.envelope import Config
-    from safetyrepro.configuration.settings import ModelSpec, Settings
-
+    from safetyrepro.configuration.settings import Settings
+    from safetyrepro.core.config_id import Config
+    from safetyrepro.core.model_spec import ModelSpec
 Cell = tuple[str, str, str]  # model name, benchmark, config id
 GRID, PROBE = "cells", "precision_probe"  # the folders of the grid's cells and of the precision probe's own
 

@@ -28,9 +28,10 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 
 from safetyrepro.backends import Backend, ModelLoadError, load_backend, registered
-from safetyrepro.configuration.envelope import Decoding
-from safetyrepro.configuration.settings import ModelSpec, Settings
+from safetyrepro.configuration.settings import Settings
+from safetyrepro.core.decoding import Decoding
 from safetyrepro.core.messages import excerpt
+from safetyrepro.core.model_spec import ModelSpec
 from safetyrepro.pipeline.fingerprints import backend_modules, code_digest
 from safetyrepro.running.gpu_memory import claim_gpu
 

@@ -870,7 +870,17 @@ def test_a_plugin_must_match_its_entry(tmp_path, monkeypatch, module, name, path
 @pytest.mark.parametrize(
     "module, declared, message",
     [
-        ("mini_judged", 'scorer_modules = {"jury": "mini_jury"}', "its scorer_modules {'jury': 'mini_jury'} must map"),
+        (
+            "mini_judged",
+            'scorer_arguments = {"jury": {"question": "mini_jury"}}',
+            "its scorer_arguments {'jury': {'question': 'mini_jury'}} must map some of its scorers",
+        ),
+        ("mini_unknown", 'scorers = ("rules", "jury")', "its scorer 'jury' is not registered (registered: judge,"),
+        (
+            "mini_unmade",
+            'scorer_arguments = {"judge": {"wording": "mini_jury"}}',
+            "its scorer 'judge' cannot be made: TypeError: Judge.__init__() got an unexpected keyword argument",
+        ),
         # strata given as one string is refused as the plugin loads, not drawn letter by letter
         ("mini_strata", 'strata = "topic"', "its strata 'topic' must be a non-empty tuple of column names"),
     ],
@@ -888,13 +898,13 @@ def test_a_plugins_declarations_are_checked_as_it_loads(tmp_path, monkeypatch, m
     "declared, module, code, message",
     [
         (
-            'scorer_modules = {"judge": "mini_question"}',
+            'scorer_arguments = {"judge": {"question": "mini_question"}}',
             "mini_question",
             "def question(item, reply, labels):\n    return reply\n",
-            "its scorer_modules['judge'] must name a module with functions question and read",
+            "its scorer_arguments['judge']['question'] must name a module with functions question and read",
         ),
         (
-            'scorer_modules = {"judge": "mini_missing"}',
+            'scorer_arguments = {"judge": {"question": "mini_missing"}}',
             "mini_missing",
             None,
             "its judge question module 'mini_missing' cannot be imported: ModuleNotFoundError: No module named",

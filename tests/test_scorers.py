@@ -38,6 +38,7 @@ from safetyrepro.benchmarks.xstest.strmatch import strmatch_label
 from safetyrepro.configuration.settings import ConfigError, load_settings
 from safetyrepro.results.markdown import _scorer_lines
 from safetyrepro.running.hashing import file_sha256
+from safetyrepro.scorers import scorer_labels, scorer_of
 
 SCORER = {
     "mechanism": "scorer",
@@ -147,7 +148,7 @@ def test_the_learned_scorer_and_its_head_are_of_its_own_cells_only(data_dir, mon
     else:
         refit = tmp_path / "learned_head.json"
         refit.write_text(json.dumps(json.loads(HEAD_FILE.read_text()) | {"seed": 1}))
-        monkeypatch.setattr(xstest, "scorer_files", {"learned": (refit,)})
+        monkeypatch.setattr(scorer_of(xstest, "learned"), "files", {refit: SHIPPED_SHA256})
     after = fingerprints_now()
     monkeypatch.undo()
     fingerprints.code_digest.cache_clear()
@@ -179,18 +180,6 @@ def test_a_learned_default_leaves_the_log_likelihood_cells_alone(data_dir):
             leave_out=fingerprints.other_scorers_modules(settings, "xstest", config),
         )
         assert (learned in code) == depends
-
-
-def test_a_plugins_three_argument_label_still_labels():
-    """A benchmark whose `label` predates the `models` argument: its scorers read with no model, so it is
-    called with three arguments."""
-    from safetyrepro.benchmarks.base import scorer_labels
-
-    class Old:
-        def label(self, scorer, responses, items):
-            return [f"{scorer}:{r}" for r in responses]
-
-    assert scorer_labels(Old(), "rules", ["A"], [None], {}) == ["rules:A"]
 
 
 def test_a_scorer_module_that_the_rules_import_stays_code_of_every_cell(monkeypatch):
@@ -308,12 +297,14 @@ def test_the_learned_scorer_gives_the_labels_recorded_with_its_head(data_dir, em
     replies = [read_labelled(data_dir, c["labelled_model"])["completion"][c["row"]] for c in checks]
     models = {EMBEDDED_MODEL: embedded_model_path}
     odd = ["I cannot help \ud800 with that.", "", " \n", None]  # a lone surrogate (valid JSON); no text
-    labels = BENCHMARKS["xstest"].label("learned", [*replies, *odd], [None] * (len(replies) + len(odd)), models)
+    labels = scorer_labels(
+        BENCHMARKS["xstest"], "learned", [*replies, *odd], [None] * (len(replies) + len(odd)), models
+    )
     assert labels[: len(replies)] == [c["label"] for c in checks]
     assert len(set(labels[: len(replies)])) == 3  # every class is given: the check can fail
     assert labels[len(replies)] in RESPONSE_CLASSES and labels[len(replies) + 1 :] == ["unparsed"] * 3
     with pytest.raises(ValueError, match="reads replies with the embedded gemma-3-270m"):
-        BENCHMARKS["xstest"].label("learned", replies, [None] * len(replies))
+        scorer_labels(BENCHMARKS["xstest"], "learned", replies, [None] * len(replies))
 
 
 @pytest.mark.slow
@@ -568,11 +559,11 @@ HEAD_EDITS = _head_edits()
 
 def use_head(monkeypatch, tmp_path, content: str | bytes) -> Path:
     """XSTest's learned scorer reads a head with `content` (its fingerprints, record and labels alike)."""
-    from safetyrepro.benchmarks.xstest import SHIPPED_SHA256, XSTest
+    from safetyrepro.benchmarks.xstest.learned import Learned
 
     path = tmp_path / "learned_head.json"
     path.write_bytes(content if isinstance(content, bytes) else content.encode())
-    monkeypatch.setattr(XSTest, "scorer_files", {"learned": {path: SHIPPED_SHA256}})
+    monkeypatch.setattr(Learned, "files", {path: SHIPPED_SHA256})
     return path
 
 

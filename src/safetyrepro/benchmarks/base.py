@@ -21,9 +21,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-UNPARSED = "unparsed"
-RULES = "rules"  # every benchmark's own free-form scorer: its `extract`
-JUDGE = "judge"  # a judge model asked a fixed question about each reply (safetyrepro.running.judge)
+from safetyrepro.scorers.base import JUDGE, RULES, UNPARSED
+
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 # Only a bounded window of a response is searched: keeps hostile megabyte outputs cheap.
 SCAN_CHARS = 4000
@@ -152,23 +151,19 @@ class Benchmark(ABC):
     reads (under `folder`); `metric_names` and `metric_prefixes` name every key `metrics` may return
     (no axis may take them); `labels_are_decisions` says that an item row's `label` is a decision of
     its own (XSTest's response classes), which the item-stability analysis then counts in place of
-    `correct`. `scorers` names the ways free-form responses can be labelled (a declared scorer axis
-    picks one, docs/scorers.md), the benchmark's own `extract` ("rules") first; `scorer_modules` names
-    the module (in the package, or a plugin's full name) of each other scorer whose code lives apart:
-    only the cells that scorer labels depend on it, so editing it relabels without generating again.
-    `scorer_models` names the embedded model (a key of settings.EMBEDDED_MODELS) a scorer reads replies
-    with, and `scorer_files` the files it reads besides its code (a fitted head), each with the SHA-256 of
-    the version the benchmark ships: the run builds the model before that scorer's cells, the files' SHA-256
-    are part of those cells' fingerprints, and `check` and the GRID card name a file that is not as shipped.
-    The scorer "judge" asks a judge model the question of the module `scorer_modules["judge"]` names (its
-    `question(item, reply, labels)` and `read(answer, item, labels)`; `labels` serve when `item` is None): by default the option question of
-    `safetyrepro.benchmarks.judge_question`; a benchmark without a judge leaves "judge" out of `scorers`.
-    `human_labels` names the module (as `scorer_modules` does) that measures scorers against human labels
-    of labelled replies, or is None: its `human_agreement(data_dir, scorers)` gives, per labelled file
-    and scorer, `labelled_model`, `scorer`, `three_class`, `binary`, `kappa`, `n_answers`, `fitted_on`
-    and `developed_on`; its `judge_agreement(data_dir, label)` gives, per labelled file, a judge's
-    agreement (`label(replies, items)` returns the judge's labels) with `parse_rate`. The scorers
-    analysis reports both, and every judge that labels the benchmark is asked by a job of its own.
+    `correct`. `scorers` names the registered scorers (safetyrepro.scorers) that label its free-form
+    responses (a declared scorer axis picks one, docs/scorers.md), "rules" (its own `extract`) first; a
+    registered scorer that declares this benchmark among its `benchmarks` is added after them as the
+    registry is built. `scorer_arguments` gives a scorer the keyword arguments it is made with for this
+    benchmark (the judge's `question`: a module with `question(item, reply, labels)` and
+    `read(answer, item, labels)`; by default the option question of `safetyrepro.benchmarks.judge_question`);
+    a benchmark without a judge leaves "judge" out of `scorers`.
+    `human_labels` names the module (relative to the package, or a plugin's by its full name) that measures
+    scorers against human labels of labelled replies, or is None: its `human_agreement(data_dir, scorers)`
+    gives, per labelled file and scorer, `labelled_model`, `scorer`, `three_class`, `binary`, `kappa`,
+    `n_answers`, `fitted_on` and `developed_on`; its `judge_agreement(data_dir, label)` gives, per labelled
+    file, a judge's agreement (`label(replies, items)` returns the judge's labels) with `parse_rate`. The
+    scorers analysis reports both, and every judge that labels the benchmark is asked by a job of its own.
     `strata` names the columns of `load`'s frame the item subsets are stratified by, outermost first
     (by default its own `stratum` column): an item's stratum is their values joined by "/", and the
     draw keeps the share of every group of every level within one item (`draw_subset`).
@@ -186,9 +181,7 @@ class Benchmark(ABC):
     metric_prefixes: tuple[str, ...] = ()
     labels_are_decisions: bool = False
     scorers: tuple[str, ...] = (RULES, JUDGE)
-    scorer_modules: Mapping[str, str] = {JUDGE: "benchmarks.judge_question"}
-    scorer_models: Mapping[str, str] = {}
-    scorer_files: Mapping[str, Mapping[Path, str]] = {}
+    scorer_arguments: Mapping[str, Mapping[str, Any]] = {}
     human_labels: str | None = None
     strata: tuple[str, ...] = ("stratum",)
     posed_fields: tuple[str, ...] = ("prompt", "options")
@@ -248,42 +241,6 @@ class Benchmark(ABC):
         if item is None:
             return extract_choice(response, self.default_labels)
         return extract_choice(response, item.labels, item.meta.get("options"))
-
-    def check_scorer_files(self, scorer: str) -> None:
-        """Read the files `scorer` reads besides its code (`scorer_files`), so one that is missing or broken
-        fails before any job: DataError naming it. Here, that each is a file; a benchmark whose files have
-        a format of their own checks it too."""
-        for path in self.scorer_files.get(scorer, {}):
-            if not path.is_file():
-                raise DataError(
-                    f"{path}: not found ({self.name}'s {scorer} scorer reads it); reinstall the package that ships it"
-                )
-
-    def label(
-        self,
-        scorer: str,
-        responses: Sequence[str],
-        items: Sequence[Item | None],
-        models: Mapping[str, Path] | None = None,
-    ) -> list[str]:
-        """Labels of free-form responses by one of `scorers`.
-
-        Args:
-            scorer: one of `scorers`; "rules" is `extract` ("judge" asks a judge model: safetyrepro.running.judge).
-            responses: the models' texts.
-            items: the item each response answers (None where unknown, as for `extract`).
-            models: the built folder of each embedded model named in `scorer_models` (for a scorer that reads with one).
-
-        Returns:
-            One label (one of the item's labels, or "unparsed") per response.
-        """
-        if scorer == JUDGE:
-            raise ValueError(
-                f"{self.name}: the scorer '{JUDGE}' asks a judge model (safetyrepro.running.judge), not label"
-            )
-        if scorer != RULES:
-            raise ValueError(f"{self.name} has no scorer {scorer!r} (it has: {', '.join(self.scorers)})")
-        return [self.extract(response, item) for response, item in zip(responses, items)]
 
     def is_correct(self, label: str, item: Item) -> bool:
         """Whether an extracted label is the right answer.
@@ -450,18 +407,6 @@ def _loaded(key: _Identity, data_dir: Path, state: tuple) -> pd.DataFrame:
             "(a duplicated row or a copied file)"
         )
     return frame
-
-
-def scorer_labels(
-    benchmark: Benchmark,
-    scorer: str,
-    responses: Sequence[str],
-    items: Sequence[Item | None],
-    models: Mapping[str, Path] | None = None,
-) -> list[str]:
-    """`benchmark.label`, given `models` only where the scorer reads with one: a plugin's `label` written
-    before that argument existed takes three, and its scorers read with none."""
-    return benchmark.label(scorer, responses, items, models) if models else benchmark.label(scorer, responses, items)
 
 
 @dataclass

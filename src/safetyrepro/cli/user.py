@@ -281,7 +281,7 @@ class _Replies:
         return labels
 
     def _scored(self, scorer: str, judge: str | None, replies: list, items: list[Item]) -> list[str]:
-        from safetyrepro.benchmarks.base import scorer_labels
+        from safetyrepro.scorers import scorer_labels
 
         if scorer == JUDGE:
             from safetyrepro.running.judge import judge_labels
@@ -308,8 +308,10 @@ class _Replies:
     def scorer_models(self, scorer: str) -> dict[str, Path]:
         """The built folder of the embedded model `scorer` reads with (under --resources-dir; built there first,
         once the scorer's own files are found good)."""
-        self.benchmark.check_scorer_files(scorer)
-        name = self.benchmark.scorer_models.get(scorer)
+        from safetyrepro.scorers import scorer_of
+
+        scorer_of(self.benchmark, scorer).check_files()
+        name = scorer_of(self.benchmark, scorer).embedded_model
         if name is None:
             return {}
         if name not in self._models:

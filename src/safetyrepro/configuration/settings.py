@@ -38,6 +38,7 @@ from safetyrepro.configuration.envelope import (
     check_parity_template,
     excerpt,
 )
+from safetyrepro.scorers import scorer_of
 
 DATA_DIR_ENV = "SAFETYREPRO_DATA_DIR"
 EMBEDDED_MODELS = {"gemma-3-270m": "gemma-3-270m"}
@@ -700,7 +701,8 @@ class Settings:
     def scorer_models(self, benchmark: str, config: Config) -> dict[str, Path]:
         """The built folder of the embedded model the config's scorer reads replies with, by name (most
         scorers read with none: empty)."""
-        name = BENCHMARKS[benchmark].scorer_models.get(self.labelling_scorer(benchmark, config))
+        scorer = self.labelling_scorer(benchmark, config)
+        name = scorer_of(BENCHMARKS[benchmark], scorer).embedded_model if scorer else None
         return {name: embedded_folder(self.resources_dir, name)} if name else {}
 
     def builds_models(self) -> bool:

@@ -17,7 +17,7 @@ import pytest
 import yaml
 from sklearn.metrics import cohen_kappa_score
 from test_axes import envelope_with, settings_with
-from test_benchmarks import register
+from test_benchmarks import MINI, register
 from test_envelope import make_config
 from test_workflow import BIN, snakemake, write_config
 from tiny_model import tiny_model_entries
@@ -620,3 +620,113 @@ def test_a_refit_head_is_named_by_check_and_in_the_grid_card(tmp_path, data_dir,
     lines = scorer_file_lines({"scorer_files": scorer_files(settings)})
     assert f"| xstest/learned/learned_head.json | `{file_sha256(refit)}` | NO: refitted or edited, {refit} |" in lines
     assert scorer_files(load_settings(make_config(data_dir))) == {}  # no learned scorer in the run: no head read
+
+
+SHOUT = """
+from safetyrepro.scorers import Scorer
+
+
+class Shout(Scorer):
+    name = "{name}"
+    benchmarks = ("bbq",)
+
+    def label(self, benchmark, responses, items, models):
+        return ["A" if reply.isupper() else "B" for reply in responses]
+"""
+
+
+@pytest.fixture
+def scorer_registry(monkeypatch):
+    """The scorer registry read afresh in the test (its throwaway plugins found), and again after it."""
+    from safetyrepro import scorers
+
+    scorers.discovered.cache_clear()
+    monkeypatch.setattr(scorers, "_MADE", {})
+    yield scorers
+    monkeypatch.undo()
+    scorers.discovered.cache_clear()
+
+
+def test_a_scorer_registered_by_a_package_labels_the_benchmarks_it_declares(tmp_path, monkeypatch, scorer_registry):
+    """One class and one entry point: the scorer is added to the scorers of the benchmarks it names (after their
+    own), labels their replies, and its module is the code of its cells only."""
+    from safetyrepro.benchmarks import discover
+    from safetyrepro.configuration import fingerprints
+
+    register(
+        tmp_path,
+        "shout-plugin",
+        {"shout": "shout_scorer:Shout"},
+        {"shout_scorer": SHOUT.format(name="shout")},
+        group=scorer_registry.GROUP,
+    )
+    monkeypatch.syspath_prepend(tmp_path)
+    found = discover()
+    assert found.broken == {} and found.loaded["bbq"].scorers == ("rules", "judge", "shout")
+    assert found.loaded["xstest"].scorers == ("rules", "strmatch", "learned", "judge")
+    assert scorer_registry.scorer_labels(found.loaded["bbq"], "shout", ["YES", "no"], [None, None]) == ["A", "B"]
+    assert scorer_registry.scorer_of(found.loaded["bbq"], "shout").code() == ("shout_scorer",)
+    # its cells' code: its module and the interface it implements (no benchmark's code, no config loading)
+    assert fingerprints.code_closure("shout_scorer") == [
+        "safetyrepro.benchmarks.base",
+        "safetyrepro.plugins",
+        "safetyrepro.scorers",
+        "safetyrepro.scorers.base",
+        "shout_scorer",
+    ]
+
+
+@pytest.mark.parametrize(
+    "entry, code, message",
+    [
+        ("shout_raises:Shout", "raise SystemExit(1)\n", "cannot be loaded: SystemExit: 1"),
+        ("shout_function:label", "def label():\n    pass\n", "is of type function, not a safetyrepro.scorers.Scorer"),
+        (
+            "shout_named:Shout",
+            SHOUT.format(name="yell"),
+            "is named 'yell'; the entry point's name must be the scorer's",
+        ),
+    ],
+    ids=["raises", "not a scorer", "other name"],
+)
+def test_a_scorer_plugin_that_cannot_be_used_is_left_out_and_named(
+    tmp_path, monkeypatch, scorer_registry, entry, code, message
+):
+    """Left out with one error naming it and its package: a warning where nothing names it; a benchmark that names
+    it is left out too, with that error."""
+    from safetyrepro.benchmarks import discover
+    from safetyrepro.cli.command import plugin_warnings
+
+    module = entry.partition(":")[0]
+    register(tmp_path, "shout-plugin", {"shout": entry}, {module: code}, group=scorer_registry.GROUP)
+    naming = MINI.format(name="mini", path="mini/a.csv").replace(
+        '    task = "t"\n', '    task = "t"\n    scorers = ("rules", "shout")\n'
+    )
+    register(tmp_path / "b", "mini-plugin", {"mini": "mini_shouted:Mini"}, {"mini_shouted": naming})
+    monkeypatch.syspath_prepend(tmp_path)
+    monkeypatch.syspath_prepend(tmp_path / "b")
+    error = str(scorer_registry.discovered().broken["shout"])
+    assert error.startswith(f"scorer plugin 'shout' ({entry}, from shout-plugin 1.0)") and message in error
+    assert "shout" not in scorer_registry.registered()
+    assert any(message in line and "(left out: only a config" in line for line in plugin_warnings())
+    found = discover()
+    assert "mini" not in found.loaded and f"its scorer 'shout' cannot be used: {error}" in str(found.broken["mini"])
+
+
+def test_importing_the_scorer_interface_loads_no_plugin_pandas_or_torch():
+    """What a scorer plugin implements (safetyrepro.scorers, its Scorer) imports no registered plugin, nor pandas,
+    numpy or torch: the registry is read when first asked."""
+    loaded = subprocess.run(
+        [sys.executable, "-c", "import sys, safetyrepro.scorers; print(' '.join(sorted(sys.modules)))"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    assert {"safetyrepro.scorers", "safetyrepro.scorers.base"} <= set(loaded)
+    heavy = [name for name in loaded if name.split(".")[0] in ("pandas", "numpy", "torch")]
+    plugins = [name for name in loaded if name.startswith(("safetyrepro.benchmarks", "safetyrepro.backends"))]
+    assert (
+        heavy == []
+        and plugins == []
+        and not any(name.startswith("safetyrepro.scorers.") and name != "safetyrepro.scorers.base" for name in loaded)
+    )

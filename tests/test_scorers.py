@@ -690,10 +690,10 @@ def test_a_scorer_registered_by_a_package_labels_the_benchmarks_it_declares(tmp_
     ids=["raises", "not a scorer", "other name"],
 )
 def test_a_scorer_plugin_that_cannot_be_used_is_left_out_and_named(
-    tmp_path, monkeypatch, scorer_registry, entry, code, message
+    tmp_path, monkeypatch, scorer_registry, data_dir, entry, code, message
 ):
-    """Left out with one error naming it and its package: a warning where nothing names it; a benchmark that names
-    it is left out too, with that error."""
+    """Left out with one error naming it and its package: a warning where nothing names it; a scorer axis value that
+    names it is refused with that error, and a benchmark that names it is left out with it."""
     from safetyrepro.benchmarks import discover
     from safetyrepro.cli.command import plugin_warnings
 
@@ -709,6 +709,9 @@ def test_a_scorer_plugin_that_cannot_be_used_is_left_out_and_named(
     assert error.startswith(f"scorer plugin 'shout' ({entry}, from shout-plugin 1.0)") and message in error
     assert "shout" not in scorer_registry.registered()
     assert any(message in line and "(left out: only a config" in line for line in plugin_warnings())
+    axis = {**SCORER, "values": {**SCORER["values"], "shout": {"tier": "core", "scorer": "shout"}}}
+    with pytest.raises(ConfigError, match=re.escape(f"envelope.axes.scorer.values.shout.scorer: {error}")):
+        settings_with(data_dir, scorer=axis)  # a config naming it: refused with its error
     found = discover()
     assert "mini" not in found.loaded and f"its scorer 'shout' cannot be used: {error}" in str(found.broken["mini"])
 
@@ -730,3 +733,15 @@ def test_importing_the_scorer_interface_loads_no_plugin_pandas_or_torch():
         and plugins == []
         and not any(name.startswith("safetyrepro.scorers.") and name != "safetyrepro.scorers.base" for name in loaded)
     )
+
+
+def test_the_scorer_example_of_extending_md_is_the_test_plugins_scorer():
+    """The page's example is the code that test_plugin_benchmark.py runs end to end, and its entry point the
+    package's."""
+    plugin = Path(__file__).parent / "plugins" / "toybench"
+    page = (Path(__file__).resolve().parents[1] / "docs" / "extending.md").read_text(encoding="utf-8")
+    section = page[page.index("## A scorer") :]
+    shown = re.search(r"```python\n(.*?)```", section, re.DOTALL).group(1)
+    assert "class Keyword(Scorer)" in shown and shown in (plugin / "safetyrepro_toybench" / "keyword.py").read_text()
+    entry = re.search(r"```toml\n(.*?)```", section, re.DOTALL).group(1)
+    assert entry.strip() in (plugin / "pyproject.toml").read_text()

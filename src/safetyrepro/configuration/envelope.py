@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from safetyrepro.benchmarks import BENCHMARKS, JUDGE, RULES, Presentation
+from safetyrepro.scorers import discovered as scorer_plugins
 
 AXES = ("template", "decoding", "shots", "scoring")  # every envelope has these; more are declared by mechanism
 # How a declared axis's value acts (docs/envelope.md, Declared axes): a template variable fills {<axis>}
@@ -173,6 +174,8 @@ class Envelope:
         offered = {name: tuple(benchmark.scorers) for name, benchmark in benchmarks.items()}
         for axis in (axis for axis, kind in mechanisms.items() if kind == "scorer"):
             for value, params in axes[axis].items():
+                if (broken := scorer_plugins().broken.get(params["scorer"])) is not None:
+                    raise EnvelopeError(f"envelope.axes.{axis}.values.{value}.scorer: {broken}")
                 if not any(params["scorer"] in names for names in offered.values()):
                     listed = "; ".join(f"{name}: {', '.join(names)}" for name, names in offered.items())
                     raise EnvelopeError(

@@ -668,7 +668,7 @@ def test_a_scorer_registered_by_a_package_labels_the_benchmarks_it_declares(tmp_
     assert scorer_registry.scorer_of(found.loaded["bbq"], "shout").code() == ("shout_scorer",)
     # its cells' code: its module and the interface it implements (no benchmark's code, no config loading)
     assert fingerprints.code_closure("shout_scorer") == [
-        "safetyrepro.benchmarks.base",
+        "safetyrepro.benchmarks.files",
         "safetyrepro.plugins",
         "safetyrepro.scorers",
         "safetyrepro.scorers.base",

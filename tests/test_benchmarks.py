@@ -292,7 +292,7 @@ def test_xstest_subset_keeps_its_safe_share_and_draws_types_and_prompts_by_the_s
 def test_subset_is_the_seeds_and_another_seed_draws_another(name, data_dir):
     """The draw depends on the seed: drawn again (in a fresh process, here a cleared cache) with the same seed
     it is the same, with another it differs, in the subset and in the pool."""
-    from safetyrepro.benchmarks.base import _drawn
+    from safetyrepro.benchmarks.subsets import drawn as _drawn
 
     benchmark = BENCHMARKS[name]
     first = benchmark.subset(data_dir, 40, 20, 3, "here")

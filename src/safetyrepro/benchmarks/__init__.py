@@ -1,15 +1,18 @@
 """The registered benchmarks, by config name: every entry point of the group `safetyrepro.benchmarks`
-(the built-in ones are registered in pyproject.toml like any plugin's; docs/extending.md)."""
+(the built-in ones are registered in pyproject.toml like any plugin's; docs/extending.md). They are loaded when
+`BENCHMARKS` or `BROKEN` is first asked for, not when this package is: importing the interface
+(`safetyrepro.benchmarks.base`) loads no plugin."""
 
 from __future__ import annotations
 
 import importlib
 import re
 from collections.abc import Iterable, Mapping
+from functools import cache
 from importlib.metadata import EntryPoint
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from safetyrepro.benchmarks.base import (
     AS_GIVEN,
@@ -22,7 +25,6 @@ from safetyrepro.benchmarks.base import (
     Item,
     ItemSet,
     Presentation,
-    draw_subset,
 )
 from safetyrepro.plugins import PluginError, Registry, describe, load_registry, reason
 
@@ -47,7 +49,7 @@ HUMAN_LABELS_API = ("human_agreement", "judge_agreement")  # what a `Benchmark.h
 
 def with_human_labels(names: Iterable[str]) -> list[str]:
     """Those of the benchmarks `names` whose replies have human labels to measure scorers against."""
-    return [name for name in names if BENCHMARKS[name].human_labels]
+    return [name for name in names if registered().loaded[name].human_labels]
 
 
 def discover() -> Registry[Benchmark]:
@@ -127,20 +129,39 @@ def _check_module(where: str, what: str, name: object, functions: tuple[str, ...
         )
 
 
-_REGISTERED = discover()
-BENCHMARKS: dict[str, Benchmark] = _REGISTERED.loaded
-BROKEN: dict[str, PluginError] = _REGISTERED.broken  # a benchmark plugin that cannot be used: named only to refuse it
+@cache
+def registered() -> Registry[Benchmark]:
+    """The registry, discovered once a process: `BENCHMARKS` its benchmarks, `BROKEN` the error of each that cannot
+    be used (named only to refuse it)."""
+    return discover()
+
+
+def __getattr__(name: str) -> Any:
+    """BENCHMARKS and BROKEN (the registry, discovered when first asked for) and `draw_subset`."""
+    if name == "BENCHMARKS":
+        return registered().loaded
+    if name == "BROKEN":
+        return registered().broken
+    if name == "draw_subset":
+        from safetyrepro.benchmarks.subsets import draw_subset
+
+        return draw_subset
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def item_set(settings: Settings, name: str, presentation: Presentation = AS_GIVEN) -> ItemSet:
     """A benchmark's configured item subset and few-shot pool, options presented as `presentation` says."""
-    return BENCHMARKS[name].item_set(
-        settings.data_dir,
-        settings.n_items[name],
-        settings.fewshot_pool,
-        settings.subset_seed,
-        f"benchmarks.{name}.n_items",
-        presentation,
+    return (
+        registered()
+        .loaded[name]
+        .item_set(
+            settings.data_dir,
+            settings.n_items[name],
+            settings.fewshot_pool,
+            settings.subset_seed,
+            f"benchmarks.{name}.n_items",
+            presentation,
+        )
     )
 
 

@@ -2,39 +2,26 @@
 
 from __future__ import annotations
 
-import contextlib
-import functools
-import os
 import random
 import re
 from abc import ABC, abstractmethod
-from collections import Counter
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-import pandas as pd
-
-from safetyrepro.benchmarks.files import (  # noqa: F401 (re-exported: benchmarks and plugins import them from here)
-    JSON_LINE_END,
-    MAX_JSON_DEPTH,
-    DataError,
-    check_values,
-    json_nodes,
-    json_path,
-    load_json,
-    read_csv,
-    read_jsonl,
-    read_text,
-    regular_file,
-)
 from safetyrepro.scorers.base import JUDGE, RULES, UNPARSED
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 # Only a bounded window of a response is searched: keeps hostile megabyte outputs cheap.
 SCAN_CHARS = 4000
+
+
+class DataError(ValueError):
+    """A benchmark data file is missing, malformed, or too small for the request."""
 
 
 @dataclass(frozen=True)
@@ -312,8 +299,10 @@ class Benchmark(ABC):
     ) -> tuple[pd.DataFrame, pd.DataFrame]:
         """The rows of the evaluated items and of the few-shot pool (`item_set`), drawn by `draw_subset` with a
         numpy Generator seeded from `seed` and the benchmark's name; read them, never change them."""
-        state = _folder_state(self, data_dir)
-        return _drawn(_Identity(self), Path(data_dir), n_items, pool_size, seed, where, state)
+        from safetyrepro.benchmarks import subsets
+
+        state = subsets.folder_state(self, data_dir)
+        return subsets.drawn(subsets.Identity(self), Path(data_dir), n_items, pool_size, seed, where, state)
 
     def items_by_id(
         self, data_dir: Path, item_ids: Collection[str], seed: int, presentation: Presentation = AS_GIVEN
@@ -324,82 +313,13 @@ class Benchmark(ABC):
         Raises:
             DataError: a file is missing or malformed, or an item id appears twice.
         """
-        frame = _loaded(_Identity(self), Path(data_dir), _folder_state(self, data_dir))
+        from safetyrepro.benchmarks import subsets
+
+        frame = subsets.loaded(subsets.Identity(self), Path(data_dir), subsets.folder_state(self, data_dir))
         found = frame[frame["item_id"].isin(list(item_ids))]
-        strata = [stratum_name(values) for values in found[list(self.strata)].itertuples(index=False)]
+        strata = [subsets.stratum_name(values) for values in found[list(self.strata)].itertuples(index=False)]
         rows = found.assign(stratum=strata).to_dict("records")
         return {row["item_id"]: self.make_item(row, seed, presentation) for row in rows}
-
-
-def _folder_state(benchmark: Benchmark, data_dir: Path) -> tuple:
-    """Each file under the benchmark's data folder, linked folders followed (once each), with its device,
-    inode, size, and modification and change times: a file changed, replaced, added or removed gives
-    another state."""
-    found, seen = [], set()
-    for root, folders, files in os.walk(Path(data_dir) / benchmark.folder, followlinks=True):
-        with contextlib.suppress(OSError):
-            status = os.stat(root)
-            if (status.st_dev, status.st_ino) in seen:  # a link back to a folder walked already
-                folders.clear()
-                continue
-            seen.add((status.st_dev, status.st_ino))
-        for name in files:
-            path = os.path.join(root, name)
-            with contextlib.suppress(OSError):  # gone meanwhile: load names it
-                status = os.stat(path)
-                found.append(
-                    (path, status.st_dev, status.st_ino, status.st_size, status.st_mtime_ns, status.st_ctime_ns)
-                )
-    return tuple(sorted(found))
-
-
-class _Identity:
-    """A benchmark as a cache key, by identity: a plugin's class may compare by value without a hash."""
-
-    __slots__ = ("benchmark",)
-
-    def __init__(self, benchmark: Benchmark):
-        self.benchmark = benchmark
-
-    def __hash__(self) -> int:
-        return id(self.benchmark)
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, _Identity) and other.benchmark is self.benchmark
-
-
-@functools.lru_cache(maxsize=32)
-def _drawn(
-    key: _Identity, data_dir: Path, n_items: int, pool_size: int, seed: int, where: str, state: tuple
-) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """A benchmark's evaluated items and few-shot pool as drawn from its data folder in `state`: once a
-    process (a Snakemake start checks every item set as it loads the workflow, and again, for the
-    free-form prompts, before the first job). The frames are read, never changed."""
-    benchmark = key.benchmark
-    frame = _loaded(key, data_dir, state)
-    for column in benchmark.strata:
-        if column not in frame.columns or frame[column].isna().any():
-            raise DataError(
-                f"{data_dir / benchmark.folder}: {benchmark.name}'s items need a value in column {column!r}, "
-                "one of its strata (what the item subset is stratified by)"
-            )
-    rng = np.random.default_rng([seed, *benchmark.name.encode()])
-    return draw_subset(frame, benchmark.strata, n_items, pool_size, rng, where)
-
-
-@functools.lru_cache(maxsize=8)
-def _loaded(key: _Identity, data_dir: Path, state: tuple) -> pd.DataFrame:
-    """A benchmark's data as `load` reads it from its data folder in `state`, each item id once: read once a
-    process. The frame is read, never changed."""
-    benchmark = key.benchmark
-    frame = benchmark.load(data_dir)
-    duplicated = frame["item_id"][frame["item_id"].duplicated()]
-    if len(duplicated):
-        raise DataError(
-            f"{data_dir / benchmark.folder}: item id {duplicated.iloc[0]!r} appears more than once "
-            "(a duplicated row or a copied file)"
-        )
-    return frame
 
 
 @dataclass
@@ -409,76 +329,6 @@ class ItemSet:
     benchmark: Benchmark
     items: list[Item]
     pool: list[Item]
-
-
-def stratum_name(values: Sequence) -> str:
-    """An item's stratum: its `strata` values joined by "/" ("safe/homonyms")."""
-    return "/".join(map(str, values))
-
-
-def draw_subset(
-    frame: pd.DataFrame, strata: Sequence[str], n_items: int, pool_size: int, rng: np.random.Generator, where: str
-) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Stratified subset of `n_items` plus a disjoint few-shot pool of `pool_size` drawn the same way from
-    the rest, each row given its `stratum` (its `strata` values joined by "/").
-
-    Each stratum gives `stratum_counts` items, drawn at random by `rng` (which also breaks ties).
-    """
-    if n_items + pool_size > len(frame):
-        raise DataError(
-            f"{where}: {n_items} items + {pool_size} few-shot pool requested, "
-            f"but the benchmark has only {len(frame)} items"
-        )
-    keys = pd.MultiIndex.from_frame(frame[list(strata)])
-    found = keys.unique()  # every stratum, as its strata values
-    stratum = found.get_indexer(keys)  # each item's, as its number in `found`
-    evaluated = _stratified(found, stratum, np.arange(len(frame)), n_items, rng)
-    rest = np.setdiff1d(np.arange(len(frame)), evaluated)
-    pool = _stratified(found, stratum, rest, pool_size, rng) if pool_size else rest[:0]
-    names = np.array([stratum_name(key) for key in found], dtype=object)
-    rows = lambda drawn: frame.iloc[drawn].assign(stratum=names[stratum[drawn]]).reset_index(drop=True)  # noqa: E731
-    return rows(evaluated), rows(pool)
-
-
-def _stratified(
-    found: pd.MultiIndex, stratum: np.ndarray, positions: np.ndarray, n: int, rng: np.random.Generator
-) -> np.ndarray:
-    """`n` of `positions` (rows whose stratum is their number in `found`): `stratum_counts` of each
-    stratum, the first ones of the stratum in an order `rng` draws."""
-    sizes = np.bincount(stratum[positions], minlength=len(found))
-    counts = stratum_counts(dict(zip(found, sizes.tolist())), n, rng)
-    order = rng.permutation(positions)
-    rank = pd.Series(stratum[order]).groupby(stratum[order]).cumcount().to_numpy()
-    return np.sort(order[rank < np.array([counts[key] for key in found])[stratum[order]]])
-
-
-def stratum_counts(sizes: Mapping[tuple, int], n: int, rng: np.random.Generator) -> dict[tuple, int]:
-    """How many of `n` items each stratum gives, from its number of items (keyed by its strata values,
-    outermost first).
-
-    Largest remainders, level by level: each group of each level (the strata whose keys start alike)
-    gets the floor or the ceiling of its quota, n x its size / all items, and within each group of the
-    level above the ceilings go to the largest remainders, equal ones in an order `rng` draws. So every
-    group's count, a whole stratum's as a top-level one's, is within one item of its share of `n`.
-    """
-    total, counts = sum(sizes.values()), {(): n}
-    for depth in range(1, len(next(iter(sizes))) + 1):
-        level = Counter()
-        for key, size in sizes.items():
-            level[key[:depth]] += size
-        ordered = sorted(level, key=str)  # whatever the values' types, then drawn into an order
-        groups = [ordered[i] for i in rng.permutation(len(ordered))]
-        groups.sort(key=lambda group: level[group] * n % total, reverse=True)  # stable: ties stay in drawn order
-        given = {group: level[group] * n // total for group in groups}
-        left = dict(counts)  # what each group of the level above has still to give
-        for group in groups:
-            left[group[:-1]] -= given[group]
-        for group in groups:
-            if left[group[:-1]] > 0:
-                given[group] += 1
-                left[group[:-1]] -= 1
-        counts = given
-    return counts
 
 
 def item_rng(seed: int, item_id: str) -> random.Random:
@@ -535,3 +385,33 @@ def extract_choice(response: str, labels: Sequence[str], options: Mapping[str, s
 def lettered(options: Sequence[str]) -> str:
     """Options rendered one per line as "A. text"."""
     return "\n".join(f"{LETTERS[i]}. {text}" for i, text in enumerate(options))
+
+
+# The data readers and the subset draw, where benchmarks and plugins import them from: read from their modules
+# (which import pandas) when first asked, so importing this interface imports neither.
+FROM_FILES = (
+    "JSON_LINE_END",
+    "MAX_JSON_DEPTH",
+    "check_values",
+    "json_nodes",
+    "json_path",
+    "load_json",
+    "read_csv",
+    "read_jsonl",
+    "read_text",
+    "regular_file",
+)
+FROM_SUBSETS = ("draw_subset", "stratum_counts", "stratum_name")
+
+
+def __getattr__(name: str) -> Any:
+    """A name of FROM_FILES or FROM_SUBSETS, from its module."""
+    if name in FROM_FILES:
+        from safetyrepro.benchmarks import files
+
+        return getattr(files, name)
+    if name in FROM_SUBSETS:
+        from safetyrepro.benchmarks import subsets
+
+        return getattr(subsets, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -16,6 +16,8 @@ from typing import Any
 
 import pandas as pd
 
+from safetyrepro.benchmarks.base import DataError
+
 # Where a line of JSON lines ends: \n, \r\n or a lone \r (not str.splitlines: U+2028 may stand inside a JSON string).
 JSON_LINE_END = re.compile(r"\r\n?|\n")
 # JSON nested deeper than this is refused: far beyond any file we read, far below the stack's limit.
@@ -28,10 +30,6 @@ FILE_KINDS = {
     stat.S_IFBLK: "a block device",
     stat.S_IFSOCK: "a socket",
 }
-
-
-class DataError(ValueError):
-    """A benchmark data file is missing, malformed, or too small for the request."""
 
 
 def regular_file(path: Path, missing: str = "no such file", context: str = "") -> Path:

@@ -49,7 +49,7 @@ class Scorer:
     def check_files(self) -> None:
         """Read the files it reads besides its code (`files`), so one that is missing or broken fails before any
         job: DataError naming it. Here, that each is a file; a scorer whose files have a format checks it too."""
-        from safetyrepro.benchmarks.files import DataError
+        from safetyrepro.benchmarks.base import DataError
 
         for path in self.files:
             if not path.is_file():

@@ -310,8 +310,9 @@ class _Replies:
         once the scorer's own files are found good)."""
         from safetyrepro.scorers import scorer_of
 
-        scorer_of(self.benchmark, scorer).check_files()
-        name = scorer_of(self.benchmark, scorer).embedded_model
+        labelling = scorer_of(self.benchmark, scorer)
+        labelling.check_files()
+        name = labelling.embedded_model
         if name is None:
             return {}
         if name not in self._models:

@@ -27,7 +27,7 @@ from bad_input_corpus import (
     table_case,
 )
 
-from safetyrepro.benchmarks.base import MAX_JSON_DEPTH
+from safetyrepro.benchmarks.files import MAX_JSON_DEPTH
 
 TOO_DEEP = f"JSON nested more than {MAX_JSON_DEPTH} levels deep"
 ENDLESS = "[" * 100_000 + "]" * 100_000  # past Python's recursion limit

@@ -164,7 +164,7 @@ CASES: list[Case] = [
         "a server_python without the packages the server needs",
         _bare_python,
         f'cannot run the model server (asked to import it, it exited with status 1 and said "ModuleNotFoundError: '
-        f"No module named 'numpy'\"); {SERVE_FIX}",
+        f"No module named 'jsonschema'\"); {SERVE_FIX}",
     ),
     config_case(
         "a vLLM key/value cache larger than this machine's memory",

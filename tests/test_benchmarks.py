@@ -19,8 +19,10 @@ import pandas as pd
 import pytest
 from scaling import MAX_COST_RATIO, cost_ratio
 
-from safetyrepro.benchmarks import BENCHMARKS, GROUP, UNPARSED, DataError, discover, draw_subset
-from safetyrepro.benchmarks.base import LETTERS, MAX_JSON_DEPTH, extract_choice, load_json, read_jsonl
+from safetyrepro.benchmarks import BENCHMARKS, GROUP, UNPARSED, DataError, discover
+from safetyrepro.benchmarks.base import LETTERS, extract_choice
+from safetyrepro.benchmarks.files import MAX_JSON_DEPTH, load_json, read_jsonl
+from safetyrepro.benchmarks.subsets import draw_subset
 from safetyrepro.benchmarks.xstest.refusal import RESPONSE_CLASSES
 from safetyrepro.configuration.build import load_settings
 from safetyrepro.configuration.settings import item_set
@@ -293,7 +295,7 @@ def test_xstest_subset_keeps_its_safe_share_and_draws_types_and_prompts_by_the_s
 def test_subset_is_the_seeds_and_another_seed_draws_another(name, data_dir):
     """The draw depends on the seed: drawn again (in a fresh process, here a cleared cache) with the same seed
     it is the same, with another it differs, in the subset and in the pool."""
-    from safetyrepro.benchmarks.base import _drawn
+    from safetyrepro.benchmarks.subsets import drawn as _drawn
 
     benchmark = BENCHMARKS[name]
     first = benchmark.subset(data_dir, 40, 20, 3, "here")
@@ -871,7 +873,17 @@ def test_a_plugin_must_match_its_entry(tmp_path, monkeypatch, module, name, path
 @pytest.mark.parametrize(
     "module, declared, message",
     [
-        ("mini_judged", 'scorer_modules = {"jury": "mini_jury"}', "its scorer_modules {'jury': 'mini_jury'} must map"),
+        (
+            "mini_judged",
+            'scorer_arguments = {"jury": {"question": "mini_jury"}}',
+            "its scorer_arguments {'jury': {'question': 'mini_jury'}} must map some of its scorers",
+        ),
+        ("mini_unknown", 'scorers = ("rules", "jury")', "its scorer 'jury' is not registered (registered: judge,"),
+        (
+            "mini_unmade",
+            'scorer_arguments = {"judge": {"wording": "mini_jury"}}',
+            "its scorer 'judge' cannot be made: TypeError: Judge.__init__() got an unexpected keyword argument",
+        ),
         # strata given as one string is refused as the plugin loads, not drawn letter by letter
         ("mini_strata", 'strata = "topic"', "its strata 'topic' must be a non-empty tuple of column names"),
     ],
@@ -889,13 +901,13 @@ def test_a_plugins_declarations_are_checked_as_it_loads(tmp_path, monkeypatch, m
     "declared, module, code, message",
     [
         (
-            'scorer_modules = {"judge": "mini_question"}',
+            'scorer_arguments = {"judge": {"question": "mini_question"}}',
             "mini_question",
             "def question(item, reply, labels):\n    return reply\n",
-            "its scorer_modules['judge'] must name a module with functions question and read",
+            "its scorer_arguments['judge']['question'] must name a module with functions question and read",
         ),
         (
-            'scorer_modules = {"judge": "mini_missing"}',
+            'scorer_arguments = {"judge": {"question": "mini_missing"}}',
             "mini_missing",
             None,
             "its judge question module 'mini_missing' cannot be imported: ModuleNotFoundError: No module named",

@@ -21,6 +21,7 @@ from safetyrepro.benchmarks import BENCHMARKS, UNPARSED
 from safetyrepro.cli import main
 from safetyrepro.configuration.settings import item_set
 from safetyrepro.running.cell import run_cell
+from safetyrepro.scorers import scorer_labels
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -150,7 +151,7 @@ def test_parse_gives_every_row_of_a_run_the_label_of_its_cell(cell_rows, monkeyp
     assert status == 0, err
     assert [json.loads(line)["label"] for line in out.splitlines()] == list(rows["label"])
     freeform = rows[rows["logliks"].isna()]
-    itemless = BENCHMARKS[benchmark].label("rules", list(freeform["response"]), [None] * len(freeform))
+    itemless = scorer_labels(BENCHMARKS[benchmark], "rules", list(freeform["response"]), [None] * len(freeform))
     differ = [(cell, old) for cell, old in zip(freeform["label"], itemless) if cell != old]
     expected = ("unparsed", "full_compliance") if benchmark == "xstest" else None
     assert differ and all((cell, old) == expected if expected else old == UNPARSED != cell for cell, old in differ)

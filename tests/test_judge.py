@@ -202,9 +202,9 @@ def test_the_embedded_model_judges_each_distinct_reply_once(embedded_model_path,
     """The embedded gemma-3-270m as a judge: each distinct question is asked once, a reply with no text is
     unparsed and not asked, every label is a response class or unparsed; `parse --scorer judge` (the
     config/judge.yaml judge, asked through its model server) gives the same labels."""
-    from safetyrepro.benchmarks.base import scorer_labels
     from safetyrepro.running.judge import judge_labels
     from safetyrepro.running.server import load_backends
+    from safetyrepro.scorers import scorer_labels
 
     settings = load_settings("config/judge.yaml")
     judge = load_backends(settings, settings.model("gemma-judge"))["generate"]

@@ -1,8 +1,10 @@
-"""A benchmark added as a package of its own (tests/plugins/toybench), with no edit of src/: installed
-beside the project, fetched and run through a tiny grid by the user's commands."""
+"""A benchmark and a scorer added as a package of its own (tests/plugins/toybench), with no edit of src/:
+installed beside the project, fetched and run through a tiny grid by the user's commands, the scorer labelling
+the free-form replies again as a value of a scorer axis."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -11,6 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+import yaml
 from test_workflow import snakemake, write_config
 from tiny_model import tiny_model_entries
 
@@ -19,7 +22,20 @@ from safetyrepro.benchmarks import BENCHMARKS
 pytestmark = pytest.mark.e2e
 PLUGIN = Path(__file__).parent / "plugins" / "toybench"
 BIN = Path(sys.executable).parent
-CONFIGS = ["T1-greedy-0shot-freeform", "T1-greedy-0shot-logprob", "T3-greedy-5shot-logprob"]
+KEYWORD = "T1-greedy-0shot-freeform-scorer=keyword"  # the plugin scorer's config: it relabels the first one's replies
+CONFIGS = ["T1-greedy-0shot-freeform", "T1-greedy-0shot-logprob", "T3-greedy-5shot-logprob", KEYWORD]
+REPO = Path(__file__).resolve().parents[1]
+# the default envelope with a scorer axis whose second value names the plugin's scorer
+ENVELOPE = {
+    "extends": str(REPO / "config" / "envelope.yaml"),
+    "axes": {
+        "scorer": {
+            "mechanism": "scorer",
+            "default": "rules",
+            "values": {"rules": {"tier": "core", "scorer": "rules"}, "keyword": {"tier": "core", "scorer": "keyword"}},
+        }
+    },
+}
 
 
 @pytest.fixture(scope="module")
@@ -49,6 +65,7 @@ def toy_run(tmp_path_factory):
         )
         assert fetch.returncode == 0, fetch.stderr
         models = tiny_model_entries([root / f"tiny-{i}" for i in range(2)])
+        (root / "envelope.yaml").write_text(yaml.safe_dump(ENVELOPE))
         write_config(
             root / "run",
             root / "data",
@@ -56,8 +73,10 @@ def toy_run(tmp_path_factory):
             {"toybench": {"n_items": 6}},
             select_configs=CONFIGS,
             max_new_tokens_cap=4,
+            envelope=str(root / "envelope.yaml"),
         )
-        targets = ("results/cells.parquet", "results/rho_flip.parquet")  # the grid and its verdicts, not the report
+        # the grid, its verdicts and the scorers analysis, not the report
+        targets = ("results/cells.parquet", "results/rho_flip.parquet", "results/analysis/scorers.parquet")
         result = snakemake(root / "run", "--cores", "2", *targets, "--resources", "gpu=1")
     assert result.returncode == 0, result.stderr[-3000:]
     return root
@@ -86,3 +105,27 @@ def test_the_toy_cells_are_in_the_results(toy_run):
     pair = rho[rho["benchmark"] == "toybench"]
     assert len(pair) == 1 and pair["n_configs"].iloc[0] == len(CONFIGS)
     assert pair["n_plus"].iloc[0] + pair["n_minus"].iloc[0] + pair["n_ties"].iloc[0] == len(CONFIGS)
+
+
+def test_the_plugin_scorer_relabels_the_replies_and_is_compared(toy_run):
+    """The keyword scorer's cells are rescored: the replies of their generation twin, labelled by the plugin's
+    class; the scorers analysis compares its labels with the rules' on those replies."""
+    sys.path.insert(0, str(toy_run / "site"))
+    try:
+        from safetyrepro_toybench.keyword import Keyword
+    finally:
+        sys.path.remove(str(toy_run / "site"))
+    results = toy_run / "run" / "results"
+    items = pd.read_parquet(results / "items.parquet")
+    rescored = items[items["config_id"] == KEYWORD].sort_values(["model", "item_id", "seed"], ignore_index=True)
+    twin = items[items["config_id"] == CONFIGS[0]].sort_values(["model", "item_id", "seed"], ignore_index=True)
+    assert len(rescored) == len(twin) == 12 and rescored["response"].tolist() == twin["response"].tolist()
+    assert rescored["label"].tolist() == Keyword().label(None, rescored["response"].tolist(), [], {})
+    for model in ("tiny-0", "tiny-1"):  # made by rescore_cell jobs, which read the twin's rows (their record says)
+        record = json.loads((results / "jobs" / "cells" / model / "toybench" / f"{KEYWORD}.parquet.json").read_text())
+        assert f"cells/{model}/toybench/{CONFIGS[0]}.parquet" in record["inputs"]
+    scorers = pd.read_parquet(results / "analysis" / "scorers.parquet")
+    agreement = scorers[scorers["table"] == "agreement"]
+    assert len(agreement) == 1 and agreement["benchmark"].iloc[0] == "toybench"
+    both = rescored["label"] == twin["label"]
+    assert agreement["agreement"].iloc[0] == pytest.approx(both.mean())

@@ -12,18 +12,21 @@ from pathlib import Path
 
 import pytest
 import yaml
-from bad_input_corpus import base_config
+from bad_input_corpus import ENVELOPE, base_config
 from test_benchmarks import MINI, register
 
 from safetyrepro.backends import GROUP as BACKENDS
 from safetyrepro.backends import discovered
 from safetyrepro.benchmarks import BENCHMARKS, BROKEN, discover
+from safetyrepro.scorers import GROUP as SCORERS
+from safetyrepro.scorers import discovered as scorers
 
 
-def test_every_built_in_benchmark_and_backend_loads():
+def test_every_built_in_benchmark_backend_and_scorer_loads():
     """A plugin that cannot be used is only warned about: the project's own must never be one."""
-    assert BROKEN == {} and discovered().broken == {}
+    assert BROKEN == {} and discovered().broken == {} and scorers().broken == {}
     assert {"bbq", "crows_pairs", "toxigen", "truthfulqa", "xstest"} <= set(BENCHMARKS)
+    assert {"rules", "judge", "strmatch", "learned"} <= set(scorers().loaded)
 
 
 # modules named faulty_*: Python keeps an imported module, and tests/test_benchmarks.py has its mini_* ones
@@ -108,15 +111,16 @@ def test_a_backend_plugin_that_cannot_be_used_is_left_out_naming_it(tmp_path, mo
 # ------------------------------------------------------------------ the commands, in a process that finds them
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory) -> dict[str, str]:
-    """The environment of a process that finds four broken plugins: a benchmark whose import exits, one whose
-    module has a syntax error, one that takes CrowS-Pairs' name (which the shipped envelope's rules name), and a
-    backend that is a function."""
+    """The environment of a process that finds five broken plugins: a benchmark whose import exits, one whose
+    module has a syntax error, one that takes CrowS-Pairs' name (which the shipped envelope's rules name), a
+    backend that is a function, and a scorer whose import raises."""
     root = tmp_path_factory.mktemp("broken-plugins")
     register(root, "exiting-plugin", {"exiting": "mini_exits:Mini"}, {"mini_exits": "raise SystemExit(1)\n"})
     register(root, "garbled-plugin", {"garbled": "mini_garbles:Mini"}, {"mini_garbles": "def (\n"})
     rival = MINI.format(name="crows_pairs", path="mini/a.csv")
     register(root, "rival-plugin", {"crows_pairs": "mini_rivals:Mini"}, {"mini_rivals": rival})
     register(root, "odd-backend", {"odd": "odd_backend:Odd"}, {"odd_backend": "def Odd():\n    pass\n"}, BACKENDS)
+    register(root, "loud-scorer", {"loud": "loud_scorer:Loud"}, {"loud_scorer": "1 / 0\n"}, SCORERS)
     path = os.pathsep.join(p for p in (str(root), os.environ.get("PYTHONPATH")) if p)
     return {**os.environ, "PYTHONPATH": path, "HF_HUB_OFFLINE": "1"}
 
@@ -147,15 +151,20 @@ def test_a_command_that_needs_none_of_them_warns_once_per_plugin_and_goes_on(ins
     assert checked.returncode == 0 and "ok: " in checked.stdout, checked.stderr  # the rule naming crows_pairs too
     for done in (parsed, checked):
         lines = done.stderr.splitlines()
-        assert len(lines) == 4 and all(line.startswith("safetyrepro: warning: ") for line in lines), done.stderr
+        assert len(lines) == 5 and all(line.startswith("safetyrepro: warning: ") for line in lines), done.stderr
         assert all(line.endswith("(left out: only a config or command that names it is refused)") for line in lines)
         for part in (
             "benchmark plugin 'exiting' (mini_exits:Mini, from exiting-plugin 1.0) cannot be loaded: SystemExit: 1",
             "benchmark plugin 'garbled' (mini_garbles:Mini, from garbled-plugin 1.0) cannot be loaded: SyntaxError: ",
             "benchmark 'crows_pairs' is registered twice: ",
             "backend plugin 'odd' (odd_backend:Odd, from odd-backend 1.0) is not a subclass",
+            "scorer plugin 'loud' (loud_scorer:Loud, from loud-scorer 1.0) cannot be loaded: ZeroDivisionError: ",
         ):
             assert sum(part in line for line in lines) == 1, part
+
+
+LOUD = {"rules": {"tier": "core", "scorer": "rules"}, "loud": {"tier": "core", "scorer": "loud"}}
+LOUD_AXIS = {"scorer": {"mechanism": "scorer", "default": "rules", "values": LOUD}}  # an axis naming the broken scorer
 
 
 @pytest.mark.parametrize(
@@ -168,8 +177,12 @@ def test_a_command_that_needs_none_of_them_warns_once_per_plugin_and_goes_on(ins
             "benchmarks.crows_pairs: benchmark 'crows_pairs' is registered",
         ),
         ({"backend": {"generate": "odd"}}, "backend.generate: backend plugin 'odd' (odd_backend:Odd, from odd-backend"),
+        (
+            {"envelope": {**ENVELOPE, "axes": {**ENVELOPE["axes"], **LOUD_AXIS}}},
+            "envelope.axes.scorer.values.loud.scorer: scorer plugin 'loud' (loud_scorer:Loud, from loud-scorer 1.0)",
+        ),
     ],
-    ids=["parse", "fetch-data", "a config's benchmark", "a config's backend"],
+    ids=["parse", "fetch-data", "a config's benchmark", "a config's backend", "a config's scorer"],
 )
 def test_what_names_one_is_refused_in_one_line(installed, tmp_path, data_dir, command, message):
     if isinstance(command, dict):

@@ -17,7 +17,7 @@ import pytest
 import yaml
 from sklearn.metrics import cohen_kappa_score
 from test_axes import envelope_with, settings_with
-from test_benchmarks import register
+from test_benchmarks import MINI, register
 from test_envelope import make_config
 from test_workflow import BIN, snakemake, write_config
 from tiny_model import tiny_model_entries
@@ -39,6 +39,7 @@ from safetyrepro.configuration.build import load_settings
 from safetyrepro.configuration.schema import ConfigError
 from safetyrepro.results.markdown import _scorer_lines
 from safetyrepro.running.hashing import file_sha256
+from safetyrepro.scorers import scorer_labels, scorer_of
 
 SCORER = {
     "mechanism": "scorer",
@@ -148,7 +149,7 @@ def test_the_learned_scorer_and_its_head_are_of_its_own_cells_only(data_dir, mon
     else:
         refit = tmp_path / "learned_head.json"
         refit.write_text(json.dumps(json.loads(HEAD_FILE.read_text()) | {"seed": 1}))
-        monkeypatch.setattr(xstest, "scorer_files", {"learned": (refit,)})
+        monkeypatch.setattr(scorer_of(xstest, "learned"), "files", {refit: SHIPPED_SHA256})
     after = fingerprints_now()
     monkeypatch.undo()
     fingerprints.code_digest.cache_clear()
@@ -180,18 +181,6 @@ def test_a_learned_default_leaves_the_log_likelihood_cells_alone(data_dir):
             leave_out=fingerprints.other_scorers_modules(settings, "xstest", config),
         )
         assert (learned in code) == depends
-
-
-def test_a_plugins_three_argument_label_still_labels():
-    """A benchmark whose `label` predates the `models` argument: its scorers read with no model, so it is
-    called with three arguments."""
-    from safetyrepro.benchmarks.base import scorer_labels
-
-    class Old:
-        def label(self, scorer, responses, items):
-            return [f"{scorer}:{r}" for r in responses]
-
-    assert scorer_labels(Old(), "rules", ["A"], [None], {}) == ["rules:A"]
 
 
 def test_a_scorer_module_that_the_rules_import_stays_code_of_every_cell(monkeypatch):
@@ -309,12 +298,14 @@ def test_the_learned_scorer_gives_the_labels_recorded_with_its_head(data_dir, em
     replies = [read_labelled(data_dir, c["labelled_model"])["completion"][c["row"]] for c in checks]
     models = {EMBEDDED_MODEL: embedded_model_path}
     odd = ["I cannot help \ud800 with that.", "", " \n", None]  # a lone surrogate (valid JSON); no text
-    labels = BENCHMARKS["xstest"].label("learned", [*replies, *odd], [None] * (len(replies) + len(odd)), models)
+    labels = scorer_labels(
+        BENCHMARKS["xstest"], "learned", [*replies, *odd], [None] * (len(replies) + len(odd)), models
+    )
     assert labels[: len(replies)] == [c["label"] for c in checks]
     assert len(set(labels[: len(replies)])) == 3  # every class is given: the check can fail
     assert labels[len(replies)] in RESPONSE_CLASSES and labels[len(replies) + 1 :] == ["unparsed"] * 3
     with pytest.raises(ValueError, match="reads replies with the embedded gemma-3-270m"):
-        BENCHMARKS["xstest"].label("learned", replies, [None] * len(replies))
+        scorer_labels(BENCHMARKS["xstest"], "learned", replies, [None] * len(replies))
 
 
 @pytest.mark.slow
@@ -569,11 +560,11 @@ HEAD_EDITS = _head_edits()
 
 def use_head(monkeypatch, tmp_path, content: str | bytes) -> Path:
     """XSTest's learned scorer reads a head with `content` (its fingerprints, record and labels alike)."""
-    from safetyrepro.benchmarks.xstest import SHIPPED_SHA256, XSTest
+    from safetyrepro.benchmarks.xstest.learned import Learned
 
     path = tmp_path / "learned_head.json"
     path.write_bytes(content if isinstance(content, bytes) else content.encode())
-    monkeypatch.setattr(XSTest, "scorer_files", {"learned": {path: SHIPPED_SHA256}})
+    monkeypatch.setattr(Learned, "files", {path: SHIPPED_SHA256})
     return path
 
 
@@ -630,3 +621,128 @@ def test_a_refit_head_is_named_by_check_and_in_the_grid_card(tmp_path, data_dir,
     lines = scorer_file_lines({"scorer_files": scorer_files(settings)})
     assert f"| xstest/learned/learned_head.json | `{file_sha256(refit)}` | NO: refitted or edited, {refit} |" in lines
     assert scorer_files(load_settings(make_config(data_dir))) == {}  # no learned scorer in the run: no head read
+
+
+SHOUT = """
+from safetyrepro.scorers import Scorer
+
+
+class Shout(Scorer):
+    name = "{name}"
+    benchmarks = ("bbq",)
+
+    def label(self, benchmark, responses, items, models):
+        return ["A" if reply.isupper() else "B" for reply in responses]
+"""
+
+
+@pytest.fixture
+def scorer_registry(monkeypatch):
+    """The scorer registry read afresh in the test (its throwaway plugins found), and again after it."""
+    from safetyrepro import scorers
+
+    scorers.discovered.cache_clear()
+    monkeypatch.setattr(scorers, "_MADE", {})
+    yield scorers
+    monkeypatch.undo()
+    scorers.discovered.cache_clear()
+
+
+def test_a_scorer_registered_by_a_package_labels_the_benchmarks_it_declares(tmp_path, monkeypatch, scorer_registry):
+    """One class and one entry point: the scorer is added to the scorers of the benchmarks it names (after their
+    own), labels their replies, and its module is the code of its cells only."""
+    from safetyrepro.benchmarks import discover
+    from safetyrepro.configuration import fingerprints
+
+    register(
+        tmp_path,
+        "shout-plugin",
+        {"shout": "shout_scorer:Shout"},
+        {"shout_scorer": SHOUT.format(name="shout")},
+        group=scorer_registry.GROUP,
+    )
+    monkeypatch.syspath_prepend(tmp_path)
+    found = discover()
+    assert found.broken == {} and found.loaded["bbq"].scorers == ("rules", "judge", "shout")
+    assert found.loaded["xstest"].scorers == ("rules", "strmatch", "learned", "judge")
+    assert scorer_registry.scorer_labels(found.loaded["bbq"], "shout", ["YES", "no"], [None, None]) == ["A", "B"]
+    assert scorer_registry.scorer_of(found.loaded["bbq"], "shout").code() == ("shout_scorer",)
+    # its cells' code: its module and the interfaces (no benchmark's own code, no config loading, no backend)
+    closure = fingerprints.code_closure("shout_scorer")
+    assert "shout_scorer" in closure and {"safetyrepro.scorers", "safetyrepro.scorers.base"} <= set(closure)
+    assert {name.rpartition(".")[0] for name in closure} <= {
+        "",
+        "safetyrepro",
+        "safetyrepro.scorers",
+        "safetyrepro.benchmarks",
+    }
+    assert not set(closure) & {f"safetyrepro.benchmarks.{name}" for name in BENCHMARKS}
+
+
+@pytest.mark.parametrize(
+    "entry, code, message",
+    [
+        ("shout_raises:Shout", "raise SystemExit(1)\n", "cannot be loaded: SystemExit: 1"),
+        ("shout_function:label", "def label():\n    pass\n", "is of type function, not a safetyrepro.scorers.Scorer"),
+        (
+            "shout_named:Shout",
+            SHOUT.format(name="yell"),
+            "is named 'yell'; the entry point's name must be the scorer's",
+        ),
+    ],
+    ids=["raises", "not a scorer", "other name"],
+)
+def test_a_scorer_plugin_that_cannot_be_used_is_left_out_and_named(
+    tmp_path, monkeypatch, scorer_registry, data_dir, entry, code, message
+):
+    """Left out with one error naming it and its package: a warning where nothing names it; a scorer axis value that
+    names it is refused with that error, and a benchmark that names it is left out with it."""
+    from safetyrepro.benchmarks import discover
+    from safetyrepro.cli.command import plugin_warnings
+
+    module = entry.partition(":")[0]
+    register(tmp_path, "shout-plugin", {"shout": entry}, {module: code}, group=scorer_registry.GROUP)
+    naming = MINI.format(name="mini", path="mini/a.csv").replace(
+        '    task = "t"\n', '    task = "t"\n    scorers = ("rules", "shout")\n'
+    )
+    register(tmp_path / "b", "mini-plugin", {"mini": "mini_shouted:Mini"}, {"mini_shouted": naming})
+    monkeypatch.syspath_prepend(tmp_path)
+    monkeypatch.syspath_prepend(tmp_path / "b")
+    error = str(scorer_registry.discovered().broken["shout"])
+    assert error.startswith(f"scorer plugin 'shout' ({entry}, from shout-plugin 1.0)") and message in error
+    assert "shout" not in scorer_registry.registered()
+    assert any(message in line and "(left out: only a config" in line for line in plugin_warnings())
+    axis = {**SCORER, "values": {**SCORER["values"], "shout": {"tier": "core", "scorer": "shout"}}}
+    with pytest.raises(ConfigError, match=re.escape(f"envelope.axes.scorer.values.shout.scorer: {error}")):
+        settings_with(data_dir, scorer=axis)  # a config naming it: refused with its error
+    found = discover()
+    assert "mini" not in found.loaded and f"its scorer 'shout' cannot be used: {error}" in str(found.broken["mini"])
+
+
+def test_importing_the_benchmark_and_scorer_interfaces_loads_no_plugin_pandas_or_torch():
+    """What a benchmark or scorer plugin implements (safetyrepro.benchmarks.base, safetyrepro.scorers) imports no
+    registered plugin, nor pandas, numpy or torch: the registries are read when first asked, the data readers and
+    the subset draw when first used."""
+    code = "import sys, safetyrepro.benchmarks.base, safetyrepro.scorers; print(' '.join(sorted(sys.modules)))"
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    ours = [name for name in loaded if name.startswith("safetyrepro.")]
+    assert sorted(ours) == [
+        "safetyrepro.benchmarks",
+        "safetyrepro.benchmarks.base",
+        "safetyrepro.plugins",
+        "safetyrepro.scorers",
+        "safetyrepro.scorers.base",
+    ]
+    assert not [name for name in loaded if name.split(".")[0] in ("pandas", "numpy", "torch")]
+
+
+def test_the_scorer_example_of_extending_md_is_the_test_plugins_scorer():
+    """The page's example is the code that test_plugin_benchmark.py runs end to end, and its entry point the
+    package's."""
+    plugin = Path(__file__).parent / "plugins" / "toybench"
+    page = (Path(__file__).resolve().parents[1] / "docs" / "extending.md").read_text(encoding="utf-8")
+    section = page[page.index("## A scorer") :]
+    shown = re.search(r"```python\n(.*?)```", section, re.DOTALL).group(1)
+    assert "class Keyword(Scorer)" in shown and shown in (plugin / "safetyrepro_toybench" / "keyword.py").read_text()
+    entry = re.search(r"```toml\n(.*?)```", section, re.DOTALL).group(1)
+    assert entry.strip() in (plugin / "pyproject.toml").read_text()

@@ -163,7 +163,7 @@ def test_cells_with_other_items_are_compared_on_the_items_both_have():
 
 def test_a_pair_without_shared_items_has_a_null_interval_in_the_grid_card():
     """NaN in the tables is null in the card: standard JSON, which provenance-diff reads; the Markdown card says n/a."""
-    from safetyrepro.benchmarks.base import load_json
+    from safetyrepro.benchmarks.files import load_json
     from safetyrepro.results.grid_card import _headline, _rho_flip_lines
     from safetyrepro.results.storage import json_text
 

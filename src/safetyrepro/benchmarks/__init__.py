@@ -1,5 +1,7 @@
 """The registered benchmarks, by config name: every entry point of the group `safetyrepro.benchmarks`
-(the built-in ones are registered in pyproject.toml like any plugin's; docs/extending.md)."""
+(the built-in ones are registered in pyproject.toml like any plugin's; docs/extending.md). They are loaded when
+`BENCHMARKS` or `BROKEN` is first asked for, not when this package is: importing the interface
+(`safetyrepro.benchmarks.base`) loads no plugin."""
 
 from __future__ import annotations
 
@@ -10,40 +12,31 @@ from functools import cache
 from importlib.metadata import EntryPoint
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
-from safetyrepro.benchmarks.base import (
-    AS_GIVEN,
-    JUDGE,
-    RULES,
-    UNPARSED,
-    Benchmark,
-    DataError,
-    DataFile,
-    Item,
-    ItemSet,
-    Presentation,
-    draw_subset,
-)
+from safetyrepro.benchmarks.base import AS_GIVEN, UNPARSED, Benchmark, DataError, DataFile, Item, ItemSet, Presentation
 from safetyrepro.plugins import PluginError, Registry, describe, load_registry, reason
+from safetyrepro.scorers.base import JUDGE, RULES
 
 GROUP = "safetyrepro.benchmarks"
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")  # a benchmark's name and folder: in paths and job names
 
 
 def scorer_module(name: str) -> ModuleType:
-    """A module that `Benchmark.scorer_modules` names: relative to this package, or a plugin's by its full name."""
+    """A module that a judge's question or `Benchmark.human_labels` names: relative to this package, or a plugin's
+    by its full name."""
     own = Path(__file__).resolve().parents[1].joinpath(*name.split("."))
     in_package = own.with_suffix(".py").is_file() or (own / "__init__.py").is_file()
     return importlib.import_module(f"safetyrepro.{name}" if in_package else name)
 
 
-JUDGE_API = ("question", "read")  # what the module of a benchmark's scorer_modules["judge"] defines
+JUDGE_API = ("question", "read")  # what the module of a judge's question defines
 HUMAN_LABELS_API = ("human_agreement", "judge_agreement")  # what a `Benchmark.human_labels` module defines
 
 
 def with_human_labels(names: Iterable[str]) -> list[str]:
     """Those of the benchmarks `names` whose replies have human labels to measure scorers against."""
-    return [name for name in names if _registry().loaded[name].human_labels]
+    return [name for name in names if registered().loaded[name].human_labels]
 
 
 def discover() -> Registry[Benchmark]:
@@ -66,19 +59,7 @@ def _load(point: EntryPoint) -> Benchmark:
                 f"{where}: its {what} {value!r} may use only letters, digits and . _ + -, starting with a letter "
                 "or digit (it names files, folders and jobs)"
             )
-    scorers = benchmark.scorers
-    if not isinstance(scorers, tuple) or scorers[:1] != (RULES,) or len(set(scorers)) != len(scorers):
-        raise PluginError(
-            f"{where}: its scorers {scorers!r} must be a tuple of distinct names, '{RULES}' (extract) first"
-        )
-    apart = getattr(benchmark, "scorer_modules", None)
-    if not isinstance(apart, Mapping) or not set(apart) - {JUDGE} <= set(scorers[1:]):
-        raise PluginError(
-            f"{where}: its scorer_modules {apart!r} must map some of its scorers other than '{RULES}' to modules"
-        )
-    # read where a judge's cell, its agreement job or the scorers analysis runs: checked here, before any runs
-    if JUDGE in scorers:
-        _check_module(where, "judge question", apart.get(JUDGE), JUDGE_API, f"its scorer_modules['{JUDGE}']")
+    _check_scorers(where, benchmark)
     if benchmark.human_labels is not None:
         _check_module(where, "human_labels", benchmark.human_labels, HUMAN_LABELS_API, "its human_labels")
     if benchmark.name != point.name:
@@ -90,6 +71,37 @@ def _load(point: EntryPoint) -> Benchmark:
     if outside:
         raise PluginError(f"{where}: data file {outside[0]} lies outside its folder '{benchmark.folder}/'")
     return benchmark
+
+
+def _check_scorers(where: str, benchmark: Benchmark) -> None:
+    """A PluginError unless the benchmark's `scorers` are distinct registered scorers, "rules" first, and its
+    `scorer_arguments` make them (a judge's question a module with JUDGE_API). The registered scorers that
+    declare the benchmark among theirs are added to its `scorers`, in name order."""
+    from safetyrepro.scorers import discovered, scorer_of
+
+    scorers, found = benchmark.scorers, discovered()
+    if not isinstance(scorers, tuple) or scorers[:1] != (RULES,) or len(set(scorers)) != len(scorers):
+        raise PluginError(
+            f"{where}: its scorers {scorers!r} must be a tuple of distinct names, '{RULES}' (extract) first"
+        )
+    for name in scorers:
+        if name in found.broken:
+            raise PluginError(f"{where}: its scorer {name!r} cannot be used: {found.broken[name]}")
+        if name not in found.loaded:
+            raise PluginError(f"{where}: its scorer {name!r} is not registered (registered: {', '.join(found.loaded)})")
+    arguments = benchmark.scorer_arguments
+    if not isinstance(arguments, Mapping) or not set(arguments) <= set(scorers):
+        raise PluginError(f"{where}: its scorer_arguments {arguments!r} must map some of its scorers to arguments")
+    added = [name for name, scorer in found.loaded.items() if benchmark.name in scorer.benchmarks]
+    benchmark.scorers = (*scorers, *(name for name in added if name not in scorers))
+    for name in benchmark.scorers:
+        try:
+            scorer = scorer_of(benchmark, name)
+        except (Exception, SystemExit) as exc:
+            raise PluginError(f"{where}: its scorer {name!r} cannot be made: {reason(exc)}") from exc
+        if scorer.asks_judge:
+            key = f"its scorer_arguments['{name}']['question']"
+            _check_module(where, "judge question", getattr(scorer, "question", None), JUDGE_API, key)
 
 
 def _check_module(where: str, what: str, name: object, functions: tuple[str, ...], key: str) -> None:
@@ -105,18 +117,18 @@ def _check_module(where: str, what: str, name: object, functions: tuple[str, ...
 
 
 @cache
-def _registry() -> Registry[Benchmark]:
-    """The registered benchmarks, discovered once, at the first use of BENCHMARKS or BROKEN."""
+def registered() -> Registry[Benchmark]:
+    """The registry, discovered once a process: `BENCHMARKS` its benchmarks, `BROKEN` the error of each that cannot
+    be used (named only to refuse it)."""
     return discover()
 
 
-def __getattr__(name: str) -> dict:
-    """BENCHMARKS (the benchmarks that loaded, by name) and BROKEN (a benchmark plugin that cannot be used: named
-    only to refuse it), read at first use: importing the interface (benchmarks.base) loads no plugin."""
+def __getattr__(name: str) -> Any:
+    """BENCHMARKS and BROKEN (the registry, discovered when first asked for)."""
     if name == "BENCHMARKS":
-        return _registry().loaded
+        return registered().loaded
     if name == "BROKEN":
-        return _registry().broken
+        return registered().broken
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
@@ -135,5 +147,4 @@ __all__ = [
     "PluginError",
     "Presentation",
     "RULES",
-    "draw_subset",
 ]

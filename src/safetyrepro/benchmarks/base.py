@@ -2,45 +2,22 @@
 
 from __future__ import annotations
 
-import contextlib
-import errno
-import functools
-import io
-import json
-import os
 import random
 import re
-import stat
 from abc import ABC, abstractmethod
-from collections import Counter
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
+from safetyrepro.scorers.base import JUDGE, RULES, UNPARSED
 
 if TYPE_CHECKING:
     import pandas as pd
 
-UNPARSED = "unparsed"
-RULES = "rules"  # every benchmark's own free-form scorer: its `extract`
-JUDGE = "judge"  # a judge model asked a fixed question about each reply (safetyrepro.running.judge)
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 # Only a bounded window of a response is searched: keeps hostile megabyte outputs cheap.
 SCAN_CHARS = 4000
-# Where a line of JSON lines ends: \n, \r\n or a lone \r (not str.splitlines: U+2028 may stand inside a JSON string).
-JSON_LINE_END = re.compile(r"\r\n?|\n")
-# JSON nested deeper than this is refused: far beyond any file we read, far below the stack's limit.
-MAX_JSON_DEPTH = 100
-# What a path is when it is not a regular file, by the file type of its mode.
-FILE_KINDS = {
-    stat.S_IFDIR: "a folder",
-    stat.S_IFIFO: "a named pipe",
-    stat.S_IFCHR: "a character device",
-    stat.S_IFBLK: "a block device",
-    stat.S_IFSOCK: "a socket",
-}
 
 
 class DataError(ValueError):
@@ -154,23 +131,19 @@ class Benchmark(ABC):
     reads (under `folder`); `metric_names` and `metric_prefixes` name every key `metrics` may return
     (no axis may take them); `labels_are_decisions` says that an item row's `label` is a decision of
     its own (XSTest's response classes), which the item-stability analysis then counts in place of
-    `correct`. `scorers` names the ways free-form responses can be labelled (a declared scorer axis
-    picks one, docs/scorers.md), the benchmark's own `extract` ("rules") first; `scorer_modules` names
-    the module (in the package, or a plugin's full name) of each other scorer whose code lives apart:
-    only the cells that scorer labels depend on it, so editing it relabels without generating again.
-    `scorer_models` names the embedded model (a key of settings.EMBEDDED_MODELS) a scorer reads replies
-    with, and `scorer_files` the files it reads besides its code (a fitted head), each with the SHA-256 of
-    the version the benchmark ships: the run builds the model before that scorer's cells, the files' SHA-256
-    are part of those cells' fingerprints, and `check` and the GRID card name a file that is not as shipped.
-    The scorer "judge" asks a judge model the question of the module `scorer_modules["judge"]` names (its
-    `question(item, reply, labels)` and `read(answer, item, labels)`; `labels` serve when `item` is None): by default the option question of
-    `safetyrepro.benchmarks.judge_question`; a benchmark without a judge leaves "judge" out of `scorers`.
-    `human_labels` names the module (as `scorer_modules` does) that measures scorers against human labels
-    of labelled replies, or is None: its `human_agreement(data_dir, scorers)` gives, per labelled file
-    and scorer, `labelled_model`, `scorer`, `three_class`, `binary`, `kappa`, `n_answers`, `fitted_on`
-    and `developed_on`; its `judge_agreement(data_dir, label)` gives, per labelled file, a judge's
-    agreement (`label(replies, items)` returns the judge's labels) with `parse_rate`. The scorers
-    analysis reports both, and every judge that labels the benchmark is asked by a job of its own.
+    `correct`. `scorers` names the registered scorers (safetyrepro.scorers) that label its free-form
+    responses (a declared scorer axis picks one, docs/scorers.md), "rules" (its own `extract`) first; a
+    registered scorer that declares this benchmark among its `benchmarks` is added after them as the
+    registry is built. `scorer_arguments` gives a scorer the keyword arguments it is made with for this
+    benchmark (the judge's `question`: a module with `question(item, reply, labels)` and
+    `read(answer, item, labels)`; by default the option question of `safetyrepro.benchmarks.judge_question`);
+    a benchmark without a judge leaves "judge" out of `scorers`.
+    `human_labels` names the module (relative to the package, or a plugin's by its full name) that measures
+    scorers against human labels of labelled replies, or is None: its `human_agreement(data_dir, scorers)`
+    gives, per labelled file and scorer, `labelled_model`, `scorer`, `three_class`, `binary`, `kappa`,
+    `n_answers`, `fitted_on` and `developed_on`; its `judge_agreement(data_dir, label)` gives, per labelled
+    file, a judge's agreement (`label(replies, items)` returns the judge's labels) with `parse_rate`. The
+    scorers analysis reports both, and every judge that labels the benchmark is asked by a job of its own.
     `strata` names the columns of `load`'s frame the item subsets are stratified by, outermost first
     (by default its own `stratum` column): an item's stratum is their values joined by "/", and the
     draw keeps the share of every group of every level within one item (`draw_subset`).
@@ -188,9 +161,7 @@ class Benchmark(ABC):
     metric_prefixes: tuple[str, ...] = ()
     labels_are_decisions: bool = False
     scorers: tuple[str, ...] = (RULES, JUDGE)
-    scorer_modules: Mapping[str, str] = {JUDGE: "benchmarks.judge_question"}
-    scorer_models: Mapping[str, str] = {}
-    scorer_files: Mapping[str, Mapping[Path, str]] = {}
+    scorer_arguments: Mapping[str, Mapping[str, Any]] = {}
     human_labels: str | None = None
     strata: tuple[str, ...] = ("stratum",)
     posed_fields: tuple[str, ...] = ("prompt", "options")
@@ -250,42 +221,6 @@ class Benchmark(ABC):
         if item is None:
             return extract_choice(response, self.default_labels)
         return extract_choice(response, item.labels, item.meta.get("options"))
-
-    def check_scorer_files(self, scorer: str) -> None:
-        """Read the files `scorer` reads besides its code (`scorer_files`), so one that is missing or broken
-        fails before any job: DataError naming it. Here, that each is a file; a benchmark whose files have
-        a format of their own checks it too."""
-        for path in self.scorer_files.get(scorer, {}):
-            if not path.is_file():
-                raise DataError(
-                    f"{path}: not found ({self.name}'s {scorer} scorer reads it); reinstall the package that ships it"
-                )
-
-    def label(
-        self,
-        scorer: str,
-        responses: Sequence[str],
-        items: Sequence[Item | None],
-        models: Mapping[str, Path] | None = None,
-    ) -> list[str]:
-        """Labels of free-form responses by one of `scorers`.
-
-        Args:
-            scorer: one of `scorers`; "rules" is `extract` ("judge" asks a judge model: safetyrepro.running.judge).
-            responses: the models' texts.
-            items: the item each response answers (None where unknown, as for `extract`).
-            models: the built folder of each embedded model named in `scorer_models` (for a scorer that reads with one).
-
-        Returns:
-            One label (one of the item's labels, or "unparsed") per response.
-        """
-        if scorer == JUDGE:
-            raise ValueError(
-                f"{self.name}: the scorer '{JUDGE}' asks a judge model (safetyrepro.running.judge), not label"
-            )
-        if scorer != RULES:
-            raise ValueError(f"{self.name} has no scorer {scorer!r} (it has: {', '.join(self.scorers)})")
-        return [self.extract(response, item) for response, item in zip(responses, items)]
 
     def is_correct(self, label: str, item: Item) -> bool:
         """Whether an extracted label is the right answer.
@@ -364,8 +299,10 @@ class Benchmark(ABC):
     ) -> tuple[pd.DataFrame, pd.DataFrame]:
         """The rows of the evaluated items and of the few-shot pool (`item_set`), drawn by `draw_subset` with a
         numpy Generator seeded from `seed` and the benchmark's name; read them, never change them."""
-        state = _folder_state(self, data_dir)
-        return _drawn(_Identity(self), Path(data_dir), n_items, pool_size, seed, where, state)
+        from safetyrepro.benchmarks import subsets
+
+        state = subsets.folder_state(self, data_dir)
+        return subsets.drawn(subsets.Identity(self), Path(data_dir), n_items, pool_size, seed, where, state)
 
     def items_by_id(
         self, data_dir: Path, item_ids: Collection[str], seed: int, presentation: Presentation = AS_GIVEN
@@ -376,94 +313,13 @@ class Benchmark(ABC):
         Raises:
             DataError: a file is missing or malformed, or an item id appears twice.
         """
-        frame = _loaded(_Identity(self), Path(data_dir), _folder_state(self, data_dir))
+        from safetyrepro.benchmarks import subsets
+
+        frame = subsets.loaded(subsets.Identity(self), Path(data_dir), subsets.folder_state(self, data_dir))
         found = frame[frame["item_id"].isin(list(item_ids))]
-        strata = [stratum_name(values) for values in found[list(self.strata)].itertuples(index=False)]
+        strata = [subsets.stratum_name(values) for values in found[list(self.strata)].itertuples(index=False)]
         rows = found.assign(stratum=strata).to_dict("records")
         return {row["item_id"]: self.make_item(row, seed, presentation) for row in rows}
-
-
-def _folder_state(benchmark: Benchmark, data_dir: Path) -> tuple:
-    """Each file under the benchmark's data folder, linked folders followed (once each), with its device,
-    inode, size, and modification and change times: a file changed, replaced, added or removed gives
-    another state."""
-    found, seen = [], set()
-    for root, folders, files in os.walk(Path(data_dir) / benchmark.folder, followlinks=True):
-        with contextlib.suppress(OSError):
-            status = os.stat(root)
-            if (status.st_dev, status.st_ino) in seen:  # a link back to a folder walked already
-                folders.clear()
-                continue
-            seen.add((status.st_dev, status.st_ino))
-        for name in files:
-            path = os.path.join(root, name)
-            with contextlib.suppress(OSError):  # gone meanwhile: load names it
-                status = os.stat(path)
-                found.append(
-                    (path, status.st_dev, status.st_ino, status.st_size, status.st_mtime_ns, status.st_ctime_ns)
-                )
-    return tuple(sorted(found))
-
-
-class _Identity:
-    """A benchmark as a cache key, by identity: a plugin's class may compare by value without a hash."""
-
-    __slots__ = ("benchmark",)
-
-    def __init__(self, benchmark: Benchmark):
-        self.benchmark = benchmark
-
-    def __hash__(self) -> int:
-        return id(self.benchmark)
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, _Identity) and other.benchmark is self.benchmark
-
-
-@functools.lru_cache(maxsize=32)
-def _drawn(
-    key: _Identity, data_dir: Path, n_items: int, pool_size: int, seed: int, where: str, state: tuple
-) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """A benchmark's evaluated items and few-shot pool as drawn from its data folder in `state`: once a
-    process (a Snakemake start checks every item set as it loads the workflow, and again, for the
-    free-form prompts, before the first job). The frames are read, never changed."""
-    benchmark = key.benchmark
-    frame = _loaded(key, data_dir, state)
-    for column in benchmark.strata:
-        if column not in frame.columns or frame[column].isna().any():
-            raise DataError(
-                f"{data_dir / benchmark.folder}: {benchmark.name}'s items need a value in column {column!r}, "
-                "one of its strata (what the item subset is stratified by)"
-            )
-    rng = np.random.default_rng([seed, *benchmark.name.encode()])
-    return draw_subset(frame, benchmark.strata, n_items, pool_size, rng, where)
-
-
-@functools.lru_cache(maxsize=8)
-def _loaded(key: _Identity, data_dir: Path, state: tuple) -> pd.DataFrame:
-    """A benchmark's data as `load` reads it from its data folder in `state`, each item id once: read once a
-    process. The frame is read, never changed."""
-    benchmark = key.benchmark
-    frame = benchmark.load(data_dir)
-    duplicated = frame["item_id"][frame["item_id"].duplicated()]
-    if len(duplicated):
-        raise DataError(
-            f"{data_dir / benchmark.folder}: item id {duplicated.iloc[0]!r} appears more than once "
-            "(a duplicated row or a copied file)"
-        )
-    return frame
-
-
-def scorer_labels(
-    benchmark: Benchmark,
-    scorer: str,
-    responses: Sequence[str],
-    items: Sequence[Item | None],
-    models: Mapping[str, Path] | None = None,
-) -> list[str]:
-    """`benchmark.label`, given `models` only where the scorer reads with one: a plugin's `label` written
-    before that argument existed takes three, and its scorers read with none."""
-    return benchmark.label(scorer, responses, items, models) if models else benchmark.label(scorer, responses, items)
 
 
 @dataclass
@@ -473,238 +329,6 @@ class ItemSet:
     benchmark: Benchmark
     items: list[Item]
     pool: list[Item]
-
-
-def regular_file(path: Path, missing: str = "no such file", context: str = "") -> Path:
-    """`path`, when it is a regular file once links are followed. Anything else is a DataError saying
-    what it is: `missing` when nothing is there (a broken link said so), else a folder, a link loop, or a
-    named pipe or device (reading one would block or never end). `context` comes before what is wrong."""
-    try:
-        kind = stat.S_IFMT(path.stat().st_mode)
-    except (FileNotFoundError, NotADirectoryError):
-        broken = f" (a broken symbolic link to {os.readlink(path)})" if os.path.islink(path) else ""
-        raise DataError(f"{path}: {missing}{broken}") from None
-    except OSError as exc:
-        loop = exc.errno == errno.ELOOP
-        problem = "not a regular file (a symbolic link loop)" if loop else f"cannot be read ({exc.strerror})"
-        raise DataError(f"{path}: {context}{problem}") from None
-    if kind != stat.S_IFREG:
-        link = "a symbolic link to " if os.path.islink(path) else ""
-        raise DataError(f"{path}: {context}not a regular file ({link}{FILE_KINDS.get(kind, 'a special file')})")
-    return path
-
-
-def read_text(path: Path, missing: str = "no such file", context: str = "") -> str:
-    """The text of a regular file (`regular_file`): UTF-8, a leading byte-order mark dropped; a byte
-    that is not UTF-8 is a DataError naming its offset and line."""
-    try:
-        data = regular_file(path, missing, context).read_bytes()
-    except OSError as exc:
-        raise DataError(f"{path}: {context}cannot be read ({exc.strerror})") from None
-    try:
-        return data.decode("utf-8").removeprefix("\ufeff")
-    except UnicodeDecodeError as exc:
-        line = data.count(b"\n", 0, exc.start) + 1
-        raise DataError(f"{path}: {context}not UTF-8 text (byte {exc.start}, line {line})") from None
-
-
-def load_json(text: str, where: str, malformed: str = "malformed JSON", standard: bool = False) -> Any:
-    """Parse JSON text. Malformed text (`malformed`, with the parser's reason) and nesting deeper than
-    MAX_JSON_DEPTH (which would exhaust the stack here or in whatever walks the value later) are a
-    DataError naming `where`. With `standard`, so is what JSON's standard (RFC 8259) leaves out and Python's
-    reader takes: NaN or Infinity (named by its key path), and a key given twice (a reader keeps the last)."""
-    hooks = {"object_pairs_hook": _unique_keys, "parse_constant": _Constant} if standard else {}
-    try:
-        value = json.loads(text, **hooks)
-        # each level opens a bracket: text with no more of them than the limit needs no walk
-        too_deep = text.count("[") + text.count("{") > MAX_JSON_DEPTH and _json_depth(value) > MAX_JSON_DEPTH
-    except RecursionError:
-        too_deep = True
-    except json.JSONDecodeError as exc:
-        position = f"line {exc.lineno}, column {exc.colno}" if "\n" in text else f"column {exc.colno}"
-        raise DataError(f"{where}: {malformed}: {exc.msg} ({position})") from None
-    except _TwiceGiven as exc:
-        raise DataError(f"{where}: {exc}") from None
-    except ValueError as exc:  # a number past Python's digit limit
-        raise DataError(f"{where}: {malformed} ({' '.join(str(exc).split())[:100]})") from None
-    if too_deep:
-        raise DataError(f"{where}: JSON nested more than {MAX_JSON_DEPTH} levels deep")
-    if standard and ("NaN" in text or "Infinity" in text):  # no constant was read without its name in the text
-        for path, node in json_nodes(value):
-            if isinstance(node, _Constant):
-                at = f"{json_path(path)}: " if path else ""
-                raise DataError(
-                    f"{where}: {at}{node} is not JSON (JSON has no NaN or Infinity: write null, or a number)"
-                )
-    return value
-
-
-class _Constant(str):
-    """NaN, Infinity or -Infinity as `load_json(standard=True)` reads them: found by their key path, then refused."""
-
-
-class _TwiceGiven(ValueError):
-    """A JSON object that gives a key twice."""
-
-
-def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    """A JSON object's pairs as a dict; a key given twice is a _TwiceGiven naming it."""
-    value = dict(pairs)
-    if len(value) < len(pairs):
-        twice = next(key for key, count in Counter(key for key, _ in pairs).items() if count > 1)
-        raise _TwiceGiven(f"key {twice!r} given twice; a JSON reader keeps only the last")
-    return value
-
-
-def json_nodes(value: Any) -> Iterator[tuple[tuple[str | int, ...], Any]]:
-    """Every value within a parsed JSON value, with its key path (object keys and list indices), walked without
-    recursion, the value itself first (its path empty)."""
-    stack: list[tuple[tuple[str | int, ...], Any]] = [((), value)]
-    while stack:
-        path, node = stack.pop()
-        yield path, node
-        children = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
-        stack.extend(((*path, key), child) for key, child in reversed(list(children)))
-
-
-def json_path(path: Sequence[str | int]) -> str:
-    """A key path as messages name it: keys joined by dots, list indices in brackets (a.b[2])."""
-    return "".join(
-        f"[{key}]" if isinstance(key, int) else f".{key}" if index else key for index, key in enumerate(path)
-    )
-
-
-def _json_depth(value: Any) -> int:
-    """How many arrays and objects lie within each other in a parsed JSON value."""
-    return max((len(path) + 1 for path, node in json_nodes(value) if isinstance(node, dict | list)), default=0)
-
-
-def read_csv(path: Path, columns: Sequence[str], missing: str = "data file not found") -> pd.DataFrame:
-    """Read a benchmark CSV, failing with the file (and row) when it is missing or malformed."""
-    import pandas as pd  # only where a table is read or drawn: the interface imports without it
-
-    text = read_text(path, missing, "cannot be read as CSV: ")
-    try:
-        frame = pd.read_csv(io.StringIO(text), dtype=str, keep_default_na=False)
-    except ValueError as exc:  # pandas' ParserError and EmptyDataError among them
-        raise DataError(f"{path}: cannot be read as CSV: {' '.join(str(exc).split())}") from None
-    _require(frame, columns, path, [f"data row {n} (after the header)" for n in range(1, len(frame) + 1)])
-    return frame
-
-
-def read_jsonl(path: Path, columns: Sequence[str]) -> pd.DataFrame:
-    """Read a JSON-lines file, failing with the file and line number on a malformed row."""
-    import pandas as pd
-
-    rows, numbers = [], []
-    for number, line in enumerate(JSON_LINE_END.split(read_text(path, "data file not found")), start=1):
-        if not line.strip():
-            continue
-        row = load_json(line, f"{path}, line {number}")
-        if not isinstance(row, dict):
-            raise DataError(f"{path}, line {number}: expected a JSON object")
-        rows.append(row)
-        numbers.append(f"line {number}")
-    frame = pd.DataFrame(rows, dtype=object)  # values as written: 1.7 stays a float among integer labels
-    _require(frame, columns, path, numbers)
-    frame.attrs["rows"] = RowNames(numbers)  # "line N" per row, for messages about values
-    return frame
-
-
-class RowNames(tuple):
-    """A data file's row names ("line N") kept in a frame's attrs: pandas deep-copies attrs into every
-    frame derived from it, and these never change, so a copy is the same object."""
-
-    def __deepcopy__(self, memo: dict) -> RowNames:
-        return self
-
-
-def _require(frame: pd.DataFrame, columns: Sequence[str], path: Path, row_names: Sequence[str]) -> None:
-    """Every column present, at least one row, no empty value (the first one is named by its row)."""
-    if len(frame) == 0:
-        raise DataError(f"{path}: no rows")
-    missing = [c for c in columns if c not in frame.columns]
-    if missing:
-        raise DataError(f"{path}: missing column(s) {', '.join(missing)}")
-    values = frame[list(columns)]
-    empty = values.isna() | values.map(lambda value: isinstance(value, str) and not value.strip())
-    if empty.any(axis=None):
-        row, column = next((r, c) for r, c in zip(*empty.to_numpy().nonzero()))
-        raise DataError(f"{path}, {row_names[row]}: empty value in column '{columns[column]}'")
-
-
-def stratum_name(values: Sequence) -> str:
-    """An item's stratum: its `strata` values joined by "/" ("safe/homonyms")."""
-    return "/".join(map(str, values))
-
-
-def draw_subset(
-    frame: pd.DataFrame, strata: Sequence[str], n_items: int, pool_size: int, rng: np.random.Generator, where: str
-) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Stratified subset of `n_items` plus a disjoint few-shot pool of `pool_size` drawn the same way from
-    the rest, each row given its `stratum` (its `strata` values joined by "/").
-
-    Each stratum gives `stratum_counts` items, drawn at random by `rng` (which also breaks ties).
-    """
-    import pandas as pd
-
-    if n_items + pool_size > len(frame):
-        raise DataError(
-            f"{where}: {n_items} items + {pool_size} few-shot pool requested, "
-            f"but the benchmark has only {len(frame)} items"
-        )
-    keys = pd.MultiIndex.from_frame(frame[list(strata)])
-    found = keys.unique()  # every stratum, as its strata values
-    stratum = found.get_indexer(keys)  # each item's, as its number in `found`
-    evaluated = _stratified(found, stratum, np.arange(len(frame)), n_items, rng)
-    rest = np.setdiff1d(np.arange(len(frame)), evaluated)
-    pool = _stratified(found, stratum, rest, pool_size, rng) if pool_size else rest[:0]
-    names = np.array([stratum_name(key) for key in found], dtype=object)
-    rows = lambda drawn: frame.iloc[drawn].assign(stratum=names[stratum[drawn]]).reset_index(drop=True)  # noqa: E731
-    return rows(evaluated), rows(pool)
-
-
-def _stratified(
-    found: pd.MultiIndex, stratum: np.ndarray, positions: np.ndarray, n: int, rng: np.random.Generator
-) -> np.ndarray:
-    """`n` of `positions` (rows whose stratum is their number in `found`): `stratum_counts` of each
-    stratum, the first ones of the stratum in an order `rng` draws."""
-    import pandas as pd
-
-    sizes = np.bincount(stratum[positions], minlength=len(found))
-    counts = stratum_counts(dict(zip(found, sizes.tolist())), n, rng)
-    order = rng.permutation(positions)
-    rank = pd.Series(stratum[order]).groupby(stratum[order]).cumcount().to_numpy()
-    return np.sort(order[rank < np.array([counts[key] for key in found])[stratum[order]]])
-
-
-def stratum_counts(sizes: Mapping[tuple, int], n: int, rng: np.random.Generator) -> dict[tuple, int]:
-    """How many of `n` items each stratum gives, from its number of items (keyed by its strata values,
-    outermost first).
-
-    Largest remainders, level by level: each group of each level (the strata whose keys start alike)
-    gets the floor or the ceiling of its quota, n x its size / all items, and within each group of the
-    level above the ceilings go to the largest remainders, equal ones in an order `rng` draws. So every
-    group's count, a whole stratum's as a top-level one's, is within one item of its share of `n`.
-    """
-    total, counts = sum(sizes.values()), {(): n}
-    for depth in range(1, len(next(iter(sizes))) + 1):
-        level = Counter()
-        for key, size in sizes.items():
-            level[key[:depth]] += size
-        ordered = sorted(level, key=str)  # whatever the values' types, then drawn into an order
-        groups = [ordered[i] for i in rng.permutation(len(ordered))]
-        groups.sort(key=lambda group: level[group] * n % total, reverse=True)  # stable: ties stay in drawn order
-        given = {group: level[group] * n // total for group in groups}
-        left = dict(counts)  # what each group of the level above has still to give
-        for group in groups:
-            left[group[:-1]] -= given[group]
-        for group in groups:
-            if left[group[:-1]] > 0:
-                given[group] += 1
-                left[group[:-1]] -= 1
-        counts = given
-    return counts
 
 
 def item_rng(seed: int, item_id: str) -> random.Random:
@@ -756,20 +380,6 @@ def extract_choice(response: str, labels: Sequence[str], options: Mapping[str, s
         if len(hits) == 1:
             return hits[0]
     return UNPARSED
-
-
-def check_values(
-    frame: pd.DataFrame, column: str, allowed: Collection[Any], path: Path, row_names: Sequence[str] | None = None
-) -> None:
-    """Every value of `column` is in the benchmark's vocabulary; the first one that is not is named with its row."""
-    bad = [i for i, value in enumerate(frame[column]) if value not in allowed or isinstance(value, bool | float)]
-    if bad:
-        row = row_names[bad[0]] if row_names else f"data row {bad[0] + 1} (after the header)"
-        shown = sorted(map(str, allowed))
-        raise DataError(
-            f"{path}, {row}: {column} {frame[column].iloc[bad[0]]!r:.60} is not one of "
-            f"{', '.join(shown[:8])}{', ...' if len(shown) > 8 else ''}"
-        )
 
 
 def lettered(options: Sequence[str]) -> str:

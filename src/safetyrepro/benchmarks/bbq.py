@@ -16,11 +16,10 @@ from safetyrepro.benchmarks.base import (
     DataError,
     Item,
     Presentation,
-    check_values,
     github_files,
     lettered,
-    read_jsonl,
 )
+from safetyrepro.benchmarks.files import check_values, read_jsonl
 
 CATEGORIES = ("Age", "Disability_status", "Nationality", "Physical_appearance", "Religion", "Sexual_orientation")
 COLUMNS = [

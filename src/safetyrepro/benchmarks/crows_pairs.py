@@ -28,12 +28,11 @@ from safetyrepro.benchmarks.base import (
     DataError,
     Item,
     Presentation,
-    check_values,
     github_files,
     item_rng,
     lettered,
-    read_csv,
 )
+from safetyrepro.benchmarks.files import check_values, read_csv
 
 # The authors' vocabulary (Nangia et al., 2020, Table 1, and the data format in their repository's README):
 # a pair's direction, and its nine bias types.

@@ -9,7 +9,8 @@ from typing import Any
 
 import pandas as pd
 
-from safetyrepro.benchmarks.base import AS_GIVEN, Benchmark, DataError, Item, Presentation, github_files, read_text
+from safetyrepro.benchmarks.base import AS_GIVEN, Benchmark, DataError, Item, Presentation, github_files
+from safetyrepro.benchmarks.files import read_text
 
 
 class ToxiGen(Benchmark):

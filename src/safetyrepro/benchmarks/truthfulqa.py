@@ -15,12 +15,11 @@ from safetyrepro.benchmarks.base import (
     DataError,
     Item,
     Presentation,
-    check_values,
     github_files,
     item_rng,
     lettered,
-    read_csv,
 )
+from safetyrepro.benchmarks.files import check_values, read_csv
 
 TYPES = ("Adversarial", "Non-Adversarial")  # filtered against GPT-3 as it was written, or not (Lin et al., 2022)
 

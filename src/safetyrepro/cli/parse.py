@@ -33,7 +33,7 @@ def cmd_parse(args: argparse.Namespace) -> int:
     """Label the replies read as JSON lines on stdin as their cells label them, each with its item (by its
     `item_id`, or posed by its prompt and options) and its config's scorer (or --scorer); write them back with
     `label`. A line whose item is not known is refused (docs/scorers.md)."""
-    from safetyrepro.benchmarks.base import JSON_LINE_END, load_json
+    from safetyrepro.benchmarks.files import JSON_LINE_END, load_json
 
     refuse_broken([args.benchmark])
     benchmark = BENCHMARKS[args.benchmark]
@@ -181,7 +181,7 @@ class _Replies:
         return labels
 
     def _scored(self, scorer: str, judge: str | None, replies: list, items: list[Item]) -> list[str]:
-        from safetyrepro.benchmarks.base import scorer_labels
+        from safetyrepro.scorers import scorer_labels
 
         if scorer == JUDGE:
             from safetyrepro.running.judge import judge_labels
@@ -193,7 +193,7 @@ class _Replies:
     @staticmethod
     def _logliks(record: dict, item: Item, where: str) -> dict:
         """A log-likelihood line's `logliks` (an object, or its JSON text as an items table holds it), checked."""
-        from safetyrepro.benchmarks.base import load_json
+        from safetyrepro.benchmarks.files import load_json
 
         logliks = record.get("logliks")
         logliks = load_json(logliks, f"{where}: logliks", standard=True) if isinstance(logliks, str) else logliks
@@ -208,8 +208,11 @@ class _Replies:
     def scorer_models(self, scorer: str) -> dict[str, Path]:
         """The built folder of the embedded model `scorer` reads with (under --resources-dir; built there first,
         once the scorer's own files are found good)."""
-        self.benchmark.check_scorer_files(scorer)
-        name = self.benchmark.scorer_models.get(scorer)
+        from safetyrepro.scorers import scorer_of
+
+        labelling = scorer_of(self.benchmark, scorer)
+        labelling.check_files()
+        name = labelling.embedded_model
         if name is None:
             return {}
         if name not in self._models:

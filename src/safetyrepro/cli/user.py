@@ -219,7 +219,7 @@ RECORD_MAX_BYTES = 64 << 20
 def _read_record(path: str) -> dict:
     """A run record or GRID card: a regular JSON file holding an object, of sane size, in standard JSON (no NaN,
     no key given twice), no key empty."""
-    from safetyrepro.benchmarks.base import json_nodes, json_path, load_json, read_text, regular_file
+    from safetyrepro.benchmarks.files import json_nodes, json_path, load_json, read_text, regular_file
 
     file = regular_file(Path(path))
     if file.stat().st_size > RECORD_MAX_BYTES:

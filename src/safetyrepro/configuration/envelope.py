@@ -12,12 +12,14 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from safetyrepro.benchmarks.base import JUDGE, RULES, Presentation
+from safetyrepro.benchmarks.base import Presentation
 from safetyrepro.core.axes import AXES
 from safetyrepro.core.config_id import Config
 from safetyrepro.core.decoding import Decoding
 from safetyrepro.core.messages import excerpt
 from safetyrepro.core.tiers import CORE, STRESS
+from safetyrepro.scorers import discovered as scorer_plugins
+from safetyrepro.scorers.base import JUDGE, RULES
 
 # How a declared axis's value acts (docs/envelope.md, Declared axes): a template variable fills {<axis>}
 # in every template; option_order and answer_formulation change how an item's options are shown and
@@ -112,6 +114,8 @@ class Envelope:
         offered = {name: tuple(benchmark.scorers) for name, benchmark in benchmarks.items()}
         for axis in (axis for axis, kind in mechanisms.items() if kind == "scorer"):
             for value, params in axes[axis].items():
+                if (broken := scorer_plugins().broken.get(params["scorer"])) is not None:
+                    raise EnvelopeError(f"envelope.axes.{axis}.values.{value}.scorer: {broken}")
                 if not any(params["scorer"] in names for names in offered.values()):
                     listed = "; ".join(f"{name}: {', '.join(names)}" for name, names in offered.items())
                     raise EnvelopeError(

@@ -10,7 +10,8 @@ from typing import Any
 
 import yaml
 
-from safetyrepro.benchmarks.base import DataError, regular_file
+from safetyrepro.benchmarks.base import DataError
+from safetyrepro.benchmarks.files import regular_file
 from safetyrepro.configuration.schema import ConfigError
 from safetyrepro.core.messages import excerpt
 

@@ -385,7 +385,10 @@ class Settings:
     def scorer_models(self, benchmark: str, config: Config) -> dict[str, Path]:
         """The built folder of the embedded model the config's scorer reads replies with, by name (most
         scorers read with none: empty)."""
-        name = BENCHMARKS[benchmark].scorer_models.get(self.labelling_scorer(benchmark, config))
+        from safetyrepro.scorers import scorer_of
+
+        scorer = self.labelling_scorer(benchmark, config)
+        name = scorer_of(BENCHMARKS[benchmark], scorer).embedded_model if scorer else None
         return {name: embedded_folder(self.resources_dir, name)} if name else {}
 
     def builds_models(self) -> bool:

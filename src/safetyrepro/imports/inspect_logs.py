@@ -16,7 +16,7 @@ from typing import Any
 import pandas as pd
 
 from safetyrepro.benchmarks import DataError
-from safetyrepro.benchmarks.base import regular_file
+from safetyrepro.benchmarks.files import regular_file
 from safetyrepro.imports.mapping import ImportMapping
 from safetyrepro.imports.runs import (
     VALUE,

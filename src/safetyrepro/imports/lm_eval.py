@@ -20,7 +20,7 @@ from typing import Any
 import pandas as pd
 
 from safetyrepro.benchmarks import DataError
-from safetyrepro.benchmarks.base import JSON_LINE_END, load_json, read_text
+from safetyrepro.benchmarks.files import JSON_LINE_END, load_json, read_text
 from safetyrepro.imports.mapping import ImportMapping
 from safetyrepro.imports.runs import (
     ImportedRun,

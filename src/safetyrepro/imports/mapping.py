@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from safetyrepro.benchmarks.base import regular_file
+from safetyrepro.benchmarks.files import regular_file
 from safetyrepro.configuration.checks import check_schema
 from safetyrepro.configuration.loading import read_yaml
 

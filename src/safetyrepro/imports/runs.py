@@ -14,7 +14,7 @@ import pandas as pd
 
 from safetyrepro.analysis.suite import result_columns
 from safetyrepro.benchmarks import BENCHMARKS, DataError
-from safetyrepro.benchmarks.base import regular_file
+from safetyrepro.benchmarks.files import regular_file
 from safetyrepro.configuration.envelope import reserved_names
 from safetyrepro.core.axes import AXES
 from safetyrepro.core.tiers import CORE, STRESS

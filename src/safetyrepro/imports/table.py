@@ -17,7 +17,7 @@ from pathlib import Path
 import pandas as pd
 
 from safetyrepro.benchmarks import DataError
-from safetyrepro.benchmarks.base import read_text, regular_file
+from safetyrepro.benchmarks.files import read_text, regular_file
 from safetyrepro.core.axes import AXES
 from safetyrepro.core.messages import excerpt
 from safetyrepro.core.tiers import CORE, STRESS

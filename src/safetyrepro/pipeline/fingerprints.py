@@ -28,12 +28,11 @@ if TYPE_CHECKING:
     from safetyrepro.configuration.settings import Settings
     from safetyrepro.core.config_id import Config
     from safetyrepro.core.model_spec import ModelSpec
+    from safetyrepro.scorers import Scorer
 
 PACKAGE = "safetyrepro"
 SOURCE_ROOT = Path(__file__).resolve().parents[1]
 DOCUMENTED = (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)  # what ast.get_docstring reads
-
-JUDGE_CODE = "running.judge"  # asks a judge model: code of the cells a judge labels only
 
 # The modules whose code decides each job's outputs (cells and analyses add theirs: see below).
 JOB_CODE: dict[str, tuple[str, ...]] = {
@@ -52,7 +51,6 @@ JOB_CODE: dict[str, tuple[str, ...]] = {
     "case_study": ("case_study",),
     "import": ("imports", "imports.record"),
     "audit": ("audit",),
-    "judge_agreement": (JUDGE_CODE,),
 }
 
 
@@ -196,27 +194,37 @@ def code_digest(*modules: str, leave_out: tuple[str, ...] = ()) -> str:
     return hashlib.sha256("\n".join(statements).encode()).hexdigest()
 
 
+def _labelling(settings: Settings, benchmark: str, config: Config) -> Scorer | None:
+    """The scorer labelling the config's cells on `benchmark` (None on the log-likelihood path)."""
+    from safetyrepro.benchmarks import BENCHMARKS
+    from safetyrepro.scorers import scorer_of
+
+    scorer = settings.labelling_scorer(benchmark, config)
+    return scorer_of(BENCHMARKS[benchmark], scorer) if scorer else None
+
+
 def cell_modules(settings: Settings, benchmark: str, config: Config) -> tuple[str, ...]:
-    """A cell's code: its benchmark, the backend serving its scoring path, prompt rendering and the cell runner."""
-    from safetyrepro.benchmarks import BENCHMARKS, JUDGE
+    """A cell's code: its benchmark, the backend serving its scoring path, prompt rendering, the cell runner and
+    the code of the scorer labelling it (`Scorer.code`)."""
+    from safetyrepro.benchmarks import BENCHMARKS
 
     backend = backend_module(settings.backend.serving(config.scoring))
     module = type(BENCHMARKS[benchmark]).__module__
-    judged = (
-        (JUDGE_CODE, BENCHMARKS[benchmark].scorer_modules[JUDGE]) if settings.judge_model(benchmark, config) else ()
-    )
-    return (*JOB_CODE["cell"], module.removeprefix(f"{PACKAGE}."), backend, *judged)
+    scorer = _labelling(settings, benchmark, config)
+    return (*JOB_CODE["cell"], module.removeprefix(f"{PACKAGE}."), backend, *(scorer.code() if scorer else ()))
 
 
 def other_scorers_modules(settings: Settings, benchmark: str, config: Config) -> tuple[str, ...]:
-    """The modules of the benchmark's scorers other than the one labelling this config's cells (all of them
-    on the log-likelihood path): not in the cell's code (editing one relabels that scorer's cells, and
-    generates nothing again)."""
-    from safetyrepro.benchmarks import BENCHMARKS, JUDGE
+    """The code of the benchmark's scorers other than the one labelling this config's cells (all of them on the
+    log-likelihood path): not in the cell's code (editing one relabels that scorer's cells, and generates nothing
+    again)."""
+    from safetyrepro.benchmarks import BENCHMARKS
+    from safetyrepro.scorers import scorer_of
 
-    scorer = settings.labelling_scorer(benchmark, config)
-    others = {module for name, module in BENCHMARKS[benchmark].scorer_modules.items() if name != scorer}
-    return tuple(sorted(others if scorer == JUDGE else others | {JUDGE_CODE}))
+    labelled = BENCHMARKS[benchmark]
+    scorer = _labelling(settings, benchmark, config)
+    others = {module for name in labelled.scorers for module in scorer_of(labelled, name).code()}
+    return tuple(sorted(others - set(scorer.code() if scorer else ())))
 
 
 def backend_module(kind: str) -> str:
@@ -259,7 +267,6 @@ def _serving(settings: Settings, scoring: str, batch) -> dict:
 
 def cell_fingerprint(settings: Settings, spec: ModelSpec, benchmark: str, config: Config) -> str:
     """Everything a cell's result depends on, hashed; a change reruns exactly the affected cells."""
-    from safetyrepro.benchmarks import BENCHMARKS
 
     envelope = settings.envelope
     params = {
@@ -278,8 +285,8 @@ def cell_fingerprint(settings: Settings, spec: ModelSpec, benchmark: str, config
             *cell_modules(settings, benchmark, config), leave_out=other_scorers_modules(settings, benchmark, config)
         ),
     }
-    if files := BENCHMARKS[benchmark].scorer_files.get(settings.labelling_scorer(benchmark, config)):  # fitted head
-        params["scorer_files"] = {path.name: _file_digest(path) for path in files}
+    if (scorer := _labelling(settings, benchmark, config)) and scorer.files:  # a fitted head
+        params["scorer_files"] = {path.name: _file_digest(path) for path in scorer.files}
     if judge := settings.judge_model(benchmark, config):  # the judge model, as a model under test is named
         params["judge"] = vars(judge)
     return hashlib.sha256(json.dumps(params, sort_keys=True).encode()).hexdigest()
@@ -344,14 +351,15 @@ def judge_agreement_fingerprint(settings: Settings, benchmark: str, judge: Model
     it, the benchmark's data as it is now (`data_digests`) and the code that asks (its judge question) and
     measures (its human_labels)."""
     from safetyrepro.benchmarks import BENCHMARKS, JUDGE
+    from safetyrepro.scorers import scorer_of
 
     serving = _serving(settings, "freeform", settings.backend.batch_condition("freeform", None))
     labelled = BENCHMARKS[benchmark]
-    modules = (labelled.scorer_modules[JUDGE], labelled.human_labels, backend_module(serving["backend"]))
+    modules = (*scorer_of(labelled, JUDGE).code(), labelled.human_labels, backend_module(serving["backend"]))
     params = {
         "judge": vars(judge),
         **serving,
         "data": data_digests(settings, [benchmark]),
-        "code": code_digest(*JOB_CODE["judge_agreement"], *modules),
+        "code": code_digest(*modules),
     }
     return hashlib.sha256(json.dumps(params, sort_keys=True).encode()).hexdigest()

@@ -44,11 +44,12 @@ def check_inputs(settings: Settings, packages: bool = True) -> dict[str, int]:
     """
     from safetyrepro.benchmarks import BENCHMARKS
     from safetyrepro.configuration.settings import check_item_sets
+    from safetyrepro.scorers import scorer_of
 
     counts = check_item_sets(settings)
     for benchmark in settings.benchmarks:
         for scorer in settings.envelope.scorers_of(benchmark):
-            BENCHMARKS[benchmark].check_scorer_files(scorer)
+            scorer_of(BENCHMARKS[benchmark], scorer).check_files()
     if packages:
         for needs_packages in [settings.case_study, *settings.imports]:
             if needs_packages:
@@ -279,14 +280,15 @@ def _judge_questions(
 ) -> dict[str, tuple[str, str, str, int]]:
     """Every distinct question `judge` is asked about the run's replies, without the reply, with the benchmark,
     config id and item id of one cell that asks it, and the most new tokens a reply it is asked about may have."""
-    from safetyrepro.benchmarks import JUDGE, scorer_module
+    from safetyrepro.benchmarks import JUDGE
+    from safetyrepro.scorers import scorer_of
 
     questions = {}
     for benchmark, config, data in cells:
         asks = settings.judge_model(benchmark, config)
         if asks is None or asks.name != judge.name:
             continue
-        module = scorer_module(data.benchmark.scorer_modules[JUDGE])
+        module = scorer_of(data.benchmark, JUDGE).question_module()
         tokens = settings.envelope.decoding(config).max_new_tokens
         for item in data.items:
             question = module.question(item, "", data.benchmark.default_labels)

@@ -27,6 +27,7 @@ from safetyrepro import __version__
 from safetyrepro.benchmarks import BENCHMARKS
 from safetyrepro.running.data import manifest
 from safetyrepro.running.hashing import file_sha256
+from safetyrepro.scorers import scorer_of
 
 if TYPE_CHECKING:
     from safetyrepro.configuration.settings import Settings
@@ -123,7 +124,7 @@ def scorer_files(settings: Settings) -> dict[str, dict[str, Any]]:
     out = {}
     for benchmark in settings.benchmarks:
         for scorer in settings.envelope.scorers_of(benchmark):
-            for path, shipped in BENCHMARKS[benchmark].scorer_files.get(scorer, {}).items():
+            for path, shipped in scorer_of(BENCHMARKS[benchmark], scorer).files.items():
                 digest = file_sha256(path)
                 out[f"{benchmark}/{scorer}/{path.name}"] = {
                     "path": str(path),

@@ -16,7 +16,7 @@ from http.client import HTTPException
 from pathlib import Path
 
 from safetyrepro.benchmarks import BENCHMARKS, DataError, DataFile
-from safetyrepro.benchmarks.base import regular_file
+from safetyrepro.benchmarks.files import regular_file
 from safetyrepro.running.hashing import file_sha256
 
 RAW_GITHUB_URL = "https://raw.githubusercontent.com"

@@ -1,7 +1,6 @@
 """Judging replies: a judge model (one of the config's `judges`, served by the run's backends as a model
 under test is) is asked its benchmark's fixed question about each reply, greedily, and its answer is
-read into the benchmark's labels (the module `Benchmark.scorer_modules["judge"]` names: `question`,
-`read`). An answer that names no label is "unparsed", as is a reply with no text (nothing is asked).
+read into the benchmark's labels (the module its judge scorer's `question` names: `question`, `read`). An answer that names no label is "unparsed", as is a reply with no text (nothing is asked).
 Each distinct question is asked once per cell."""
 
 from __future__ import annotations
@@ -10,9 +9,10 @@ import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from safetyrepro.benchmarks import JUDGE, UNPARSED, scorer_module
+from safetyrepro.benchmarks import JUDGE, UNPARSED
 from safetyrepro.core.judge_answer import ANSWER
 from safetyrepro.core.messages import excerpt
+from safetyrepro.scorers import scorer_of
 
 if TYPE_CHECKING:
     from safetyrepro.backends.base import Backend
@@ -28,7 +28,7 @@ def question_about(benchmark: Benchmark, reply: str, item: Item | None) -> str |
     what the judge reads), or None for a reply without text, which is not asked."""
     if not (isinstance(reply, str) and reply.strip()):
         return None
-    return scorer_module(benchmark.scorer_modules[JUDGE]).question(item, shortened(reply), benchmark.default_labels)
+    return scorer_of(benchmark, JUDGE).question_module().question(item, shortened(reply), benchmark.default_labels)
 
 
 def judge_labels(
@@ -39,7 +39,7 @@ def judge_labels(
     batch_size: int | None,
 ) -> list[str]:
     """One label per reply: the judge's answer to the benchmark's question about it, read into a label."""
-    module = scorer_module(benchmark.scorer_modules[JUDGE])
+    module = scorer_of(benchmark, JUDGE).question_module()
     labels = benchmark.default_labels
     questions = [question_about(benchmark, reply, item) for reply, item in zip(replies, items)]
     distinct = list(dict.fromkeys(q for q in questions if q is not None))

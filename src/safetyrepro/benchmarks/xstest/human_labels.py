@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from safetyrepro.benchmarks.base import check_values, read_csv
+from safetyrepro.benchmarks.files import check_values, read_csv
 from safetyrepro.benchmarks.xstest.refusal import RESPONSE_CLASSES
 
 FINAL_LABELS = ("1_full_compliance", "2_full_refusal", "3_partial_refusal")  # as the files write the classes

@@ -27,9 +27,11 @@ from pathlib import Path
 
 import numpy as np
 
-from safetyrepro.benchmarks.base import DataError, load_json, read_text
+from safetyrepro.benchmarks.base import DataError
+from safetyrepro.benchmarks.files import load_json, read_text
 from safetyrepro.benchmarks.xstest.human_labels import LABELLED_FILES
 from safetyrepro.benchmarks.xstest.refusal import RESPONSE_CLASSES
+from safetyrepro.scorers.base import Scorer
 
 LEARNED = "learned"  # the scorer's name
 HEAD_FILE = Path(__file__).with_name("learned_head.json")
@@ -164,3 +166,25 @@ def learned_labels(replies: Sequence[object], model_folder: Path, head_file: Pat
         for (k, _), label in zip(texts, predicted):
             labels[k] = label
     return labels
+
+
+class Learned(Scorer):
+    """The scorer "learned" (XSTest's): the fitted head in `files` over the embedded model's reading of each reply
+    (`learned_labels`); refitting the head relabels its cells (its SHA-256 is in their fingerprints)."""
+
+    name = LEARNED
+    embedded_model = EMBEDDED_MODEL
+    files = {HEAD_FILE: SHIPPED_SHA256}
+
+    @property
+    def head_file(self) -> Path:
+        """The head it reads (`files`, which the fingerprints and the run record read too)."""
+        return next(iter(self.files))
+
+    def check_files(self) -> None:
+        """The head, as `read_head` reads it (its recipe, classes, shape, numbers)."""
+        super().check_files()
+        read_head(self.head_file)
+
+    def label(self, benchmark, responses, items, models):
+        return learned_labels(responses, models[EMBEDDED_MODEL], self.head_file)

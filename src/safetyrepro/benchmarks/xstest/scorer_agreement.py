@@ -20,11 +20,13 @@ from pathlib import Path
 
 import pandas as pd
 
-from safetyrepro.benchmarks.base import RULES, UNPARSED, Item
+from safetyrepro.benchmarks.base import UNPARSED, Item
 from safetyrepro.benchmarks.xstest import XSTest
 from safetyrepro.benchmarks.xstest.human_labels import LABELLED_FILES, read_labelled
 from safetyrepro.benchmarks.xstest.learned import LEARNED, read_head
 from safetyrepro.benchmarks.xstest.refusal import COMPLY
+from safetyrepro.scorers import scorer_labels, scorer_of
+from safetyrepro.scorers.base import RULES
 
 DEVELOPED_ON = {RULES: "llama2new"}
 
@@ -45,16 +47,19 @@ def agreement(human: Sequence[str], labels: Sequence[str]) -> dict[str, float]:
 def human_agreement(data_dir: Path, scorers: Sequence[str]) -> pd.DataFrame:
     """Per labelled file and scorer (of XSTest's): agreement with the human labels, and whether the scorer
     was developed on that file."""
-    xstest, rows = XSTest(), []
+    from safetyrepro.benchmarks import BENCHMARKS
+
+    xstest, rows = BENCHMARKS["xstest"], []
     for model in LABELLED_FILES:
         frame = read_labelled(data_dir, model)
         for scorer in scorers:
             row = {"labelled_model": model, "scorer": scorer}
             if scorer == LEARNED:
-                held_out = next(r for r in read_head(xstest.head_file)["held_out"] if r["labelled_model"] == model)
+                head = scorer_of(xstest, LEARNED).head_file
+                held_out = next(r for r in read_head(head)["held_out"] if r["labelled_model"] == model)
                 row |= {key: held_out[key] for key in ("three_class", "binary", "kappa", "n_answers", "fitted_on")}
             else:
-                labels = xstest.label(scorer, frame["completion"].tolist(), [None] * len(frame))
+                labels = scorer_labels(xstest, scorer, frame["completion"].tolist(), [None] * len(frame))
                 row |= agreement(frame["human"], labels) | {"fitted_on": None}
             rows.append(row | {"developed_on": DEVELOPED_ON.get(scorer) == model})
     return pd.DataFrame(rows)

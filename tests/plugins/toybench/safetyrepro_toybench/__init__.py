@@ -10,7 +10,7 @@ from typing import Any
 import pandas as pd
 
 from safetyrepro.benchmarks import AS_GIVEN, Benchmark, DataFile, Item, Presentation
-from safetyrepro.benchmarks.base import check_values, read_jsonl
+from safetyrepro.benchmarks.files import check_values, read_jsonl
 
 ITEMS = Path(__file__).with_name("items.jsonl")
 

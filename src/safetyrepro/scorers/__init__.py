@@ -1,0 +1,89 @@
+"""The registered scorers, by name: every entry point of the group `safetyrepro.scorers` (the built-in ones are
+registered in pyproject.toml like any plugin's; docs/extending.md#a-scorer). A scorer's module is imported when
+the registry is first asked, not when this package is: importing the interface (`Scorer`) loads no plugin."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from functools import cache
+from importlib.metadata import EntryPoint
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from safetyrepro.plugins import PluginError, Registry, describe, load_registry
+from safetyrepro.scorers.base import JUDGE, RULES, UNPARSED, Scorer
+
+if TYPE_CHECKING:
+    from safetyrepro.benchmarks.base import Benchmark, Item
+
+GROUP = "safetyrepro.scorers"
+NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")  # a scorer's name: in config ids, paths and job names
+
+
+@cache
+def discovered() -> Registry[Scorer]:
+    """Every scorer registered under GROUP, in name order, each as made with no arguments; apart, the error of
+    each that cannot be used (it fails to load or to pass the checks below, or its name is registered twice)."""
+    return load_registry(GROUP, "scorer", _load)
+
+
+def registered() -> dict[str, Scorer]:
+    """The scorers that loaded, by name."""
+    return discovered().loaded
+
+
+def _load(point: EntryPoint) -> Scorer:
+    """The Scorer an entry point names (a class is made with no arguments), checked against its entry."""
+    where = describe(point, "scorer")
+    target = point.load()
+    if not (isinstance(target, Scorer) or isinstance(target, type) and issubclass(target, Scorer)):
+        what = f"the class {target.__name__}" if isinstance(target, type) else f"of type {type(target).__name__}"
+        raise PluginError(f"{where} is {what}, not a safetyrepro.scorers.Scorer")
+    scorer = target() if isinstance(target, type) else target
+    if not isinstance(scorer.name, str) or not NAME.fullmatch(scorer.name):
+        raise PluginError(
+            f"{where}: its name {scorer.name!r} may use only letters, digits and . _ + -, starting with a letter "
+            "or digit (it names config ids and files)"
+        )
+    if scorer.name != point.name:
+        raise PluginError(f"{where} is named '{scorer.name}'; the entry point's name must be the scorer's")
+    if not isinstance(scorer.benchmarks, tuple) or not all(isinstance(name, str) for name in scorer.benchmarks):
+        raise PluginError(f"{where}: its benchmarks {scorer.benchmarks!r} must be a tuple of benchmark names")
+    return scorer
+
+
+# by the benchmark's identity (a plugin's may compare by value, without a hash), which it keeps alive
+_MADE: dict[tuple[int, str], tuple[Benchmark, Scorer]] = {}
+
+
+def scorer_of(benchmark: Benchmark, name: str) -> Scorer:
+    """The scorer `name` as it labels `benchmark`'s replies: made with the benchmark's `scorer_arguments` for it
+    (a judge's question), once a process. ValueError where the benchmark has no such scorer."""
+    if name not in benchmark.scorers:
+        raise ValueError(f"{benchmark.name} has no scorer {name!r} (it has: {', '.join(benchmark.scorers)})")
+    key = (id(benchmark), name)
+    if key not in _MADE:
+        arguments = benchmark.scorer_arguments.get(name)
+        _MADE[key] = benchmark, type(registered()[name])(**arguments) if arguments else registered()[name]
+    return _MADE[key][1]
+
+
+def scorer_labels(
+    benchmark: Benchmark,
+    name: str,
+    responses: Sequence[str],
+    items: Sequence[Item | None],
+    models: Mapping[str, Path] | None = None,
+) -> list[str]:
+    """One label per response by `benchmark`'s scorer `name`; `models` holds the built folder of the embedded
+    model it reads with, if any."""
+    scorer = scorer_of(benchmark, name)
+    if scorer.asks_judge:
+        raise ValueError(f"{benchmark.name}: the scorer '{name}' asks a judge model (safetyrepro.running.judge)")
+    if scorer.embedded_model is not None and scorer.embedded_model not in (models or {}):
+        raise ValueError(f"the {name} scorer reads replies with the embedded {scorer.embedded_model}: give its folder")
+    return scorer.label(benchmark, responses, items, models or {})
+
+
+__all__ = ["GROUP", "JUDGE", "RULES", "UNPARSED", "PluginError", "Scorer", "discovered", "registered", "scorer_of"]

@@ -1,0 +1,29 @@
+"""The scorer "judge": a judge model (one of the config's `judges`) asked a question about each reply
+(safetyrepro.running.judge). The question is its argument: a module with `question(item, reply, labels)`
+and `read(answer, item, labels)`, by default the option question of safetyrepro.benchmarks.judge_question."""
+
+from __future__ import annotations
+
+from types import ModuleType
+
+from safetyrepro.scorers.base import JUDGE, Scorer
+
+OPTION_QUESTION = "benchmarks.judge_question"  # which option does the reply give?
+
+
+class Judge(Scorer):
+    """Labels by a judge model's answers to `question` (a module named relative to the package, or a plugin's by
+    its full name); the pipeline asks the judge, which the scorer axis's value names."""
+
+    name = JUDGE
+    asks_judge = True
+
+    def __init__(self, question: str = OPTION_QUESTION):
+        self.question = question
+        self.modules = ("running.judge", question)
+
+    def question_module(self) -> ModuleType:
+        """The module of its question (its `question` and `read`)."""
+        from safetyrepro.benchmarks import scorer_module
+
+        return scorer_module(self.question)

@@ -12,9 +12,9 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "safetyrepro"
 # The interfaces a plugin implements: importing one loads no plugin, no pandas and no torch.
-INTERFACES = ["safetyrepro.benchmarks.base", "safetyrepro.backends.base"]
+INTERFACES = ["safetyrepro.benchmarks.base", "safetyrepro.backends.base", "safetyrepro.scorers.base"]
 HEAVY = ["pandas", "torch"]
-PLUGIN_GROUPS = ["safetyrepro.benchmarks", "safetyrepro.backends"]  # the registered plugins, built-in ones included
+PLUGIN_GROUPS = ["safetyrepro.benchmarks", "safetyrepro.backends", "safetyrepro.scorers"]  # the registered plugins, built-in ones included
 
 
 def package_modules() -> dict[str, Path]:

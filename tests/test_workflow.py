@@ -282,7 +282,7 @@ def test_results_are_trusted_by_their_own_records(tiny_run, tmp_path):
 
 
 def test_the_audit_counts_as_current_exactly_the_cells_whose_records_the_workflow_trusts(tiny_run, monkeypatch):
-    """The audit's check of a cell on disk (configuration.fingerprints.grid_cell_is_current) computes the fingerprint the
+    """The audit's check of a cell on disk (pipeline.fingerprints.grid_cell_is_current) computes the fingerprint the
     workflow's cell jobs recorded: on the finished tiny run every grid cell is current (the rescored configs
     included); with one benchmark's n_items changed, that benchmark's cells are not, the others are."""
     monkeypatch.chdir(tiny_run)  # the run's results_dir is relative to its working folder

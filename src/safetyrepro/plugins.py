@@ -4,9 +4,12 @@ registered twice) with the one-line error naming it and its distribution (docs/e
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib.metadata import EntryPoint, entry_points
+from pathlib import Path
+from types import ModuleType
 from typing import Generic, TypeVar
 
 Plugin = TypeVar("Plugin")
@@ -77,3 +80,11 @@ def origin(point: EntryPoint) -> str:
 def describe(point: EntryPoint, kind: str) -> str:
     """How messages name a plugin: "<kind> plugin 'name' (module:attr, from dist version)"."""
     return f"{kind} plugin '{point.name}' ({point.value}, from {origin(point)})"
+
+
+def scorer_module(name: str) -> ModuleType:
+    """A module that a judge's question or `Benchmark.human_labels` names: relative to this package, or a plugin's
+    by its full name."""
+    own = Path(__file__).resolve().parent.joinpath(*name.split("."))
+    in_package = own.with_suffix(".py").is_file() or (own / "__init__.py").is_file()
+    return importlib.import_module(f"safetyrepro.{name}" if in_package else name)

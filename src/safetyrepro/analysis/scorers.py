@@ -22,7 +22,8 @@ from sklearn.metrics import cohen_kappa_score
 
 from safetyrepro.analysis.flips import signs
 from safetyrepro.analysis.frames import stack_named
-from safetyrepro.benchmarks import BENCHMARKS, scorer_module, with_human_labels
+from safetyrepro.benchmarks import BENCHMARKS, with_human_labels
+from safetyrepro.plugins import scorer_module
 
 if TYPE_CHECKING:
     from safetyrepro.analysis.suite import Inputs

@@ -5,29 +5,19 @@
 
 from __future__ import annotations
 
-import importlib
 import re
 from collections.abc import Iterable, Mapping
 from functools import cache
 from importlib.metadata import EntryPoint
-from pathlib import Path
-from types import ModuleType
 from typing import Any
 
-from safetyrepro.benchmarks.base import AS_GIVEN, UNPARSED, Benchmark, DataError, DataFile, Item, ItemSet, Presentation
-from safetyrepro.plugins import PluginError, Registry, describe, load_registry, reason
-from safetyrepro.scorers.base import JUDGE, RULES
+from safetyrepro.benchmarks.base import AS_GIVEN, UNPARSED, Benchmark, DataFile, Item, ItemSet, Presentation
+from safetyrepro.core.errors import DataError
+from safetyrepro.core.scorer_names import JUDGE, RULES
+from safetyrepro.plugins import PluginError, Registry, describe, load_registry, reason, scorer_module
 
 GROUP = "safetyrepro.benchmarks"
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")  # a benchmark's name and folder: in paths and job names
-
-
-def scorer_module(name: str) -> ModuleType:
-    """A module that a judge's question or `Benchmark.human_labels` names: relative to this package, or a plugin's
-    by its full name."""
-    own = Path(__file__).resolve().parents[1].joinpath(*name.split("."))
-    in_package = own.with_suffix(".py").is_file() or (own / "__init__.py").is_file()
-    return importlib.import_module(f"safetyrepro.{name}" if in_package else name)
 
 
 JUDGE_API = ("question", "read")  # what the module of a judge's question defines

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from safetyrepro.scorers.base import JUDGE, RULES, UNPARSED
+from safetyrepro.core.scorer_names import JUDGE, RULES, UNPARSED
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -18,10 +18,6 @@ if TYPE_CHECKING:
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 # Only a bounded window of a response is searched: keeps hostile megabyte outputs cheap.
 SCAN_CHARS = 4000
-
-
-class DataError(ValueError):
-    """A benchmark data file is missing, malformed, or too small for the request."""
 
 
 @dataclass(frozen=True)

@@ -13,13 +13,13 @@ from safetyrepro.benchmarks.base import (
     LETTERS,
     UNPARSED,
     Benchmark,
-    DataError,
     Item,
     Presentation,
     github_files,
     lettered,
 )
 from safetyrepro.benchmarks.files import check_values, read_jsonl
+from safetyrepro.core.errors import DataError
 
 CATEGORIES = ("Age", "Disability_status", "Nationality", "Physical_appearance", "Religion", "Sexual_orientation")
 COLUMNS = [

@@ -25,7 +25,6 @@ from safetyrepro.benchmarks.base import (
     LETTERS,
     UNPARSED,
     Benchmark,
-    DataError,
     Item,
     Presentation,
     github_files,
@@ -33,6 +32,7 @@ from safetyrepro.benchmarks.base import (
     lettered,
 )
 from safetyrepro.benchmarks.files import check_values, read_csv
+from safetyrepro.core.errors import DataError
 
 # The authors' vocabulary (Nangia et al., 2020, Table 1, and the data format in their repository's README):
 # a pair's direction, and its nine bias types.

@@ -16,7 +16,7 @@ from typing import Any
 
 import pandas as pd
 
-from safetyrepro.benchmarks.base import DataError
+from safetyrepro.core.errors import DataError
 
 # Where a line of JSON lines ends: \n, \r\n or a lone \r (not str.splitlines: U+2028 may stand inside a JSON string).
 JSON_LINE_END = re.compile(r"\r\n?|\n")

@@ -9,14 +9,15 @@ import os
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from safetyrepro.benchmarks.base import Benchmark, DataError
+from safetyrepro.core.errors import DataError
 
 
-def folder_state(benchmark: Benchmark, data_dir: Path) -> tuple:
+def folder_state(benchmark: Any, data_dir: Path) -> tuple:  # a Benchmark (base.py, which imports this module)
     """Each file under the benchmark's data folder, linked folders followed (once each), with its device,
     inode, size, and modification and change times: a file changed, replaced, added or removed gives
     another state."""
@@ -43,7 +44,7 @@ class Identity:
 
     __slots__ = ("benchmark",)
 
-    def __init__(self, benchmark: Benchmark):
+    def __init__(self, benchmark: Any):  # a Benchmark
         self.benchmark = benchmark
 
     def __hash__(self) -> int:

@@ -9,8 +9,9 @@ from typing import Any
 
 import pandas as pd
 
-from safetyrepro.benchmarks.base import AS_GIVEN, Benchmark, DataError, Item, Presentation, github_files
+from safetyrepro.benchmarks.base import AS_GIVEN, Benchmark, Item, Presentation, github_files
 from safetyrepro.benchmarks.files import read_text
+from safetyrepro.core.errors import DataError
 
 
 class ToxiGen(Benchmark):

@@ -12,7 +12,6 @@ from safetyrepro.benchmarks.base import (
     AS_GIVEN,
     LETTERS,
     Benchmark,
-    DataError,
     Item,
     Presentation,
     github_files,
@@ -20,6 +19,7 @@ from safetyrepro.benchmarks.base import (
     lettered,
 )
 from safetyrepro.benchmarks.files import check_values, read_csv
+from safetyrepro.core.errors import DataError
 
 TYPES = ("Adversarial", "Non-Adversarial")  # filtered against GPT-3 as it was written, or not (Lin et al., 2022)
 

@@ -17,9 +17,9 @@ from safetyrepro.core.axes import AXES
 from safetyrepro.core.config_id import Config
 from safetyrepro.core.decoding import Decoding
 from safetyrepro.core.messages import excerpt
+from safetyrepro.core.scorer_names import JUDGE, RULES
 from safetyrepro.core.tiers import CORE, STRESS
 from safetyrepro.scorers import discovered as scorer_plugins
-from safetyrepro.scorers.base import JUDGE, RULES
 
 # How a declared axis's value acts (docs/envelope.md, Declared axes): a template variable fills {<axis>}
 # in every template; option_order and answer_formulation change how an item's options are shown and

@@ -10,9 +10,9 @@ from typing import Any
 
 import yaml
 
-from safetyrepro.benchmarks.base import DataError
 from safetyrepro.benchmarks.files import regular_file
 from safetyrepro.configuration.schema import ConfigError
+from safetyrepro.core.errors import DataError
 from safetyrepro.core.messages import excerpt
 
 MAX_YAML_VALUES = 200_000  # a config is a few thousand values; aliases must not expand it past this

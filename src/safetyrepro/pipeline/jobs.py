@@ -12,10 +12,11 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from safetyrepro.benchmarks import BENCHMARKS, DataError, scorer_module
+from safetyrepro.benchmarks import BENCHMARKS, DataError
 from safetyrepro.configuration.build import load_settings
 from safetyrepro.configuration.schema import ConfigError
 from safetyrepro.pipeline.lifecycle import CellError, job
+from safetyrepro.plugins import scorer_module
 
 if TYPE_CHECKING:
     from safetyrepro.backends import Backend

@@ -302,7 +302,8 @@ def _agreement_questions(settings: Settings, judge: ModelSpec) -> dict[str, tupl
     each benchmark of the run that has human labels and that it judges (as the workflow's HUMAN_JUDGES), the
     reply as the judge reads it; with the benchmark, the labelled file (`labelled_model`) and the item id. The
     benchmark's `judge_agreement` is run with a `label` that records what it is given and labels nothing."""
-    from safetyrepro.benchmarks import BENCHMARKS, UNPARSED, scorer_module, with_human_labels
+    from safetyrepro.benchmarks import BENCHMARKS, UNPARSED, with_human_labels
+    from safetyrepro.plugins import scorer_module
     from safetyrepro.running.judge import question_about
 
     questions = {}

@@ -16,7 +16,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from safetyrepro.benchmarks.base import DataError
+from safetyrepro.core.errors import DataError
 
 # Parquet key-value metadata naming the grid cells a partial run lacks ("model/benchmark/config_id").
 MISSING_CELLS_KEY = b"safetyrepro.missing_cells"

@@ -13,11 +13,11 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from safetyrepro.benchmarks.base import UNPARSED
+from safetyrepro.core.scorer_names import JUDGE
 from safetyrepro.results.storage import record_summary
 from safetyrepro.running.hashing import item_hash, text_sha256
 from safetyrepro.running.prompts import draw_shots, render_prompt
 from safetyrepro.scorers import scorer_labels
-from safetyrepro.scorers.base import JUDGE
 
 if TYPE_CHECKING:
     from safetyrepro.backends.base import Backend

@@ -9,13 +9,11 @@ from collections.abc import Mapping, Sequence
 from functools import cache
 from importlib.metadata import EntryPoint
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any
 
+from safetyrepro.core.scorer_names import JUDGE, RULES, UNPARSED
 from safetyrepro.plugins import PluginError, Registry, describe, load_registry
-from safetyrepro.scorers.base import JUDGE, RULES, UNPARSED, Scorer
-
-if TYPE_CHECKING:
-    from safetyrepro.benchmarks.base import Benchmark, Item
+from safetyrepro.scorers.base import Labelled, Scorer
 
 GROUP = "safetyrepro.scorers"
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")  # a scorer's name: in config ids, paths and job names
@@ -54,10 +52,10 @@ def _load(point: EntryPoint) -> Scorer:
 
 
 # by the benchmark's identity (a plugin's may compare by value, without a hash), which it keeps alive
-_MADE: dict[tuple[int, str], tuple[Benchmark, Scorer]] = {}
+_MADE: dict[tuple[int, str], tuple[Labelled, Scorer]] = {}
 
 
-def scorer_of(benchmark: Benchmark, name: str) -> Scorer:
+def scorer_of(benchmark: Labelled, name: str) -> Scorer:
     """The scorer `name` as it labels `benchmark`'s replies: made with the benchmark's `scorer_arguments` for it
     (a judge's question), once a process. ValueError where the benchmark has no such scorer."""
     if name not in benchmark.scorers:
@@ -70,10 +68,10 @@ def scorer_of(benchmark: Benchmark, name: str) -> Scorer:
 
 
 def scorer_labels(
-    benchmark: Benchmark,
+    benchmark: Labelled,
     name: str,
     responses: Sequence[str],
-    items: Sequence[Item | None],
+    items: Sequence[Any],
     models: Mapping[str, Path] | None = None,
 ) -> list[str]:
     """One label per response by `benchmark`'s scorer `name`; `models` holds the built folder of the embedded

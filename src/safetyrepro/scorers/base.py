@@ -6,14 +6,19 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from safetyrepro.benchmarks.base import Benchmark, Item
 
-UNPARSED = "unparsed"  # the label of a reply that gives none of the item's labels
-RULES = "rules"  # every benchmark's own free-form scorer: its `extract`
-JUDGE = "judge"  # a judge model asked a question about each reply (safetyrepro.running.judge)
+class Labelled(Protocol):
+    """What a scorer is given of the benchmark whose replies it labels (a `safetyrepro.benchmarks.Benchmark`; the
+    scorer interface names no benchmark module, so the two interfaces import each other nowhere)."""
+
+    name: str
+    scorers: tuple[str, ...]
+    scorer_arguments: Mapping[str, Mapping[str, Any]]
+    default_labels: tuple[str, ...]
+
+    def extract(self, response: str, item: Any) -> str: ...
 
 
 class Scorer:
@@ -49,7 +54,7 @@ class Scorer:
     def check_files(self) -> None:
         """Read the files it reads besides its code (`files`), so one that is missing or broken fails before any
         job: DataError naming it. Here, that each is a file; a scorer whose files have a format checks it too."""
-        from safetyrepro.benchmarks.base import DataError
+        from safetyrepro.core.errors import DataError
 
         for path in self.files:
             if not path.is_file():
@@ -59,9 +64,9 @@ class Scorer:
 
     def label(
         self,
-        benchmark: Benchmark,
+        benchmark: Labelled,
         responses: Sequence[str],
-        items: Sequence[Item | None],
+        items: Sequence[Any],
         models: Mapping[str, Path],
     ) -> list[str]:
         """Labels of free-form responses to one benchmark's items.

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from safetyrepro.scorers.base import JUDGE, Scorer
+from safetyrepro.core.scorer_names import JUDGE
+from safetyrepro.scorers.base import Scorer
 
 OPTION_QUESTION = "benchmarks.judge_question"  # which option does the reply give?
 
@@ -24,6 +25,6 @@ class Judge(Scorer):
 
     def question_module(self) -> ModuleType:
         """The module of its question (its `question` and `read`)."""
-        from safetyrepro.benchmarks import scorer_module
+        from safetyrepro.plugins import scorer_module
 
         return scorer_module(self.question)

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from safetyrepro.scorers.base import RULES, Scorer
+from safetyrepro.core.scorer_names import RULES
+from safetyrepro.scorers.base import Scorer
 
 
 class Rules(Scorer):

@@ -20,11 +20,12 @@ from typing import Any
 
 import pandas as pd
 
-from safetyrepro.benchmarks.base import AS_GIVEN, UNPARSED, Benchmark, DataError, DataFile, Item, Presentation
+from safetyrepro.benchmarks.base import AS_GIVEN, UNPARSED, Benchmark, DataFile, Item, Presentation
 from safetyrepro.benchmarks.files import check_values, read_csv
 from safetyrepro.benchmarks.xstest.human_labels import FINAL_LABELS, LABELLED_FILES
 from safetyrepro.benchmarks.xstest.refusal import RESPONSE_CLASSES, decide
-from safetyrepro.scorers.base import JUDGE, RULES
+from safetyrepro.core.errors import DataError
+from safetyrepro.core.scorer_names import JUDGE, RULES
 
 COMPLY, REFUSE, PARTIAL = RESPONSE_CLASSES
 SHOT_CHARS = 400

@@ -27,10 +27,10 @@ from pathlib import Path
 
 import numpy as np
 
-from safetyrepro.benchmarks.base import DataError
 from safetyrepro.benchmarks.files import load_json, read_text
 from safetyrepro.benchmarks.xstest.human_labels import LABELLED_FILES
 from safetyrepro.benchmarks.xstest.refusal import RESPONSE_CLASSES
+from safetyrepro.core.errors import DataError
 from safetyrepro.scorers.base import Scorer
 
 LEARNED = "learned"  # the scorer's name

@@ -25,8 +25,8 @@ from safetyrepro.benchmarks.xstest import XSTest
 from safetyrepro.benchmarks.xstest.human_labels import LABELLED_FILES, read_labelled
 from safetyrepro.benchmarks.xstest.learned import LEARNED, read_head
 from safetyrepro.benchmarks.xstest.refusal import COMPLY
+from safetyrepro.core.scorer_names import RULES
 from safetyrepro.scorers import scorer_labels, scorer_of
-from safetyrepro.scorers.base import RULES
 
 DEVELOPED_ON = {RULES: "llama2new"}
 

@@ -10,7 +10,8 @@ the authors checked it against human labels. It labels every response (an empty 
 from __future__ import annotations
 
 from safetyrepro.benchmarks.xstest.refusal import COMPLY, REFUSE
-from safetyrepro.scorers.base import UNPARSED, Scorer
+from safetyrepro.core.scorer_names import UNPARSED
+from safetyrepro.scorers.base import Scorer
 
 REFUSAL_OPENINGS = (
     "sorry",

@@ -23,7 +23,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 
-from bad_input_corpus import CASES, outcome  # noqa: E402
+from helpers.bad_input_corpus import CASES, outcome  # noqa: E402
 
 
 def run_in_process_of_its_own(src: Path, data_dir: Path, case, timeout: float, plan_flag: bool) -> str:

@@ -17,7 +17,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 
-from synthetic_cells import MODELS, synthetic_cells, synthetic_items  # noqa: E402
+from helpers.synthetic_cells import MODELS, synthetic_cells, synthetic_items  # noqa: E402
 
 from safetyrepro.analysis.suite import ANALYSES, Inputs  # noqa: E402
 from safetyrepro.configuration.settings import load_settings  # noqa: E402

@@ -20,14 +20,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 
-from synthetic_audit import (  # noqa: E402
-    additive_grid,
-    audit_options,
-    audit_outcome,
-    compare,
-    conjunction_grid,
-    paper_space,
-)
+from helpers.synthetic_audit import additive_grid, audit_options, audit_outcome, compare, conjunction_grid, paper_space  # noqa: E402
 
 
 def main() -> None:

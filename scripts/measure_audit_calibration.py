@@ -27,7 +27,7 @@ from scipy.stats import beta
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 
-from synthetic_audit import (  # noqa: E402
+from helpers.synthetic_audit import (  # noqa: E402
     arranged_grid,
     audit_options,
     default_space,

@@ -3,7 +3,7 @@
     python scripts/bench_analysis.py [--with-shap] [--only NAME,NAME,...]
 
 Prints the seconds each analysis takes and the total; the synthetic tables come from
-tests/synthetic_cells.py (scores from a seeded generator), so no model or data is needed.
+tests/helpers/synthetic_cells.py (scores from a seeded generator), so no model or data is needed.
 """
 
 from __future__ import annotations

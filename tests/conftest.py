@@ -63,7 +63,7 @@ def embedded_model_path() -> Path:
     return build_embedded_model(REPO / "resources" / "models" / "gemma-3-270m")
 
 
-# --- benchmark data (tests/test_benchmarks.py) ---------------------------------------------------
+# --- benchmark data (tests/unit/benchmarks/test_benchmarks.py) ---------------------------------------------------
 DATA_DIR_ENV = "SAFETYREPRO_DATA_DIR"
 
 
@@ -82,7 +82,7 @@ def data_dir() -> Path:
 
 @pytest.fixture(scope="module")
 def clone(tmp_path_factory, data_dir) -> Path:
-    """A user's clone of the working tree with shared/data beside it (tests/user_clone.py)."""
+    """A user's clone of the working tree with shared/data beside it (tests/helpers/user_clone.py)."""
     from helpers.user_clone import make_clone
 
     return make_clone(tmp_path_factory.mktemp("user"), data_dir)
@@ -114,7 +114,7 @@ def shared_run(fixture):
 def reference_run(tmp_path_factory, worker_id, data_dir) -> Path:
     """An undisturbed local run of two tiny models, up to every table, the run record and the GRID card
     (REFERENCE_TARGETS), for the tests that compare another run of its config with it
-    (tests/test_faults.py, tests/test_slurm.py): a test that runs its config again copies config.yaml. The models' folder names hold spaces, quotes and shell
+    (tests/end_to_end/test_faults.py, tests/end_to_end/test_slurm.py): a test that runs its config again copies config.yaml. The models' folder names hold spaces, quotes and shell
     syntax, which must never reach a shell."""
     from helpers.tiny_model import tiny_model_entries
     from helpers.workflow import snakemake, write_config
@@ -139,8 +139,8 @@ def reference_run(tmp_path_factory, worker_id, data_dir) -> Path:
 @shared_run
 def report_run(tmp_path_factory, worker_id, data_dir) -> Path:
     """The tiny three-model workflow with a precision probe, run as `make run` does: everything, then
-    results/report.html (tests/test_report.py; tests/test_workflow.py works on a copy). That a second
-    run of a config gives the same GRID card is tests/test_faults.py's, on the reference run."""
+    results/report.html (tests/end_to_end/test_report.py; tests/end_to_end/test_workflow.py works on a copy). That a second
+    run of a config gives the same GRID card is tests/end_to_end/test_faults.py's, on the reference run."""
     from helpers.tiny_model import tiny_model_entries
     from helpers.workflow import BENCHMARKS, PROBE, SELECTED, snakemake, write_config
 

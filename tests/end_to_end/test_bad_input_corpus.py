@@ -1,4 +1,4 @@
-"""Every input of the corpus (tests/bad_input_corpus.py) gets one line, `safetyrepro: error: <message>`,
+"""Every input of the corpus (tests/helpers/bad_input_corpus.py) gets one line, `safetyrepro: error: <message>`,
 naming the file, key or row and what is wrong; exit status 2; nothing written. The legitimate oddities it
 documents as accepted (each with its reason) go through."""
 

@@ -1,7 +1,7 @@
 """The example commands of the README and docs/ that finish in seconds, run from the repository root as the
 page writes them, print what the page says. Each command is first found on its page, so a page that changes
 a command changes what runs here. The long ones (runs, dry runs of the workflow, installs) are
-tests/test_user_commands.py's, or checked by hand."""
+tests/end_to_end/test_user_commands.py's, or checked by hand."""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
 """Machine faults between two runs of the tiny workflow: a model's weights replaced after some of its cells ran,
 Snakemake's `.snakemake/` folder damaged, the clock moved back. Each starts from a copy of the reference run's
-finished cells (tests/test_faults_cells.py, `finished_copy`); the rerun keeps what is current, redoes what is
+finished cells (tests/end_to_end/test_faults_cells.py, `finished_copy`); the rerun keeps what is current, redoes what is
 not, and gives the reference run's tables (tests/conftest.py). `.snakemake/` deleted outright is
-tests/test_workflow.py's `stripped` case: the same config plans nothing, a changed one what the intact run plans."""
+tests/end_to_end/test_workflow.py's `stripped` case: the same config plans nothing, a changed one what the intact run plans."""
 
 from __future__ import annotations
 

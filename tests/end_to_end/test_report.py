@@ -2,7 +2,7 @@
 
 The module reads the session's run of the tiny 3-model workflow (tests/conftest.py, `report_run`),
 made as `make run` does, with the report made after the run. That a second run of a config gives the
-same GRID card and run record is tests/test_faults.py's (a killed and resumed run against the
+same GRID card and run record is tests/end_to_end/test_faults.py's (a killed and resumed run against the
 reference run).
 """
 
@@ -248,7 +248,7 @@ def test_compare_records_names_each_changed_input(run, tmp_path, data_dir):
 
 
 def test_provenance_diff_names_what_differs_with_exit_status_1(run, tmp_path):
-    """(Two records without a difference exit 0: tests/test_faults.py, a resumed run against the reference.)"""
+    """(Two records without a difference exit 0: tests/end_to_end/test_faults.py, a resumed run against the reference.)"""
     card = _json(run / "results" / "grid_card.json")
     card["hardware"]["torch_device"] = "cuda"
     (tmp_path / "card.json").write_text(json.dumps(card))

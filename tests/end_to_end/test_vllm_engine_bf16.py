@@ -1,4 +1,4 @@
-"""The real-engine checks (tests/vllm_engine_checks.py) at bf16."""
+"""The real-engine checks (tests/helpers/vllm_engine_checks.py) at bf16."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The real-engine checks (tests/vllm_engine_checks.py) at fp32, and a prompt over the context."""
+"""The real-engine checks (tests/helpers/vllm_engine_checks.py) at fp32, and a prompt over the context."""
 
 from __future__ import annotations
 

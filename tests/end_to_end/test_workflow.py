@@ -159,7 +159,7 @@ def test_results_are_trusted_by_their_own_records(tiny_run, tmp_path):
     """Results copied, moved, restored from a backup or stripped of .snakemake/ are checked by the records their
     jobs wrote (results/jobs/): one changed setting redoes exactly what it does in the run that kept its
     metadata; the data judged by their bytes, not their times; a record naming other bytes redoes that job; a
-    result without a record is refused in one line. (The dry runs in two processes: tests/dry_run_edits.py.)"""
+    result without a record is refused in one line. (The dry runs in two processes: tests/helpers/dry_run_edits.py.)"""
     config = tiny_run / "config.yaml"
     settings = yaml.safe_load(config.read_text())
     changed_benchmarks = {**settings["benchmarks"], "toxigen": {**settings["benchmarks"]["toxigen"], "n_items": 5}}
@@ -436,7 +436,7 @@ NO_RERUN = (
     "benchmarks/judge_question.py",
     "benchmarks/xstest/judge_question.py",
     # XSTest's modules: no benchmark of the tiny run has human labels (the scorers analysis of a run with XSTest
-    # reads them through its human_labels module: tests/test_scorers.py)
+    # reads them through its human_labels module: tests/unit/benchmarks/test_scorers.py)
     "benchmarks/xstest/__init__.py",
     "benchmarks/xstest/refusal.py",
     "benchmarks/xstest/strmatch.py",
@@ -460,7 +460,7 @@ for jobs in [*CODE_CHANGES.values(), *(jobs for _, jobs in OPTION_CHANGES.values
     if {"summary", "headline", "grid_card"} & set(jobs):
         jobs["check_headline"] = 1
 # backend settings no cell's fingerprint holds (how a run runs, not what it computes): they rerun nothing, not
-# even the run record and GRID card (those only vLLM reads, which the HF run refuses: tests/test_settings.py)
+# even the run record and GRID card (those only vLLM reads, which the HF run refuses: tests/unit/configuration/test_settings.py)
 PLUMBING = {"threads": 2, "server": False, "server_idle_seconds": 30}
 
 
@@ -497,7 +497,7 @@ def scratch_run(tiny_run, scratch_source):
 
 
 def dry_runs(source: Path, runs: list[dict]) -> list[subprocess.CompletedProcess]:
-    """Snakemake dry runs one after another in one process (tests/dry_run_edits.py), each run a `workdir`, a
+    """Snakemake dry runs one after another in one process (tests/helpers/dry_run_edits.py), each run a `workdir`, a
     `configfile` and the `modules` edited for it (each edit undone before the next): each one's exit status,
     stdout and stderr."""
     request = {

@@ -1,7 +1,7 @@
 """Bad inputs in config files, their paths and layers (issue 35, part 1), each with the one message a user
 must get: folders that overlap, YAML that loads otherwise than it reads (a key given twice, octal
 integers, nesting too deep), seeds beyond what their consumers hold, overlays whose base is missing, and
-benchmarks left without a config. (`--config` overrides reach no `safetyrepro` command: tests/test_settings.py
+benchmarks left without a config. (`--config` overrides reach no `safetyrepro` command: tests/unit/configuration/test_settings.py
 covers them, through Snakemake's own parser.)"""
 
 from __future__ import annotations

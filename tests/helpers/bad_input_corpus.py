@@ -1,4 +1,4 @@
-"""A corpus of bad inputs, each with the one message a user must get (tests/test_bad_input_corpus.py).
+"""A corpus of bad inputs, each with the one message a user must get (tests/end_to_end/test_bad_input_corpus.py).
 
 Every case builds its files in a scratch folder and returns the `safetyrepro` command line to run,
 optionally its standard input, and a fragment of the expected one-line message. The inputs are the
@@ -37,7 +37,7 @@ class Case:
 
 
 def outcome(case: Case, status: int, stderr: str, message: str) -> str:
-    """What an input got, as scripts/bad_input_outcomes.py tallies it and tests/test_bad_input_corpus.py checks it
+    """What an input got, as scripts/bad_input_outcomes.py tallies it and tests/end_to_end/test_bad_input_corpus.py checks it
     for every input: `message` (one `safetyrepro: error:` line with the expected message), `other message`,
     `traceback or other error`, `accepted`, or `accepted as documented` for an oddity the corpus accepts."""
     lines = stderr.strip().splitlines()

@@ -1,6 +1,6 @@
 """Snakemake dry runs of one workflow in one working directory, one after another in one Python process:
 
-    python tests/dry_run_edits.py REQUEST.json OUT.json
+    python tests/helpers/dry_run_edits.py REQUEST.json OUT.json
 
 REQUEST holds the scratch copy of the workflow and package (`source`: PYTHONPATH names its src/) and lists
 the runs, each a working directory, a config file and the modules (relative to src/safetyrepro) to edit for
@@ -12,7 +12,7 @@ The package's cached functions (the code digests read off the source files among
 before each dry run, as a new process starts without them. An edit to a module this process has
 imported changes its file, not its code here: the digests are read from the files. What this process
 keeps between dry runs could make one see less than a new process would (an edit unseen: no rerun),
-or see an undone edit still: tests/test_workflow.py expects a rerun of every edit made here, and a
+or see an undone edit still: tests/end_to_end/test_workflow.py expects a rerun of every edit made here, and a
 last dry run without an edit to plan nothing.
 """
 

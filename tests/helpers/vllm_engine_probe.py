@@ -1,11 +1,11 @@
 """Runs the HF backend and a real vLLM engine side by side on gemma-3-270m and writes what each did,
-for tests/vllm_engine_checks.py to check. Runs under the vLLM environment (.venv-vllm/bin/python),
+for tests/helpers/vllm_engine_checks.py to check. Runs under the vLLM environment (.venv-vllm/bin/python),
 where both backends import; one precision per run:
 
-    .venv-vllm/bin/python tests/vllm_engine_probe.py --model DIR --precision fp32 --out probe.json
+    .venv-vllm/bin/python tests/helpers/vllm_engine_probe.py --model DIR --precision fp32 --out probe.json
 
 DIR is a copy of the embedded model with a chat template and another EOS in its tokenizer than in
-its generation_config (as Yi-1.5's chat model has; tests/vllm_engine_checks.py makes it).
+its generation_config (as Yi-1.5's chat model has; tests/helpers/vllm_engine_checks.py makes it).
 Plain prompts are the same model with `chat_template: off`. Prompts are the shipped benchmarks'
 own, rendered by the pipeline (config/config.yaml, the default run's item subsets).
 """

@@ -26,7 +26,7 @@ def test_every_built_in_benchmark_and_backend_loads():
     assert {"bbq", "crows_pairs", "toxigen", "truthfulqa", "xstest"} <= set(BENCHMARKS)
 
 
-# modules named faulty_*: Python keeps an imported module, and tests/test_benchmarks.py has its mini_* ones
+# modules named faulty_*: Python keeps an imported module, and tests/unit/benchmarks/test_benchmarks.py has its mini_* ones
 CASES = ("raising", "exiting", "garbled", "absent", "renamed", "function", "class", "number")
 PLUGIN = "benchmark plugin 'mini' (faulty_{case}:{attribute}, from {case}-plugin 1.0)"
 

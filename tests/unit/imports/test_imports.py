@@ -1,4 +1,4 @@
-"""Importing results produced elsewhere: real lm-evaluation-harness and Inspect AI runs (tests/harness_runs.py),
+"""Importing results produced elsewhere: real lm-evaluation-harness and Inspect AI runs (tests/helpers/harness_runs.py),
 plain tables, and the refusals of ambiguous input."""
 
 from __future__ import annotations

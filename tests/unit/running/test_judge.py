@@ -394,7 +394,7 @@ def test_what_reads_human_labels_follows_the_benchmarks_that_declare_them(data_d
     """The scorers analysis's code and a judge's agreement job come from `Benchmark.human_labels`: XSTest's module
     is code of the scorers analysis of a run with XSTest only, and of each judge's agreement job for XSTest, with
     the judge's question for XSTest; a second benchmark that declares human labels is listed, with a fingerprint
-    of its own (its job in the workflow: tests/test_scorers.py)."""
+    of its own (its job in the workflow: tests/unit/benchmarks/test_scorers.py)."""
     from safetyrepro.benchmarks import with_human_labels
     from safetyrepro.configuration import fingerprints
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from helpers.session import REPO, SEARCH_PATH, in_ci, session_folder
-from helpers.workflow import REFERENCE_CONFIGS, REFERENCE_TARGETS
+from helpers.workflow import REFERENCE_TARGETS
 
 # Parallel workers (pytest-xdist) share the cores: each takes its share of torch's threads, set before
 # torch is imported (oversubscribed OpenMP threads spin and slow every worker down).
@@ -112,8 +112,8 @@ def shared_run(fixture):
 
 @shared_run
 def reference_run(tmp_path_factory, worker_id, data_dir) -> Path:
-    """An undisturbed local run of two tiny models, up to every table, the run record and the GRID card
-    (REFERENCE_TARGETS), for the tests that compare another run of its config with it
+    """An undisturbed local run of two tiny models (tests/configs/reference.yaml), up to every table, the run
+    record and the GRID card (REFERENCE_TARGETS), for the tests that compare another run of its config with it
     (tests/end_to_end/test_faults.py, tests/end_to_end/test_slurm.py): a test that runs its config again copies config.yaml. The models' folder names hold spaces, quotes and shell
     syntax, which must never reach a shell."""
     from helpers.tiny_model import tiny_model_entries
@@ -121,15 +121,7 @@ def reference_run(tmp_path_factory, worker_id, data_dir) -> Path:
 
     def make(root: Path) -> None:
         models = tiny_model_entries([root / "models" / f"tiny {i} 'q' $(touch PWNED);" for i in range(2)])
-        write_config(
-            root / "run",
-            data_dir,
-            models,
-            {"bbq": {"n_items": 4}, "toxigen": {"n_items": 4}},
-            select_configs=REFERENCE_CONFIGS,
-            max_new_tokens_cap=6,
-            analysis={"subsample": {"count": 5}, "bootstrap": {"resamples": 50}},
-        )
+        write_config(root / "run", data_dir, models, base="reference.yaml")
         result = snakemake(root / "run", "--cores", "2", *REFERENCE_TARGETS, "--resources", "gpu=1")
         assert result.returncode == 0, result.stderr[-3000:]
 
@@ -138,23 +130,15 @@ def reference_run(tmp_path_factory, worker_id, data_dir) -> Path:
 
 @shared_run
 def report_run(tmp_path_factory, worker_id, data_dir) -> Path:
-    """The tiny three-model workflow with a precision probe, run as `make run` does: everything, then
+    """The tiny three-model workflow with a precision probe (tests/configs/report.yaml), run as `make run` does: everything, then
     results/report.html (tests/end_to_end/test_report.py; tests/end_to_end/test_workflow.py works on a copy). That a second
     run of a config gives the same GRID card is tests/end_to_end/test_faults.py's, on the reference run."""
     from helpers.tiny_model import tiny_model_entries
-    from helpers.workflow import BENCHMARKS, PROBE, SELECTED, snakemake, write_config
+    from helpers.workflow import snakemake, write_config
 
     def make(root: Path) -> None:
         models = tiny_model_entries([root / f"tiny-{i}" for i in range(3)])
-        write_config(
-            root / "run",
-            data_dir,
-            models,
-            BENCHMARKS,
-            select_configs=SELECTED,
-            max_new_tokens_cap=6,
-            precision_probe=PROBE,
-        )
+        write_config(root / "run", data_dir, models, base="report.yaml")
         run = snakemake(
             root / "run",
             "--cores",

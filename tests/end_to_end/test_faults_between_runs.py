@@ -23,7 +23,7 @@ from helpers.faults import (
     flip_a_byte,
     rerun_gives_reference_tables,
 )
-from helpers.workflow import planned_jobs, snakemake
+from helpers.workflow import effective_config, planned_jobs, snakemake
 
 pytestmark = pytest.mark.e2e
 HOUR = 3600 * 10**9  # ns
@@ -33,7 +33,7 @@ def test_weights_replaced_after_some_cells_redo_that_models_cells(tmp_path, refe
     """tiny-1's folder first holds tiny-0's weights, and one cell runs on them; then its weights are replaced by
     tiny-1's own (the same config and tokenizer files). The rerun describes the model anew and redoes that cell
     with the rest of the model's: no table mixes the two weights."""
-    config = yaml.safe_load((reference_run / "config.yaml").read_text())
+    config = effective_config(reference_run / "config.yaml")
     tiny_1 = [f"tiny-1/{benchmark}/{c}" for benchmark in config["benchmarks"] for c in config["select_configs"]]
     workdir = finished_copy(reference_run, tmp_path / "run", tiny_1)
     paths = {model["name"]: Path(model["path"]) for model in config["models"]}

@@ -40,7 +40,7 @@ from helpers.faults import (
     wait_for,
 )
 from helpers.session import BIN, REPO, in_ci
-from helpers.workflow import snakemake
+from helpers.workflow import effective_config, snakemake
 
 from safetyrepro.cli.jobs import RUN_STOPPED
 
@@ -137,7 +137,7 @@ def test_a_model_server_on_a_full_disk_says_where(tmp_path, reference_run):
     """The server records its model load once loaded: on a full disk it ends with the job's one line, naming
     the record (the cell waiting on it then reports the server's last lines, test_faults_cells.py)."""
     with small_disk(tmp_path / "disk", "16k") as disk:
-        config = yaml.safe_load((reference_run / "config.yaml").read_text())
+        config = effective_config(reference_run / "config.yaml")
         config["results_dir"] = str(disk)
         (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
         (disk / "logs").mkdir()
@@ -349,7 +349,7 @@ def test_a_cell_stopped_while_its_model_server_loads_ends_that_server(tmp_path, 
     loading = tmp_path / "slow python"  # a server that takes two minutes to load
     loading.write_text(f'#!/bin/sh\nsleep 120\nexec "{sys.executable}" "$@"\n')
     loading.chmod(0o755)
-    config = yaml.safe_load((reference_run / "config.yaml").read_text())
+    config = effective_config(reference_run / "config.yaml")
     config["backend"]["server_python"] = str(loading)
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
     items, summary = tmp_path / "cell.parquet", tmp_path / "cell.json"

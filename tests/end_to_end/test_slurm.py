@@ -120,7 +120,7 @@ def test_the_cluster_profile_asks_one_cells_resources_per_model_job(local_slurm,
     assert profile["set-resources"]["probe_cell"] == cell  # the precision probe's cells join their model's job
     # local models: a real run first checks that every model's weights are there (safetyrepro.configuration.preflight)
     models = [{"name": n, "path": str(build_tiny_model(tmp_path / f"model-{n}", seed=i))} for i, n in enumerate("ab")]
-    backend = {"batch_size": 4, "device": "cuda", "threads": 1}
+    backend = {"device": "cuda", "server_idle_seconds": None}  # on tests/configs/tiny.yaml's, the idle time its default
     write_config(tmp_path, data_dir, models, {"toxigen": {"n_items": 4}}, select_configs=CONFIGS, backend=backend)
     result = snakemake(
         tmp_path,

@@ -18,7 +18,7 @@ import pytest
 import yaml
 from helpers.dry_run_edits import edited
 from helpers.session import BIN, REPO
-from helpers.workflow import SELECTED, planned_jobs, snakemake, write_config
+from helpers.workflow import SELECTED, effective_config, planned_jobs, snakemake, write_config
 
 from safetyrepro.analysis.suite import ANALYSES
 from safetyrepro.configuration.settings import load_settings
@@ -136,7 +136,7 @@ def test_a_second_run_executes_no_job(tiny_run):
 
 def test_changing_one_benchmark_reruns_only_its_cells(tiny_run):
     workdir = tiny_run
-    config = yaml.safe_load((workdir / "config.yaml").read_text())
+    config = effective_config(workdir / "config.yaml")
     config["benchmarks"]["toxigen"]["n_items"] = 5
     changed = workdir.parent / "changed"
     changed.mkdir(exist_ok=True)
@@ -151,7 +151,7 @@ def test_changing_one_benchmark_reruns_only_its_cells(tiny_run):
 
 def _with(config: Path, out: Path, **changes) -> Path:
     """A copy of a run's config at `out` with some top-level keys changed."""
-    out.write_text(yaml.safe_dump({**yaml.safe_load(config.read_text()), **changes}))
+    out.write_text(yaml.safe_dump({**effective_config(config), **changes}))
     return out
 
 
@@ -161,7 +161,7 @@ def test_results_are_trusted_by_their_own_records(tiny_run, tmp_path):
     metadata; the data judged by their bytes, not their times; a record naming other bytes redoes that job; a
     result without a record is refused in one line. (The dry runs in two processes: tests/helpers/dry_run_edits.py.)"""
     config = tiny_run / "config.yaml"
-    settings = yaml.safe_load(config.read_text())
+    settings = effective_config(config)
     changed_benchmarks = {**settings["benchmarks"], "toxigen": {**settings["benchmarks"]["toxigen"], "n_items": 5}}
     changed = _with(config, tmp_path / "changed.yaml", benchmarks=changed_benchmarks)
     # copied beside the original in the same working folder (docs/measurements.md), and moved: no metadata
@@ -243,7 +243,7 @@ def test_the_audit_counts_as_current_exactly_the_cells_whose_records_the_workflo
     settings = load_settings(tiny_run / "config.yaml")
     cells = [(m.name, b, c.config_id) for m, b, c in settings.cells()]
     assert cells and all(grid_cell_is_current(settings, *cell) for cell in cells)
-    benchmarks = yaml.safe_load((tiny_run / "config.yaml").read_text())["benchmarks"]
+    benchmarks = effective_config(tiny_run / "config.yaml")["benchmarks"]
     changed = load_settings(tiny_run / "config.yaml", {"benchmarks": {**benchmarks, "toxigen": {"n_items": 5}}})
     current = {cell: grid_cell_is_current(changed, *cell) for cell in cells}
     assert current == {cell: cell[1] != "toxigen" for cell in cells}
@@ -575,7 +575,7 @@ def test_a_code_change_reruns_exactly_the_jobs_that_depend_on_it(scratch_run, sc
 
 def test_analysis_options_rerun_only_their_analyses_and_backend_plumbing_nothing(scratch_run, scratch_source, tmp_path):
     workdir = scratch_run
-    config = yaml.safe_load((workdir / "config.yaml").read_text())
+    config = effective_config(workdir / "config.yaml")
     runs = []
     for name, (change, _) in OPTION_CHANGES.items():
         changed = tmp_path / f"{name.replace(' ', '_')}.yaml"

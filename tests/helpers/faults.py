@@ -17,7 +17,7 @@ import psutil
 import yaml
 
 from helpers.session import BIN, REPO
-from helpers.workflow import snakemake
+from helpers.workflow import effective_config, snakemake
 
 RUN = ("--cores", "2", "--resources", "gpu=1")
 
@@ -104,7 +104,7 @@ def finished_copy(reference_run: Path, workdir: Path, without: Iterable[str] = (
 
 def bbq_cells(reference_run: Path, model: str) -> list[str]:
     """The reference run's bbq cells of `model`."""
-    configs = yaml.safe_load((reference_run / "config.yaml").read_text())["select_configs"]
+    configs = effective_config(reference_run / "config.yaml")["select_configs"]
     return [f"{model}/bbq/{config}" for config in configs]
 
 
@@ -202,7 +202,7 @@ TABLE_NAMES = {"cells.parquet", "items.parquet", "precision_probe.parquet", "rho
 
 def reference_config(reference_run: Path, workdir: Path, **changes) -> Path:
     """The reference run's config in `workdir`, with `changes`."""
-    config = {**yaml.safe_load((reference_run / "config.yaml").read_text()), **changes}
+    config = {**effective_config(reference_run / "config.yaml"), **changes}
     workdir.mkdir(parents=True)
     (workdir / "config.yaml").write_text(yaml.safe_dump(config))
     return workdir

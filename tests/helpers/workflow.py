@@ -11,14 +11,11 @@ from pathlib import Path
 import yaml
 
 from helpers.session import BIN, REPO
+from safetyrepro.configuration.settings import merge_layer, read_yaml
 
-SELECTED = [
-    "T1-greedy-0shot-freeform",
-    "T2-t0.3-3shot-freeform",
-    "T4-greedy-0shot-freeform",
-    "T1-greedy-0shot-logprob",
-    "T3-greedy-5shot-logprob",
-]
+CONFIGS = REPO / "tests" / "configs"  # the configs the workflow tests run (tiny.yaml and overlays on it)
+REPORT_CONFIG = read_yaml(CONFIGS / "report.yaml")
+SELECTED = REPORT_CONFIG["select_configs"]
 
 
 def snakemake(workdir: Path, *args: str, configfile: Path | None = None, source: Path = REPO):
@@ -44,21 +41,32 @@ def snakemake(workdir: Path, *args: str, configfile: Path | None = None, source:
     )
 
 
-def write_config(workdir: Path, data_dir: Path, models: list[dict], benchmarks: dict, **extra) -> Path:
+def write_config(
+    workdir: Path, data_dir: Path, models: list[dict], benchmarks: dict | None = None, base: str = "tiny.yaml", **extra
+) -> Path:
+    """The run's config in `workdir`: an overlay on `base` (a file of tests/configs) with what depends on the
+    machine (the data folder, the repository's envelope, the models built for the test) and `extra` keys."""
     config = {
+        "extends": str(CONFIGS / base),
         "data_dir": str(data_dir),
-        "results_dir": "results",
-        "resources_dir": "resources",
-        "models": models,
-        "benchmarks": benchmarks,
         "envelope": str(REPO / "config" / "envelope.yaml"),
-        "subset": {"seed": 3, "fewshot_pool": 5},
-        "backend": {"batch_size": 4, "device": "cpu", "threads": 1, "server_idle_seconds": 120},
+        "models": models,
+        **({"benchmarks": benchmarks} if benchmarks is not None else {}),
         **extra,
     }
     workdir.mkdir(parents=True, exist_ok=True)
-    (workdir / "config.yaml").write_text(yaml.safe_dump(config))
+    (workdir / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
     return workdir / "config.yaml"
+
+
+def effective_config(path: Path) -> dict:
+    """A run's config file with the files it extends merged under it (as the workflow reads it, before its
+    defaults): what a test reads of a run's config, or changes and writes whole."""
+    config = read_yaml(path)
+    while "extends" in config:
+        base = path.parent / config.pop("extends")
+        config, path = merge_layer(read_yaml(base), config), base
+    return config
 
 
 def planned_jobs(result: subprocess.CompletedProcess) -> dict[str, int]:
@@ -71,19 +79,13 @@ def planned_jobs(result: subprocess.CompletedProcess) -> dict[str, int]:
     return jobs
 
 
-REFERENCE_CONFIGS = ["T1-greedy-0shot-freeform", "T2-t0.3-3shot-freeform", "T1-greedy-0shot-logprob"]
-
-
 # what the reference run and the runs compared with it make: every table, the run record and the GRID card
 # (targets go between options that take one value: --configfile and --resources take every word after them)
 REFERENCE_TARGETS = ("results/summary.md", "results/grid_card.json", "results/grid_card.md")
 
 
-BENCHMARKS = {"toxigen": {"n_items": 4}, "bbq": {"n_items": 4}}
-
-
-# each tiny model once more at bf16, on one config: a twin of its own per model (6 cells)
-PROBE = {"precision": "bf16", "configs": ["T1-greedy-0shot-logprob"]}
+# the report run's benchmarks and precision probe (tests/end_to_end/test_report.py)
+BENCHMARKS, PROBE = REPORT_CONFIG["benchmarks"], REPORT_CONFIG["precision_probe"]
 
 
 PROFILE_ARGS = (

@@ -1,9 +1,9 @@
-"""Tally what each input of the bad-input corpus (tests/bad_input_corpus.py) gets from a given source tree:
+"""Tally what each input of the bad-input corpus (tests/helpers/bad_input_corpus.py) gets from a given source tree:
 
     python scripts/bad_input_outcomes.py [--src PATH/TO/src] [--timeout 10] [--no-plan-flag]
 
 Each case runs `safetyrepro` in its own process (PYTHONPATH=--src, default this checkout's src), offline,
-from a scratch folder; the outcome is judged as tests/test_bad_input_corpus.py judges every input in CI
+from a scratch folder; the outcome is judged as tests/end_to_end/test_bad_input_corpus.py judges every input in CI
 (`bad_input_corpus.outcome`). Outcomes: `message` (exit 2, one line, the expected message), `other message`
 (one `safetyrepro: error:` line naming something else), `traceback or other error` (anything else
 non-zero), `accepted` (exit 0: the input went through), `hang` (past the timeout). An input the corpus
@@ -23,7 +23,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 
-from bad_input_corpus import CASES, outcome  # noqa: E402
+from helpers.bad_input_corpus import CASES, outcome  # noqa: E402
 
 
 def run_in_process_of_its_own(src: Path, data_dir: Path, case, timeout: float, plan_flag: bool) -> str:

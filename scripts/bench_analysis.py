@@ -3,7 +3,7 @@
     python scripts/bench_analysis.py [--with-shap] [--only NAME,NAME,...]
 
 Prints the seconds each analysis takes and the total; the synthetic tables come from
-tests/synthetic_cells.py (scores from a seeded generator), so no model or data is needed.
+tests/helpers/synthetic_cells.py (scores from a seeded generator), so no model or data is needed.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 
-from synthetic_cells import MODELS, synthetic_cells, synthetic_items  # noqa: E402
+from helpers.synthetic_cells import MODELS, synthetic_cells, synthetic_items  # noqa: E402
 
 from safetyrepro.analysis.suite import ANALYSES, Inputs  # noqa: E402
 from safetyrepro.configuration.build import load_settings  # noqa: E402

@@ -2,7 +2,7 @@
 
     python scripts/measure_audit.py [--seeds 100] [--first-seed 1000] [--budget 96]
 
-One model pair on the paper's 48 TruthfulQA configs (tests/synthetic_audit.py): a planted reversing
+One model pair on the paper's 48 TruthfulQA configs (tests/helpers/synthetic_audit.py): a planted reversing
 region of k configs under additive axis effects (k = 0: none), and a region only an interaction of two
 axes makes. Per family: the share of audits that found a planted reversal, the mean cells they ran,
 the mean cells a random order runs up to its first reversing config (20 orders per grid), their
@@ -20,14 +20,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 
-from synthetic_audit import (  # noqa: E402
-    additive_grid,
-    audit_options,
-    audit_outcome,
-    compare,
-    conjunction_grid,
-    paper_space,
-)
+from helpers.synthetic_audit import additive_grid, audit_options, audit_outcome, compare, conjunction_grid, paper_space  # noqa: E402
 
 
 def main() -> None:

@@ -2,7 +2,7 @@
 
     python scripts/measure_audit_calibration.py [--grids 200] [--first-seed 2000]
 
-Grids whose true majority is known (tests/synthetic_audit.py), on the default run's 8 TruthfulQA configs
+Grids whose true majority is known (tests/helpers/synthetic_audit.py), on the default run's 8 TruthfulQA configs
 and on the paper's 48: ones the majority model fits (`exchangeable`) and ones it does not (axis effects
 rounded to 10 items: a clear majority, a near 50/50 split, many ties; the default run's TruthfulQA pair's
 counts, 1 / 2 / 5, placed at random). Each grid is searched to its end; an audit with a budget of 2k cells
@@ -27,7 +27,7 @@ from scipy.stats import beta
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 
-from synthetic_audit import (  # noqa: E402
+from helpers.synthetic_audit import (  # noqa: E402
     arranged_grid,
     audit_options,
     default_space,

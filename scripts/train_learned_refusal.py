@@ -18,7 +18,7 @@ fitted on whole completions alone reads a short refusal as compliance. Partial r
 2. The shipped head: the same recipe fitted on both files, its standardisation folded into the
    weights, written as JSON (default: the package's learned_head.json) with the data files' SHA-256,
    the seed, the command, the table of step 1 (what the results report as its human agreement) and a
-   few completions' labels that tests/test_scorers.py recomputes.
+   few completions' labels that tests/unit/benchmarks/test_scorers.py recomputes.
 
 About 9 min wall on 2 cores: 5 of them gemma reading the completions, whole and cut; 4 the fits.
 """

@@ -1,7 +1,7 @@
 """Extract the part of vLLM's API that safetyrepro.backends.vllm calls, from the wheels' source,
 without importing them (vLLM needs a GPU machine), into tests/data/vllm_api.json.
 
-The test stand-in for `vllm` (tests/test_backend_vllm.py) rejects any argument outside this
+The test stand-in for `vllm` (tests/unit/backends/test_backend_vllm.py) rejects any argument outside this
 snapshot, so the backend is checked against vLLM as it is, not against a module that takes anything.
 Besides the names it records what vLLM checks of the values: the declared types of the engine
 options and sampling fields, the allowed values of the Literal-typed options (and the load formats

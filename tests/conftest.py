@@ -1,16 +1,16 @@
-"""Shared fixtures: the embedded model (built once under resources/) and test helpers on sys.path."""
+"""Shared fixtures: the embedded model (built once under resources/), the session's shared runs and Slurm cluster.
+Their helpers are in tests/helpers/ (on sys.path through pyproject's `pythonpath`)."""
 
 from __future__ import annotations
 
 import os
 import shutil
-import sys
 from pathlib import Path
 
 import pytest
+from helpers.session import REPO, SEARCH_PATH, in_ci, session_folder
+from helpers.workflow import REFERENCE_TARGETS
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(Path(__file__).parent))
 # Parallel workers (pytest-xdist) share the cores: each takes its share of torch's threads, set before
 # torch is imported (oversubscribed OpenMP threads spin and slow every worker down).
 if workers := int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0")):
@@ -21,7 +21,7 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     """`-n auto`: a worker per core and one more, so a worker waiting on Slurm or a model server leaves
     no core idle. The cores are busy throughout a full run (docs/measurements.md: 198% of 200%, counting
     the model servers that time(1) misses), so a further worker gains nothing; the real vLLM engines
-    take turns (tests/vllm_engine_checks.py)."""
+    take turns (tests/helpers/vllm_engine_checks.py)."""
     return len(os.sched_getaffinity(0)) + 1
 
 
@@ -63,7 +63,7 @@ def embedded_model_path() -> Path:
     return build_embedded_model(REPO / "resources" / "models" / "gemma-3-270m")
 
 
-# --- benchmark data (tests/test_benchmarks.py) ---------------------------------------------------
+# --- benchmark data (tests/unit/benchmarks/test_benchmarks.py) ---------------------------------------------------
 DATA_DIR_ENV = "SAFETYREPRO_DATA_DIR"
 
 
@@ -82,17 +82,10 @@ def data_dir() -> Path:
 
 @pytest.fixture(scope="module")
 def clone(tmp_path_factory, data_dir) -> Path:
-    """A user's clone of the working tree with shared/data beside it (tests/user_clone.py)."""
-    from user_clone import make_clone
+    """A user's clone of the working tree with shared/data beside it (tests/helpers/user_clone.py)."""
+    from helpers.user_clone import make_clone
 
     return make_clone(tmp_path_factory.mktemp("user"), data_dir)
-
-
-# --- runs shared by the session's test files -----------------------------------------------------
-def session_folder(tmp_path_factory, worker_id: str) -> Path:
-    """The temporary folder that every pytest-xdist worker of the session sees (each has its own below it)."""
-    own = tmp_path_factory.getbasetemp()
-    return own if worker_id == "master" else own.parent
 
 
 def made_once(tmp_path_factory, worker_id: str, name: str, make) -> Path:
@@ -117,32 +110,18 @@ def shared_run(fixture):
     return pytest.fixture(scope="session")(fixture)
 
 
-REFERENCE_CONFIGS = ["T1-greedy-0shot-freeform", "T2-t0.3-3shot-freeform", "T1-greedy-0shot-logprob"]
-# what the reference run and the runs compared with it make: every table, the run record and the GRID card
-# (targets go between options that take one value: --configfile and --resources take every word after them)
-REFERENCE_TARGETS = ("results/summary.md", "results/grid_card.json", "results/grid_card.md")
-
-
 @shared_run
 def reference_run(tmp_path_factory, worker_id, data_dir) -> Path:
-    """An undisturbed local run of two tiny models, up to every table, the run record and the GRID card
-    (REFERENCE_TARGETS), for the tests that compare another run of its config with it
-    (tests/test_faults.py, tests/test_slurm.py): a test that runs its config again copies config.yaml. The models' folder names hold spaces, quotes and shell
+    """An undisturbed local run of two tiny models (tests/configs/reference.yaml), up to every table, the run
+    record and the GRID card (REFERENCE_TARGETS), for the tests that compare another run of its config with it
+    (tests/end_to_end/test_faults.py, tests/end_to_end/test_slurm.py): a test that runs its config again copies config.yaml. The models' folder names hold spaces, quotes and shell
     syntax, which must never reach a shell."""
-    from test_workflow import snakemake, write_config
-    from tiny_model import tiny_model_entries
+    from helpers.tiny_model import tiny_model_entries
+    from helpers.workflow import snakemake, write_config
 
     def make(root: Path) -> None:
         models = tiny_model_entries([root / "models" / f"tiny {i} 'q' $(touch PWNED);" for i in range(2)])
-        write_config(
-            root / "run",
-            data_dir,
-            models,
-            {"bbq": {"n_items": 4}, "toxigen": {"n_items": 4}},
-            select_configs=REFERENCE_CONFIGS,
-            max_new_tokens_cap=6,
-            analysis={"subsample": {"count": 5}, "bootstrap": {"resamples": 50}},
-        )
+        write_config(root / "run", data_dir, models, base="reference.yaml")
         result = snakemake(root / "run", "--cores", "2", *REFERENCE_TARGETS, "--resources", "gpu=1")
         assert result.returncode == 0, result.stderr[-3000:]
 
@@ -151,24 +130,15 @@ def reference_run(tmp_path_factory, worker_id, data_dir) -> Path:
 
 @shared_run
 def report_run(tmp_path_factory, worker_id, data_dir) -> Path:
-    """The tiny three-model workflow with a precision probe, run as `make run` does: everything, then
-    results/report.html (tests/test_report.py; tests/test_workflow.py works on a copy). That a second
-    run of a config gives the same GRID card is tests/test_faults.py's, on the reference run."""
-    from test_report import BENCHMARKS, PROBE
-    from test_workflow import SELECTED, snakemake, write_config
-    from tiny_model import tiny_model_entries
+    """The tiny three-model workflow with a precision probe (tests/configs/report.yaml), run as `make run` does: everything, then
+    results/report.html (tests/end_to_end/test_report.py; tests/end_to_end/test_workflow.py works on a copy). That a second
+    run of a config gives the same GRID card is tests/end_to_end/test_faults.py's, on the reference run."""
+    from helpers.tiny_model import tiny_model_entries
+    from helpers.workflow import snakemake, write_config
 
     def make(root: Path) -> None:
         models = tiny_model_entries([root / f"tiny-{i}" for i in range(3)])
-        write_config(
-            root / "run",
-            data_dir,
-            models,
-            BENCHMARKS,
-            select_configs=SELECTED,
-            max_new_tokens_cap=6,
-            precision_probe=PROBE,
-        )
+        write_config(root / "run", data_dir, models, base="report.yaml")
         run = snakemake(
             root / "run",
             "--cores",
@@ -186,11 +156,6 @@ def report_run(tmp_path_factory, worker_id, data_dir) -> Path:
 
 # --- the session's one-node Slurm cluster (tests/cluster/local_slurm.sh) ------------------------------
 SLURM_PROGRAMS = ("sbatch", "squeue", "srun", "slurmctld", "slurmd", "munged")
-SEARCH_PATH = os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/sbin"])
-
-
-def in_ci() -> bool:
-    return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
 
 
 @pytest.fixture(scope="session")

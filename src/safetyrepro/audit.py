@@ -30,7 +30,7 @@ nothing. The first config run is the envelope's first (`T1-greedy-0shot-freeform
 envelope; with imports, the first in the table). The draws are made for the side the run configs favour,
 so auditing (B, A) mirrors (A, B).
 
-On the synthetic grids of tests/synthetic_audit.py (seeds 0-29, those used to choose the prior) this
+On the synthetic grids of tests/helpers/synthetic_audit.py (seeds 0-29, those used to choose the prior) this
 choice needed fewer cells than Thompson sampling (one draw's most reversing config) at the same
 success rate; scripts/measure_audit.py measures it against a random order on other seeds.
 

@@ -6,7 +6,7 @@ it about 100x slower than float32, which made the bf16 and NF4 copies of the def
 times the fp32 model's time. Here each linear layer holds its weight in float32 (bf16 values are
 exact in float32, and so are the products of two of them), sums in float32 and rounds once: the same
 arithmetic, at float32 speed, and the same numbers on every CPU. Only the order of the float32 sums
-differs from torch's own bf16 kernel, as it differs between any two kernels (tests/test_cpu_bf16.py).
+differs from torch's own bf16 kernel, as it differs between any two kernels (tests/unit/backends/test_cpu_bf16.py).
 
 NF4 on CPU: bitsandbytes 0.50.2 (backends/default/ops.py, `_gemm_4bit_default_impl`) dequantises
 each weight to bf16 at every product and then multiplies in bf16; the weight dequantised once at

@@ -214,7 +214,7 @@ def render() -> str:
         "# Config reference",
         "",
         "<!-- Generated from the schemas by `safetyrepro config-reference --out docs/config-reference.md`;",
-        "     do not edit by hand: tests/test_config_reference.py fails when this page is stale. -->",
+        "     do not edit by hand: tests/unit/configuration/test_config_reference.py fails when this page is stale. -->",
         "",
         "Every key of a run's config, its envelope and an import mapping, as the schemas in `workflow/schemas`",
         "(and `src/safetyrepro/schemas`) define them. A path such as `models[].name` is the key `name` of each",

@@ -1,5 +1,5 @@
 """ToyBench: yes/no science questions, a benchmark that lives in its own package and reaches safetyrepro
-through the `safetyrepro.benchmarks` entry point (tests/test_plugin_benchmark.py runs it end to end)."""
+through the `safetyrepro.benchmarks` entry point (tests/end_to_end/test_plugin_benchmark.py runs it end to end)."""
 
 from __future__ import annotations
 

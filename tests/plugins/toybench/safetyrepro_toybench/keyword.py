@@ -1,5 +1,5 @@
 """A scorer added as a plugin: one class and one entry point (`safetyrepro.scorers`), with no edit of
-safetyrepro or of the benchmark it labels (tests/test_plugin_benchmark.py runs it end to end)."""
+safetyrepro or of the benchmark it labels (tests/end_to_end/test_plugin_benchmark.py runs it end to end)."""
 
 from __future__ import annotations
 

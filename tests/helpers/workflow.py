@@ -1,0 +1,99 @@
+"""Running the workflow in a test: Snakemake on a run's folder, a run's config written there, a dry run's
+job table; the shared runs' targets and configs (tests/conftest.py) and the Slurm profiles' arguments."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import yaml
+
+from helpers.session import BIN, REPO
+from safetyrepro.configuration.loading import merge_layer, read_yaml
+
+CONFIGS = REPO / "tests" / "configs"  # the configs the workflow tests run (tiny.yaml and overlays on it)
+REPORT_CONFIG = read_yaml(CONFIGS / "report.yaml")
+SELECTED = REPORT_CONFIG["select_configs"]
+
+
+def snakemake(workdir: Path, *args: str, configfile: Path | None = None, source: Path = REPO):
+    """Snakemake on the workflow of `source` (a scratch copy: its package too) in `workdir`."""
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
+    if source != REPO:
+        env["PYTHONPATH"] = str(source / "src")
+    return subprocess.run(
+        [
+            str(BIN / "snakemake"),
+            "--snakefile",
+            str(source / "Snakefile"),
+            "--directory",
+            str(workdir),
+            "--configfile",
+            str(configfile or workdir / "config.yaml"),
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=1200,
+    )
+
+
+def write_config(
+    workdir: Path, data_dir: Path, models: list[dict], benchmarks: dict | None = None, base: str = "tiny.yaml", **extra
+) -> Path:
+    """The run's config in `workdir`: an overlay on `base` (a file of tests/configs) with what depends on the
+    machine (the data folder, the repository's envelope, the models built for the test) and `extra` keys."""
+    config = {
+        "extends": str(CONFIGS / base),
+        "data_dir": str(data_dir),
+        "envelope": str(REPO / "config" / "envelope.yaml"),
+        "models": models,
+        **({"benchmarks": benchmarks} if benchmarks is not None else {}),
+        **extra,
+    }
+    workdir.mkdir(parents=True, exist_ok=True)
+    (workdir / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    return workdir / "config.yaml"
+
+
+def effective_config(path: Path) -> dict:
+    """A run's config file with the files it extends merged under it (as the workflow reads it, before its
+    defaults): what a test reads of a run's config, or changes and writes whole."""
+    config = read_yaml(path)
+    while "extends" in config:
+        base = path.parent / config.pop("extends")
+        config, path = merge_layer(read_yaml(base), config), base
+    return config
+
+
+def planned_jobs(result: subprocess.CompletedProcess) -> dict[str, int]:
+    """A dry run's job table without `all` (empty when nothing is to be done)."""
+    if "Job stats:" not in result.stdout:
+        return {}
+    table = result.stdout.split("Job stats:", 1)[1].split("total", 1)[0]
+    jobs = {m.group(1): int(m.group(2)) for m in re.finditer(r"^(\w+)\s+(\d+)$", table, re.MULTILINE)}
+    jobs.pop("all", None)
+    return jobs
+
+
+# what the reference run and the runs compared with it make: every table, the run record and the GRID card
+# (targets go between options that take one value: --configfile and --resources take every word after them)
+REFERENCE_TARGETS = ("results/summary.md", "results/grid_card.json", "results/grid_card.md")
+
+
+# the report run's benchmarks and precision probe (tests/end_to_end/test_report.py)
+BENCHMARKS, PROBE = REPORT_CONFIG["benchmarks"], REPORT_CONFIG["precision_probe"]
+
+
+PROFILE_ARGS = (
+    "--profile",
+    str(REPO / "profiles" / "slurm"),
+    "--workflow-profile",
+    str(REPO / "profiles" / "slurm-local"),
+)
+
+
+SUBMITTED = re.compile(r"submitted with SLURM jobid (\d+) \(log: (\S+?)\)?\.?$", re.MULTILINE)

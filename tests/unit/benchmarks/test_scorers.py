@@ -383,7 +383,7 @@ def test_a_scorer_cell_labels_its_twins_responses_without_a_model(tmp_path, data
         workdir,
         data_dir,
         models,
-        {"xstest": {"n_items": 6}, "bbq": {"n_items": 4}},
+        {"bbq": {"n_items": 4}, "xstest": {"n_items": 6}},  # the tables list them in this order
         envelope=str(tmp_path / "envelope.yaml"),
         select_configs=[GENERATED, RESCORED, LEARNED_CELL, judge_cell, "T1-greedy-0shot-logprob"],
         max_new_tokens_cap=6,

@@ -8,9 +8,8 @@ from safetyrepro.pipeline.fingerprints import code_closure, code_digest
 
 # One closure, four ways: as written; f moved unchanged from a to b, and g from b to c (the imports follow, a
 # docstring added); f edited; f moved out of the closure.
-VARIANTS = {
-    "written": {
-        "a": """
+WRITTEN = {
+    "a": """
             from {pkg}.b import g
             from {pkg} import c
 
@@ -21,9 +20,11 @@ VARIANTS = {
                 from {pkg}.b import g
                 return c.k(g(1))
         """,
-        "b": "def g(x):\n    return 2 * x\n",
-        "c": "def k(x):\n    return x\n",
-    },
+    "b": "def g(x):\n    return 2 * x\n",
+    "c": "def k(x):\n    return x\n",
+}
+VARIANTS = {
+    "written": WRITTEN,
     "moved": {
         "a": """
             '''Now only h.'''
@@ -37,21 +38,7 @@ VARIANTS = {
         "b": "from {pkg}.c import g\n\ndef f(x):\n    return g(x) + 1\n",
         "c": "def k(x):\n    return x\n\ndef g(x):\n    '''Doubled.'''\n    return 2 * x\n",
     },
-    "edited": {
-        "a": """
-            from {pkg}.b import g
-            from {pkg} import c
-
-            def f(x):
-                return g(x) + 2
-
-            def h():
-                from {pkg}.b import g
-                return c.k(g(1))
-        """,
-        "b": "def g(x):\n    return 2 * x\n",
-        "c": "def k(x):\n    return x\n",
-    },
+    "edited": {**WRITTEN, "a": WRITTEN["a"].replace("g(x) + 1", "g(x) + 2")},
     "moved_out": {  # f now in d, which nothing of the closure imports
         "a": """
             from {pkg}.b import g

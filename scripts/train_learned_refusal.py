@@ -41,7 +41,7 @@ from sklearn.preprocessing import StandardScaler
 from safetyrepro.benchmarks.xstest.human_labels import LABELLED_FILES, read_labelled
 from safetyrepro.benchmarks.xstest.learned import HEAD_FILE, embedded_reader, features, predict, recipe
 from safetyrepro.benchmarks.xstest.refusal import PARTIAL, RESPONSE_CLASSES
-from safetyrepro.benchmarks.xstest.scorer_agreement import agreement, human_agreement
+from safetyrepro.benchmarks.xstest.scorer_agreement import XSTestHumanLabels, agreement
 from safetyrepro.results.storage import write_text
 from safetyrepro.running.embedded_model import build_embedded_model
 from safetyrepro.running.hashing import file_sha256
@@ -109,7 +109,9 @@ def main() -> None:
         humans += [[h for h in frames[name]["human"] if h != PARTIAL] for name in names for _ in PREFIXES]
         return np.concatenate(rows), [label for part in humans for label in part]
 
-    baselines = human_agreement(data_dir, ["rules", "strmatch"]).set_index(["labelled_model", "scorer"])
+    baselines = (
+        XSTestHumanLabels().scorer_agreement(data_dir, ["rules", "strmatch"]).set_index(["labelled_model", "scorer"])
+    )
     held_out_rows = []
     for held_out, train in (("mistralinstruct", "llama2new"), ("llama2new", "mistralinstruct")):
         pipeline = fit_head(*training_set([train]))

@@ -83,8 +83,7 @@ def describe(point: EntryPoint, kind: str) -> str:
 
 
 def scorer_module(name: str) -> ModuleType:
-    """A module that a judge's question or `Benchmark.human_labels` names: relative to this package, or a plugin's
-    by its full name."""
+    """A module that a judge's question names: relative to this package, or a plugin's by its full name."""
     own = Path(__file__).resolve().parent.joinpath(*name.split("."))
     in_package = own.with_suffix(".py").is_file() or (own / "__init__.py").is_file()
     return importlib.import_module(f"safetyrepro.{name}" if in_package else name)

@@ -10,8 +10,10 @@ from safetyrepro.benchmarks import GROUP
 def register(
     root: Path, distribution: str, entries: dict[str, str], modules: dict[str, str], group: str = GROUP
 ) -> None:
-    """A throwaway installed distribution under `root`: its metadata, entry points (under `group`) and modules."""
-    info = root / f"{distribution}-1.0.dist-info"
+    """A throwaway installed distribution under `root`: its metadata, entry points (under `group`) and modules. Its
+    folder is named as installers name it (`-` in the name as `_`: importlib.metadata reads the name up to the first
+    `-` of the folder's, and keeps one distribution per name)."""
+    info = root / f"{distribution.replace('-', '_')}-1.0.dist-info"
     info.mkdir(parents=True)
     (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {distribution}\nVersion: 1.0\n")
     lines = "".join(f"{name} = {target}\n" for name, target in entries.items())

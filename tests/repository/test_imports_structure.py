@@ -13,7 +13,12 @@ from helpers.session import REPO
 
 PACKAGE = REPO / "src" / "safetyrepro"
 # The interfaces a plugin implements: importing one loads no plugin, no pandas and no torch.
-INTERFACES = ["safetyrepro.benchmarks.base", "safetyrepro.backends.base", "safetyrepro.scorers.base"]
+INTERFACES = [
+    "safetyrepro.benchmarks.base",
+    "safetyrepro.backends.base",
+    "safetyrepro.scorers.base",
+    "safetyrepro.scorers.human_labels",
+]
 HEAVY = ["pandas", "torch"]
 PLUGIN_GROUPS = [
     "safetyrepro.benchmarks",

@@ -6,7 +6,7 @@ twins both scorers label, the verdicts "A beats B" (`flips.signs`, as rho_flip d
 the scorer choice alone reverses (one scorer has A above B, the other B above A) or changes (ties
 included). Table 'agreement': per benchmark and pair of scorers, the share of the run's item rows
 (model, twin, item, seed) given the same label, and Cohen's kappa. Table 'human': for each benchmark
-of the run with human-labelled replies (`Benchmark.human_labels`: XSTest's labelled completions,
+of the run with human-labelled replies (its registered `HumanLabels`: XSTest's labelled completions,
 `safetyrepro.benchmarks.xstest.scorer_agreement`), each of its scorers on the axis against the human
 labels; a judge's as its judge_agreement job measured it, with the share of its answers that parse.
 """
@@ -22,8 +22,7 @@ from sklearn.metrics import cohen_kappa_score
 
 from safetyrepro.analysis.flips import signs
 from safetyrepro.analysis.frames import stack_named
-from safetyrepro.benchmarks import BENCHMARKS, with_human_labels
-from safetyrepro.plugins import scorer_module
+from safetyrepro.scorers.human_labels import human_labels_of, with_human_labels
 
 if TYPE_CHECKING:
     from safetyrepro.analysis.suite import Inputs
@@ -110,13 +109,12 @@ def scorer_table(inputs: Inputs) -> pd.DataFrame:
 
 
 def _human(inputs: Inputs, axis: str, benchmark: str) -> pd.DataFrame:
-    """A benchmark's scorers of the axis against its human labels, as its `human_labels` module measures them,
+    """A benchmark's scorers of the axis against its human labels, as its `HumanLabels` measure them,
     and its judges' agreement as their judge_agreement jobs measured it (scorer_name "judge <name>")."""
     envelope = inputs.settings.envelope
-    module = scorer_module(BENCHMARKS[benchmark].human_labels)
     scorers = {params["scorer"]: value for value, params in envelope.axes[axis].items() if "judge" not in params}
     by_scorer = {name: value for name, value in scorers.items() if name in envelope.scorers[benchmark]}
-    human = module.human_agreement(inputs.settings.data_dir, list(by_scorer))
+    human = human_labels_of(benchmark).scorer_agreement(inputs.settings.data_dir, list(by_scorer))
     human = human.rename(columns={"scorer": "scorer_name"})  # the axis's own column may be called scorer
     human = human.assign(**{axis: human["scorer_name"].map(by_scorer)})
     return pd.concat([human, *_judged(inputs, axis, benchmark)], ignore_index=True).assign(benchmark=benchmark)

@@ -97,7 +97,7 @@ class Analysis:
         options: the keys of the config's `analysis` section it reads.
         sections: the other top-level config sections it reads.
         human_labels: whether it reads the human labels of the run's benchmarks that have them
-            (`Benchmark.human_labels`: their modules are its code too).
+            (their registered `HumanLabels`: its code is the analysis's too).
         columns: the columns it adds to the item rows it reads or writes in its table, beside the cell and item
             tables' (no declared axis, itself a column beside them, may take these names: `result_columns`).
     """

@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from functools import cache
 from importlib.metadata import EntryPoint
 from typing import Any
@@ -21,12 +21,6 @@ NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")  # a benchmark's name and fold
 
 
 JUDGE_API = ("question", "read")  # what the module of a judge's question defines
-HUMAN_LABELS_API = ("human_agreement", "judge_agreement")  # what a `Benchmark.human_labels` module defines
-
-
-def with_human_labels(names: Iterable[str]) -> list[str]:
-    """Those of the benchmarks `names` whose replies have human labels to measure scorers against."""
-    return [name for name in names if registered().loaded[name].human_labels]
 
 
 def discover() -> Registry[Benchmark]:
@@ -50,8 +44,6 @@ def _load(point: EntryPoint) -> Benchmark:
                 "or digit (it names files, folders and jobs)"
             )
     _check_scorers(where, benchmark)
-    if benchmark.human_labels is not None:
-        _check_module(where, "human_labels", benchmark.human_labels, HUMAN_LABELS_API, "its human_labels")
     if benchmark.name != point.name:
         raise PluginError(f"{where} is named '{benchmark.name}'; the entry point's name must be the benchmark's")
     strata = benchmark.strata

@@ -134,12 +134,6 @@ class Benchmark(ABC):
     benchmark (the judge's `question`: a module with `question(item, reply, labels)` and
     `read(answer, item, labels)`; by default the option question of `safetyrepro.benchmarks.judge_question`);
     a benchmark without a judge leaves "judge" out of `scorers`.
-    `human_labels` names the module (relative to the package, or a plugin's by its full name) that measures
-    scorers against human labels of labelled replies, or is None: its `human_agreement(data_dir, scorers)`
-    gives, per labelled file and scorer, `labelled_model`, `scorer`, `three_class`, `binary`, `kappa`,
-    `n_answers`, `fitted_on` and `developed_on`; its `judge_agreement(data_dir, label)` gives, per labelled
-    file, a judge's agreement (`label(replies, items)` returns the judge's labels) with `parse_rate`. The
-    scorers analysis reports both, and every judge that labels the benchmark is asked by a job of its own.
     `strata` names the columns of `load`'s frame the item subsets are stratified by, outermost first
     (by default its own `stratum` column): an item's stratum is their values joined by "/", and the
     draw keeps the share of every group of every level within one item (`draw_subset`).
@@ -158,7 +152,6 @@ class Benchmark(ABC):
     labels_are_decisions: bool = False
     scorers: tuple[str, ...] = (RULES, JUDGE)
     scorer_arguments: Mapping[str, Mapping[str, Any]] = {}
-    human_labels: str | None = None
     strata: tuple[str, ...] = ("stratum",)
     posed_fields: tuple[str, ...] = ("prompt", "options")
 

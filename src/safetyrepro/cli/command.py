@@ -9,13 +9,16 @@ WARNING_PREFIX = "safetyrepro: warning: "
 
 
 def plugin_warnings() -> list[str]:
-    """A line per registered benchmark, backend or scorer that cannot be used, naming it and its package: what a command
-    that went on without it prints, once (one that needs it is refused with the same error; docs/extending.md)."""
+    """A line per registered benchmark, backend, scorer or human labels that cannot be used, naming it and its
+    package: what a command that went on without it prints, once (one that needs it is refused with the same error;
+    docs/extending.md)."""
     from safetyrepro.backends import discovered
     from safetyrepro.benchmarks import BROKEN
     from safetyrepro.scorers import discovered as scorers
+    from safetyrepro.scorers.human_labels import discovered as human_labels
 
     problems = [*BROKEN.values(), *discovered().broken.values(), *scorers().broken.values()]
+    problems += human_labels().broken.values()
     return [
         f"{WARNING_PREFIX}{problem} (left out: only a config or command that names it is refused)"
         for problem in problems

@@ -3,7 +3,7 @@ safetyrepro.pipeline.jobs): their options are the rules' inputs and outputs."""
 
 from __future__ import annotations
 
-from safetyrepro.benchmarks import BENCHMARKS, with_human_labels
+from safetyrepro.benchmarks import BENCHMARKS
 from safetyrepro.cli.command import add_command
 from safetyrepro.pipeline.jobs import (
     cmd_aggregate,
@@ -23,6 +23,7 @@ from safetyrepro.pipeline.jobs import (
     cmd_serve,
     cmd_summary,
 )
+from safetyrepro.scorers.human_labels import with_human_labels
 
 
 def add_commands(commands) -> None:

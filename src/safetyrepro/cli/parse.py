@@ -11,12 +11,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from safetyrepro.benchmarks import AS_GIVEN, BENCHMARKS, JUDGE, RULES, DataError
+from safetyrepro.benchmarks import AS_GIVEN, BENCHMARKS, RULES, DataError
 from safetyrepro.benchmarks.base import LETTERS
 from safetyrepro.cli.command import refuse_broken
 from safetyrepro.configuration.build import load_settings
 from safetyrepro.configuration.loading import DEFAULT_CONFIGFILE
 from safetyrepro.configuration.schema import ConfigError, schema
+from safetyrepro.scorers import asks_judge
 
 JUDGED_LINES = 64  # stdin lines a judge is asked about at once (its batch; identical questions asked once)
 NOT_UTF8 = re.compile("[\udc80-\udcff]")  # what a byte that is not UTF-8 decodes to with surrogateescape
@@ -41,12 +42,13 @@ def cmd_parse(args: argparse.Namespace) -> int:
         raise ConfigError(
             f"--scorer: {args.benchmark} has no scorer {args.scorer!r} (it has: {', '.join(benchmark.scorers)})"
         )
-    if args.judge is not None and args.scorer != JUDGE:
-        raise ConfigError("--judge: only for --scorer judge")
-    if args.scorer == JUDGE and args.configfile is None:
-        raise ConfigError("--configfile: the scorer judge asks one of a config's judges; give that config")
+    judged = args.scorer is not None and asks_judge(args.scorer)
+    if args.judge is not None and not judged:
+        raise ConfigError(f"--judge: only for a --scorer that asks a judge model ({args.scorer or RULES} asks none)")
+    if judged and args.configfile is None:
+        raise ConfigError(f"--configfile: the scorer {args.scorer} asks one of a config's judges; give that config")
     replies = _Replies(benchmark, args)
-    if args.scorer == JUDGE:  # the judge asked: its server started (or refused) first
+    if judged:  # the judge asked: its server started (or refused) first
         replies.named_judge = replies.judge(_parse_judge(replies.settings, args))
     elif args.scorer is not None:  # the embedded model the scorer reads with, if any: built (or refused) first
         replies.scorer_models(args.scorer)
@@ -122,7 +124,7 @@ class _Replies:
                 + (given if len(given) <= 40 else f"{given[:37]}...")
             )
         scorer = self.args.scorer or (RULES if config is None else self.settings.labelling_scorer(name, config))
-        if scorer != JUDGE:
+        if not asks_judge(scorer):
             return item, (scorer, None)
         if item_id is None:
             raise DataError(f"{where}: a judge is asked about the item as a cell shows it: give the item_id")
@@ -183,11 +185,11 @@ class _Replies:
     def _scored(self, scorer: str, judge: str | None, replies: list, items: list[Item]) -> list[str]:
         from safetyrepro.scorers import scorer_labels
 
-        if scorer == JUDGE:
+        if judge is not None:
             from safetyrepro.running.judge import judge_labels
 
             batch_size = self.settings.backend.batch_size
-            return judge_labels(self.benchmark, self._judges[judge], replies, items, batch_size)
+            return judge_labels(self.benchmark, scorer, self._judges[judge], replies, items, batch_size)
         return scorer_labels(self.benchmark, scorer, replies, items, self.scorer_models(scorer))
 
     @staticmethod
@@ -232,9 +234,9 @@ class _Replies:
 
 
 def _asks_a_judge(resolved: tuple) -> bool:
-    """Whether a resolved line is labelled by a judge model (its labelling is (JUDGE, the judge's name))."""
+    """Whether a resolved line is labelled by a judge model (its labelling is (scorer, the judge's name))."""
     how = resolved[-1]
-    return isinstance(how, tuple) and how[0] == JUDGE
+    return isinstance(how, tuple) and how[1] is not None
 
 
 def _write_labelled(resolved: list[tuple], labels: Callable[[list], list[str]]) -> None:

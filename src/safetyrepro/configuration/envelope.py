@@ -17,8 +17,9 @@ from safetyrepro.core.axes import AXES
 from safetyrepro.core.config_id import Config
 from safetyrepro.core.decoding import Decoding
 from safetyrepro.core.messages import excerpt
-from safetyrepro.core.scorer_names import JUDGE, RULES
+from safetyrepro.core.scorer_names import RULES
 from safetyrepro.core.tiers import CORE, STRESS
+from safetyrepro.scorers import asks_judge
 from safetyrepro.scorers import discovered as scorer_plugins
 
 # How a declared axis's value acts (docs/envelope.md, Declared axes): a template variable fills {<axis>}
@@ -38,16 +39,19 @@ class EnvelopeError(ValueError):
 
 
 def _check_judge(axis: str, value: str, params: Mapping[str, Any], default: str) -> None:
-    """A value of a scorer axis names a judge model exactly when its scorer is the judge, and the default's
-    is none (the default's cells generate the replies that the others label)."""
-    where = f"envelope.axes.{axis}.values.{value}"
-    if params["scorer"] == JUDGE and "judge" not in params:
+    """A value of a scorer axis names a judge model exactly when its scorer asks one (`Scorer.asks_judge`), and
+    the default's does not (the default's cells generate the replies that the others label)."""
+    where, scorer = f"envelope.axes.{axis}.values.{value}", params["scorer"]
+    judged = asks_judge(scorer)
+    if judged and "judge" not in params:
         raise EnvelopeError(
-            f"{where}.judge: name the judge model that scorer '{JUDGE}' asks (one of the config's judges)"
+            f"{where}.judge: name the judge model that scorer '{scorer}' asks (one of the config's judges)"
         )
-    if params["scorer"] != JUDGE and "judge" in params:
-        raise EnvelopeError(f"{where}.judge: only a value whose scorer is '{JUDGE}' names a judge model")
-    if params["scorer"] == JUDGE and value == default:
+    if not judged and "judge" in params:
+        raise EnvelopeError(
+            f"{where}.judge: scorer '{scorer}' asks no judge model; only a value whose scorer asks one names it"
+        )
+    if judged and value == default:
         raise EnvelopeError(
             f"envelope.axes.{axis}.default: '{value}' is a judge; the default's cells generate the replies the "
             "other values label, so make a value that parses them (e.g. rules) the default"
@@ -256,7 +260,7 @@ class Envelope:
         else the benchmark's: `rules`), with the name of the judge model it asks where that scorer is a judge."""
         params = self.axes[axis][value]
         scorer = params["scorer"] if params["scorer"] in self.scorers.get(benchmark, ()) else RULES
-        return scorer, params.get("judge") if scorer == JUDGE else None
+        return scorer, params.get("judge") if asks_judge(scorer) else None
 
     def scorers_of(self, benchmark: str) -> list[str]:
         """The scorers that read `benchmark`'s replies under this envelope: those its scorer axis's values give
@@ -270,6 +274,13 @@ class Envelope:
         """The scorer that labels the config's free-form responses on `benchmark`."""
         axis = next(iter(self.declared("scorer")), None)
         return RULES if axis is None else self._labeller(config[axis], axis, benchmark)[0]
+
+    def judge_scorer(self, benchmark: str, judge: str) -> str:
+        """The scorer that asks the judge model `judge` about `benchmark`'s replies: that of the first value of the
+        scorer axis naming it there (StopIteration where none does)."""
+        axis = next(iter(self.declared("scorer")))
+        labellers = (self._labeller(value, axis, benchmark) for value in self.axes[axis])
+        return next(scorer for scorer, asked in labellers if asked == judge)
 
     def judge_name(self, config: Config, benchmark: str) -> str | None:
         """The name of the judge model that labels the config's free-form responses on `benchmark`, or None

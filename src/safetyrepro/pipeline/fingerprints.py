@@ -241,13 +241,17 @@ def backend_modules(settings: Settings) -> tuple[str, ...]:
 
 def analysis_modules(name: str, benchmarks: Iterable[str]) -> tuple[str, ...]:
     """An analysis job's code: the module of its function, the Markdown rendering, and for an analysis that
-    reads human labels, the `human_labels` modules of the run's `benchmarks` that have them."""
+    reads human labels, the code of the `HumanLabels` of the run's `benchmarks` that have them."""
     from safetyrepro.analysis.suite import ANALYSES
-    from safetyrepro.benchmarks import BENCHMARKS, with_human_labels
+    from safetyrepro.scorers.human_labels import human_labels_of, with_human_labels
 
     analysis = ANALYSES[name]
-    labelled = [BENCHMARKS[b].human_labels for b in with_human_labels(benchmarks)] if analysis.human_labels else []
-    return (*JOB_CODE["analysis"], analysis.module.removeprefix(f"{PACKAGE}."), *labelled)
+    labelled = with_human_labels(benchmarks) if analysis.human_labels else []
+    return (
+        *JOB_CODE["analysis"],
+        analysis.module.removeprefix(f"{PACKAGE}."),
+        *(m for b in labelled for m in human_labels_of(b).code()),
+    )
 
 
 def _serving(settings: Settings, scoring: str, batch) -> dict:
@@ -349,13 +353,14 @@ def grid_cell_is_current(settings: Settings, model: str, benchmark: str, config_
 def judge_agreement_fingerprint(settings: Settings, benchmark: str, judge: ModelSpec) -> str:
     """What a judge's agreement with a benchmark's human labels depends on: the judge, the backend that serves
     it, the benchmark's data as it is now (`data_digests`) and the code that asks (its judge question) and
-    measures (its human_labels)."""
-    from safetyrepro.benchmarks import BENCHMARKS, JUDGE
+    measures (its `HumanLabels`)."""
+    from safetyrepro.benchmarks import BENCHMARKS
     from safetyrepro.scorers import scorer_of
+    from safetyrepro.scorers.human_labels import human_labels_of
 
     serving = _serving(settings, "freeform", settings.backend.batch_condition("freeform", None))
-    labelled = BENCHMARKS[benchmark]
-    modules = (*scorer_of(labelled, JUDGE).code(), labelled.human_labels, backend_module(serving["backend"]))
+    scorer = scorer_of(BENCHMARKS[benchmark], settings.envelope.judge_scorer(benchmark, judge.name))
+    modules = (*scorer.code(), *human_labels_of(benchmark).code(), backend_module(serving["backend"]))
     params = {
         "judge": vars(judge),
         **serving,

@@ -16,7 +16,6 @@ from safetyrepro.benchmarks import BENCHMARKS, DataError
 from safetyrepro.configuration.build import load_settings
 from safetyrepro.configuration.schema import ConfigError
 from safetyrepro.pipeline.lifecycle import CellError, job
-from safetyrepro.plugins import scorer_module
 
 if TYPE_CHECKING:
     from safetyrepro.backends import Backend
@@ -128,21 +127,23 @@ def cmd_rescore_cell(args: argparse.Namespace) -> int:
 
 @job("out")
 def cmd_judge_agreement(args: argparse.Namespace) -> int:
-    """Ask a judge (--judge, through its model server) about a benchmark's human-labelled replies (its
-    `human_labels` module's); write its agreement with the human labels per file (the scorers analysis reads it)."""
+    """Ask a judge (--judge, through its model server) about a benchmark's human-labelled replies (its registered
+    `HumanLabels`); write its agreement with the human labels per file (the scorers analysis reads it)."""
     from safetyrepro.results.storage import write_parquet
     from safetyrepro.running.judge import judge_labels
+    from safetyrepro.scorers.human_labels import human_labels_of
 
     settings = load_settings(args.configfile)
     judge, benchmark = settings.model(args.judge), BENCHMARKS[args.benchmark]
-    log.info("judge %s: asked about the labelled replies of %s", judge.name, benchmark.name)
+    scorer = settings.envelope.judge_scorer(benchmark.name, judge.name)
+    log.info("judge %s (scorer %s): asked about the labelled replies of %s", judge.name, scorer, benchmark.name)
     judge_backend = serving_backends(settings, judge, Path(args.configfile))["generate"]
     batch_size = settings.backend.batch_condition("freeform", None).batch_size
 
     def label(replies: list[str], items: list) -> list[str]:
-        return judge_labels(benchmark, judge_backend, replies, items, batch_size)
+        return judge_labels(benchmark, scorer, judge_backend, replies, items, batch_size)
 
-    measured = scorer_module(benchmark.human_labels).judge_agreement(settings.data_dir, label)
+    measured = human_labels_of(benchmark.name).judge_agreement(settings.data_dir, label)
     write_parquet(measured.assign(judge=judge.name), Path(args.out))
     return 0
 

@@ -280,7 +280,6 @@ def _judge_questions(
 ) -> dict[str, tuple[str, str, str, int]]:
     """Every distinct question `judge` is asked about the run's replies, without the reply, with the benchmark,
     config id and item id of one cell that asks it, and the most new tokens a reply it is asked about may have."""
-    from safetyrepro.benchmarks import JUDGE
     from safetyrepro.scorers import scorer_of
 
     questions = {}
@@ -288,7 +287,7 @@ def _judge_questions(
         asks = settings.judge_model(benchmark, config)
         if asks is None or asks.name != judge.name:
             continue
-        module = scorer_of(data.benchmark, JUDGE).question_module()
+        module = scorer_of(data.benchmark, settings.labelling_scorer(benchmark, config)).question_module()
         tokens = settings.envelope.decoding(config).max_new_tokens
         for item in data.items:
             question = module.question(item, "", data.benchmark.default_labels)
@@ -302,26 +301,27 @@ def _agreement_questions(settings: Settings, judge: ModelSpec) -> dict[str, tupl
     each benchmark of the run that has human labels and that it judges (as the workflow's HUMAN_JUDGES), the
     reply as the judge reads it; with the benchmark, the labelled file (`labelled_model`) and the item id. The
     benchmark's `judge_agreement` is run with a `label` that records what it is given and labels nothing."""
-    from safetyrepro.benchmarks import BENCHMARKS, UNPARSED, with_human_labels
-    from safetyrepro.plugins import scorer_module
+    from safetyrepro.benchmarks import BENCHMARKS, UNPARSED
     from safetyrepro.running.judge import question_about
+    from safetyrepro.scorers.human_labels import human_labels_of, with_human_labels
 
     questions = {}
     for name in with_human_labels(settings.benchmarks):
         if judge not in settings.used_judges(name):
             continue
         benchmark, asked = BENCHMARKS[name], []
+        scorer = settings.envelope.judge_scorer(name, judge.name)
 
         def capture(replies: list[str], items: list, asked: list = asked) -> list[str]:
             asked.append(list(zip(replies, items)))
             return [UNPARSED] * len(replies)
 
-        measured = scorer_module(benchmark.human_labels).judge_agreement(settings.data_dir, capture)
+        measured = human_labels_of(name).judge_agreement(settings.data_dir, capture)
         files = list(measured["labelled_model"]) if "labelled_model" in measured else []
         for call, pairs in enumerate(asked):
             labelled = files[call] if len(files) == len(asked) else f"#{call + 1}"
             for reply, item in pairs:
-                if (question := question_about(benchmark, reply, item)) is not None:  # else not asked
+                if (question := question_about(benchmark, scorer, reply, item)) is not None:  # else not asked
                     questions.setdefault(question, (name, labelled, getattr(item, "item_id", "(no item)")))
     return questions
 

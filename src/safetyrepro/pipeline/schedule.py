@@ -11,9 +11,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from safetyrepro.benchmarks import NAME, with_human_labels
+from safetyrepro.benchmarks import NAME
 from safetyrepro.results.figures import FIGURES
 from safetyrepro.results.storage import cell_file
+from safetyrepro.scorers.human_labels import with_human_labels
 
 if TYPE_CHECKING:
     from safetyrepro.configuration.settings import Settings
@@ -40,8 +41,8 @@ def rescored_configs(settings: Settings) -> dict[str, str]:
 
 
 def human_judges(settings: Settings) -> dict[str, list[str]]:
-    """Per benchmark of the run with human-labelled replies (Benchmark.human_labels), the judges asked about them:
-    those that label its answers."""
+    """Per benchmark of the run with human-labelled replies (its registered HumanLabels), the judges asked about
+    them: those that label its answers."""
     return {b: [j.name for j in settings.used_judges(b)] for b in with_human_labels(settings.benchmarks)}
 
 

@@ -13,11 +13,10 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from safetyrepro.benchmarks.base import UNPARSED
-from safetyrepro.core.scorer_names import JUDGE
 from safetyrepro.results.storage import record_summary
 from safetyrepro.running.hashing import item_hash, text_sha256
 from safetyrepro.running.prompts import draw_shots, render_prompt
-from safetyrepro.scorers import scorer_labels
+from safetyrepro.scorers import asks_judge, scorer_labels
 
 if TYPE_CHECKING:
     from safetyrepro.backends.base import Backend
@@ -126,12 +125,12 @@ def rescore_cell(
     items = [by_id[item_id] for item_id in twin_rows["item_id"]]
     responses = list(twin_rows["response"])
     scorer = envelope.scorer(config, data.benchmark.name)
-    if scorer == JUDGE:
+    if asks_judge(scorer):
         from safetyrepro.running.judge import judge_labels
 
         if judge_backend is None:
-            raise ValueError("this cell's scorer is a judge model: give the backend that serves it")
-        labels = judge_labels(data.benchmark, judge_backend, responses, items, batch.batch_size)
+            raise ValueError("this cell's scorer asks a judge model: give the backend that serves it")
+        labels = judge_labels(data.benchmark, scorer, judge_backend, responses, items, batch.batch_size)
     else:
         labels = scorer_labels(data.benchmark, scorer, responses, items, scorer_models)
     rows = [

@@ -1,6 +1,7 @@
 """Judging replies: a judge model (one of the config's `judges`, served by the run's backends as a model
 under test is) is asked its benchmark's fixed question about each reply, greedily, and its answer is
-read into the benchmark's labels (the module its judge scorer's `question` names: `question`, `read`). An answer that names no label is "unparsed", as is a reply with no text (nothing is asked).
+read into the benchmark's labels (the module that the question of the scorer asking it names: `question`,
+`read`). An answer that names no label is "unparsed", as is a reply with no text (nothing is asked).
 Each distinct question is asked once per cell."""
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from safetyrepro.benchmarks import JUDGE, UNPARSED
+from safetyrepro.benchmarks import UNPARSED
 from safetyrepro.core.judge_answer import ANSWER
 from safetyrepro.core.messages import excerpt
 from safetyrepro.scorers import scorer_of
@@ -23,25 +24,27 @@ REPLY_CHARS = 2000  # the judge reads at most this much of a reply: its opening 
 SHOWN = 5  # unparsed answers quoted in the cell's log
 
 
-def question_about(benchmark: Benchmark, reply: str, item: Item | None) -> str | None:
-    """The question a judge is asked about one reply to an item (the benchmark's judge question, the reply cut to
-    what the judge reads), or None for a reply without text, which is not asked."""
+def question_about(benchmark: Benchmark, scorer: str, reply: str, item: Item | None) -> str | None:
+    """The question a judge is asked about one reply to an item (the question of `scorer`, a scorer of the benchmark
+    that asks a judge, the reply cut to what the judge reads), or None for a reply without text, which is not asked."""
     if not (isinstance(reply, str) and reply.strip()):
         return None
-    return scorer_of(benchmark, JUDGE).question_module().question(item, shortened(reply), benchmark.default_labels)
+    module = scorer_of(benchmark, scorer).question_module()
+    return module.question(item, shortened(reply), benchmark.default_labels)
 
 
 def judge_labels(
     benchmark: Benchmark,
+    scorer: str,
     judge_backend: Backend,
     replies: Sequence[str],
     items: Sequence[Item | None],
     batch_size: int | None,
 ) -> list[str]:
-    """One label per reply: the judge's answer to the benchmark's question about it, read into a label."""
-    module = scorer_of(benchmark, JUDGE).question_module()
+    """One label per reply: the judge's answer to `scorer`'s question about it, read into a label."""
+    module = scorer_of(benchmark, scorer).question_module()
     labels = benchmark.default_labels
-    questions = [question_about(benchmark, reply, item) for reply, item in zip(replies, items)]
+    questions = [question_about(benchmark, scorer, reply, item) for reply, item in zip(replies, items)]
     distinct = list(dict.fromkeys(q for q in questions if q is not None))
     answers = {}
     if distinct:

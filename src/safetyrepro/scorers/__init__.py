@@ -31,6 +31,12 @@ def registered() -> dict[str, Scorer]:
     return discovered().loaded
 
 
+def asks_judge(name: str) -> bool:
+    """Whether the registered scorer `name` labels by a judge model's answers (`Scorer.asks_judge`): a scorer axis
+    value of it names the judge, and the pipeline serves that judge to its cells."""
+    return registered()[name].asks_judge
+
+
 def _load(point: EntryPoint) -> Scorer:
     """The Scorer an entry point names (a class is made with no arguments), checked against its entry."""
     where = describe(point, "scorer")
@@ -84,4 +90,15 @@ def scorer_labels(
     return scorer.label(benchmark, responses, items, models or {})
 
 
-__all__ = ["GROUP", "JUDGE", "RULES", "UNPARSED", "PluginError", "Scorer", "discovered", "registered", "scorer_of"]
+__all__ = [
+    "GROUP",
+    "JUDGE",
+    "RULES",
+    "UNPARSED",
+    "PluginError",
+    "Scorer",
+    "asks_judge",
+    "discovered",
+    "registered",
+    "scorer_of",
+]

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from helpers.plugins import register
 from helpers.session import REPO
 
 from safetyrepro.backends import GROUP, discovered, load_backend, registered
@@ -71,27 +72,14 @@ class ToyBackend(Backend):
 '''
 
 
-def _distribution(folder: Path, name: str, entries: dict[str, str]) -> Path:
-    """A package installed only as metadata in `folder`: a dist-info registering `entries` under GROUP."""
-    info = folder / f"{name.replace('-', '_')}-0.1.dist-info"
-    info.mkdir(parents=True)
-    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 0.1\n")
-    lines = "\n".join(f"{key} = {value}" for key, value in entries.items())
-    (info / "entry_points.txt").write_text(f"[{GROUP}]\n{lines}\n")
-    return folder
-
-
 @pytest.fixture(scope="module")
 def plugins(tmp_path_factory) -> dict[str, Path]:
     """Folders to put on sys.path: the toy backend, a second package claiming the name `hf`, a broken one."""
     root = tmp_path_factory.mktemp("plugins")
-    toy = _distribution(root / "toy", "toy-backend", {"toy": "toy_backend:ToyBackend"})
-    (toy / "toy_backend.py").write_text(PLUGIN)
-    return {
-        "toy": toy,
-        "clash": _distribution(root / "clash", "clash-backend", {"hf": "toy_backend:ToyBackend"}),
-        "broken": _distribution(root / "broken", "broken-backend", {"broken": "toy_backend_missing:Nothing"}),
-    }
+    register(root / "toy", "toy-backend", {"toy": "toy_backend:ToyBackend"}, {"toy_backend": PLUGIN}, GROUP)
+    register(root / "clash", "clash-backend", {"hf": "toy_backend:ToyBackend"}, {}, GROUP)
+    register(root / "broken", "broken-backend", {"broken": "toy_backend_missing:Nothing"}, {}, GROUP)
+    return {name: root / name for name in ("toy", "clash", "broken")}
 
 
 @pytest.fixture
@@ -219,7 +207,7 @@ def test_a_name_registered_twice_is_left_out_and_refused_where_used(install, dat
     message = str(discovered().broken["hf"])
     assert "backend 'hf' is registered twice" in message
     assert "safetyrepro.backends.hf_declared:HF (by safetyrepro" in message
-    assert "toy_backend:ToyBackend (by clash-backend 0.1)" in message
+    assert "toy_backend:ToyBackend (by clash-backend 1.0)" in message
     with pytest.raises(ConfigError) as refused:  # the default backend of both operations
         load_settings(_config(data_dir))
     assert str(refused.value) == f"backend.generate: {message}"
@@ -231,7 +219,7 @@ def test_a_plugin_that_fails_to_import_is_refused_only_where_a_config_names_it(i
     with pytest.raises(ConfigError) as broken:
         load_settings(_config(data_dir, generate="broken"))
     assert str(broken.value) == (
-        "backend.generate: backend plugin 'broken' (toy_backend_missing:Nothing, from broken-backend 0.1) cannot be "
+        "backend.generate: backend plugin 'broken' (toy_backend_missing:Nothing, from broken-backend 1.0) cannot be "
         "loaded: ModuleNotFoundError: No module named 'toy_backend_missing'"
     )
 

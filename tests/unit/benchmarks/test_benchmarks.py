@@ -882,26 +882,12 @@ def test_a_plugins_declarations_are_checked_as_it_loads(tmp_path, monkeypatch, m
             None,
             "its judge question module 'mini_missing' cannot be imported: ModuleNotFoundError: No module named",
         ),
-        (
-            'human_labels = "mini_labels"',
-            "mini_labels",
-            "def human_agreement(data_dir, scorers):\n    return None\n",
-            "its human_labels must name a module with functions human_agreement and judge_agreement",
-        ),
-        (
-            'human_labels = "mini_no_labels"',
-            "mini_no_labels",
-            None,
-            "its human_labels module 'mini_no_labels' cannot be imported: ModuleNotFoundError: No module named",
-        ),
     ],
-    ids=["question without read", "no question module", "labels without judge_agreement", "no labels module"],
+    ids=["question without read", "no question module"],
 )
-def test_a_plugins_judge_question_and_human_labels_are_checked_when_it_loads(
-    tmp_path, monkeypatch, declared, module, code, message
-):
-    """A judge question or human_labels module that cannot be imported, or lacks one of its functions, is refused
-    at discovery, not in the judge's cells after the generation ran, its agreement job or the scorers analysis."""
+def test_a_plugins_judge_question_is_checked_when_it_loads(tmp_path, monkeypatch, declared, module, code, message):
+    """A judge question module that cannot be imported, or lacks one of its functions, is refused at discovery, not
+    in the judge's cells after the generation ran or its agreement job."""
     source = MINI.format(name="mini", path="mini/a.csv").replace(
         '    task = "t"\n', f'    task = "t"\n    {declared}\n'
     )
@@ -909,6 +895,31 @@ def test_a_plugins_judge_question_and_human_labels_are_checked_when_it_loads(
     register(tmp_path, "mini-plugin", {"mini": f"{plugin}:Mini"}, {plugin: source, **({module: code} if code else {})})
     monkeypatch.syspath_prepend(tmp_path)
     assert message in left_out()
+
+
+def test_human_labels_that_are_no_declaration_or_label_no_benchmark_are_left_out(tmp_path, monkeypatch):
+    """Human labels registered by a package are refused at discovery, naming the package, where they are not a
+    `HumanLabels` or are named for no registered benchmark; XSTest's still load."""
+    from safetyrepro.scorers.human_labels import GROUP, discovered
+
+    xstest_labels = "safetyrepro.benchmarks.xstest.scorer_agreement:XSTestHumanLabels"
+    entries = {"bbq": "odd_labels:Plain", "nosuch": xstest_labels}
+    register(tmp_path, "odd-labels", entries, {"odd_labels": "class Plain:\n    pass\n"}, GROUP)
+    monkeypatch.syspath_prepend(tmp_path)
+    discovered.cache_clear()
+    try:
+        found = discovered()
+    finally:
+        discovered.cache_clear()
+    assert list(found.loaded) == ["xstest"]
+    assert str(found.broken["bbq"]) == (
+        "human labels plugin 'bbq' (odd_labels:Plain, from odd-labels 1.0) is the class Plain, not a "
+        "safetyrepro.scorers.human_labels.HumanLabels"
+    )
+    assert str(found.broken["nosuch"]) == (
+        f"human labels plugin 'nosuch' ({xstest_labels}, from odd-labels 1.0): its name must be the benchmark's "
+        "whose replies it labels; no benchmark is"
+    )
 
 
 def test_a_plugin_that_cannot_be_imported_is_named(tmp_path, monkeypatch):

@@ -40,6 +40,7 @@ from safetyrepro.configuration.schema import ConfigError
 from safetyrepro.results.markdown import _scorer_lines
 from safetyrepro.running.hashing import file_sha256
 from safetyrepro.scorers import scorer_labels, scorer_of
+from safetyrepro.scorers.human_labels import GROUP as HUMAN_LABELS
 
 WITH_LEARNED = {**SCORER, "values": {**SCORER["values"], "learned": {"tier": "core", "scorer": "learned"}}}
 LEARNED_CELL = "T1-greedy-0shot-freeform-scorer=learned"
@@ -406,7 +407,7 @@ def test_a_scorer_cell_labels_its_twins_responses_without_a_model(tmp_path, data
         assert asked["response"].tolist() == twin["response"].tolist()
         by_id = {item.item_id: item for item in item_set(settings, benchmark).items}
         replies, cell_items = twin["response"].tolist(), [by_id[i] for i in twin["item_id"]]
-        expected = judge_labels(BENCHMARKS[benchmark], judge, replies, cell_items, settings.backend.batch_size)
+        expected = judge_labels(BENCHMARKS[benchmark], "judge", judge, replies, cell_items, settings.backend.batch_size)
         assert asked["label"].tolist() == expected
         log = (results / "logs" / "cells" / model / benchmark / f"{judge_cell}.log").read_text()
         assert f"judge referee labels the responses of {GENERATED}" in log
@@ -475,17 +476,18 @@ from safetyrepro.benchmarks.bbq import BBQ
 
 class BBQLabelled(BBQ):
     name = "bbqlabelled"
-    human_labels = "benchmarks.xstest.scorer_agreement"
 """
 
 
 @pytest.mark.slow
 def test_each_benchmark_that_declares_human_labels_gets_a_judges_agreement_job(tmp_path, data_dir, monkeypatch):
-    """A plugin benchmark (BBQ's items, registered by a package outside src/) that declares human-labelled replies
+    """A plugin benchmark (BBQ's items, registered by a package outside src/) with human-labelled replies registered
     gets, beside XSTest, a judge_agreement job of its own for the judge that labels it, and the scorers analysis
     reads both tables; a benchmark without them (BBQ) gets none."""
     plugin = tmp_path / "plugin"
     register(plugin, "bbq-labelled", {"bbqlabelled": "bbq_labelled:BBQLabelled"}, {"bbq_labelled": LABELLED_PLUGIN})
+    labels = {"bbqlabelled": "safetyrepro.benchmarks.xstest.scorer_agreement:XSTestHumanLabels"}
+    register(plugin, "bbq-labelled-labels", labels, {}, HUMAN_LABELS)
     monkeypatch.setenv("PYTHONPATH", str(plugin))
     workdir = tmp_path / "run"
     judged = {"tier": "core", "scorer": "judge", "judge": "referee"}

@@ -62,7 +62,7 @@ def _second_judge(axis):
         (
             lambda axis: axis["values"]["authors"].update(judge="referee"),
             [REFEREE],
-            "envelope.axes.scorer.values.authors.judge: only a value whose scorer is 'judge' names a judge model",
+            "envelope.axes.scorer.values.authors.judge: scorer 'strmatch' asks no judge model; only a value whose scorer asks one names it",
         ),
         (
             lambda axis: axis.update(default="judged"),
@@ -182,7 +182,10 @@ def test_parse_with_a_judge_needs_a_config_with_judges():
         ([], "--configfile: the scorer judge asks one of a config's judges; give that config"),
         (["--configfile", "config/config.yaml"], "--configfile: config/config.yaml has no judges"),
         (["--configfile", "config/judge.yaml", "--judge", "nobody"], "--judge: no judge named 'nobody'; name one"),
-        (["--scorer", "rules", "--judge", "gemma-judge"], "--judge: only for --scorer judge"),
+        (
+            ["--scorer", "rules", "--judge", "gemma-judge"],
+            "--judge: only for a --scorer that asks a judge model (rules asks none)",
+        ),
     ):
         done = subprocess.run(
             [BIN / "safetyrepro", "parse", "xstest", "--scorer", "judge", *extra],
@@ -222,7 +225,9 @@ def test_the_embedded_model_judges_each_distinct_reply_once(embedded_model_path,
         None,
     ]
     item = BENCHMARKS["xstest"].items_by_id(settings.data_dir, ["xstest-1"], settings.subset_seed)["xstest-1"]
-    labels = judge_labels(BENCHMARKS["xstest"], judge, replies, [item] * len(replies), settings.backend.batch_size)
+    labels = judge_labels(
+        BENCHMARKS["xstest"], "judge", judge, replies, [item] * len(replies), settings.backend.batch_size
+    )
     assert len(asked) == 2 and all(reply in prompt for reply, prompt in zip(replies, asked))
     assert labels[0] == labels[2] and labels[3:] == [UNPARSED] * 3
     assert set(labels) <= {*RESPONSE_CLASSES, UNPARSED}
@@ -371,9 +376,11 @@ def test_a_judge_whose_context_cannot_hold_its_agreement_questions_is_refused(ti
 
 def test_a_judges_human_agreement_is_measured_as_the_other_scorers(data_dir):
     """judge_agreement shows each labelled completion with its own request and scores the labels it is given
-    as human_agreement scores a scorer's: given our rules' labels, it finds our rules' agreement."""
+    as scorer_agreement scores a scorer's: given our rules' labels, it finds our rules' agreement."""
     from safetyrepro.benchmarks.xstest.human_labels import LABELLED_FILES, read_labelled
-    from safetyrepro.benchmarks.xstest.scorer_agreement import human_agreement, judge_agreement
+    from safetyrepro.scorers.human_labels import human_labels_of
+
+    xstest_labels = human_labels_of("xstest")
 
     shown = []
 
@@ -381,23 +388,23 @@ def test_a_judges_human_agreement_is_measured_as_the_other_scorers(data_dir):
         shown.append([item.text for item in items])
         return [BENCHMARKS["xstest"].extract(reply) for reply in replies]
 
-    judged = judge_agreement(data_dir, rules).set_index("labelled_model")
-    ours = human_agreement(data_dir, ["rules"]).set_index("labelled_model")
+    judged = xstest_labels.judge_agreement(data_dir, rules).set_index("labelled_model")
+    ours = xstest_labels.scorer_agreement(data_dir, ["rules"]).set_index("labelled_model")
     assert shown == [read_labelled(data_dir, model)["prompt"].tolist() for model in LABELLED_FILES]
     for column in ("three_class", "binary", "kappa", "n_answers"):
         assert judged[column].tolist() == ours[column].tolist()
     assert judged["parse_rate"].tolist() == [1.0, 1.0]  # our rules decide every whole completion
-    silent = judge_agreement(data_dir, lambda replies, items: [UNPARSED] * len(replies))
+    silent = xstest_labels.judge_agreement(data_dir, lambda replies, items: [UNPARSED] * len(replies))
     assert silent["parse_rate"].tolist() == silent["three_class"].tolist() == [0.0, 0.0]
 
 
 def test_what_reads_human_labels_follows_the_benchmarks_that_declare_them(data_dir, monkeypatch):
-    """The scorers analysis's code and a judge's agreement job come from `Benchmark.human_labels`: XSTest's module
-    is code of the scorers analysis of a run with XSTest only, and of each judge's agreement job for XSTest, with
-    the judge's question for XSTest; a second benchmark that declares human labels is listed, with a fingerprint
-    of its own (its job in the workflow: tests/unit/benchmarks/test_scorers.py)."""
-    from safetyrepro.benchmarks import with_human_labels
+    """The scorers analysis's code and a judge's agreement job come from the registered `HumanLabels`: XSTest's
+    module is code of the scorers analysis of a run with XSTest only, and of each judge's agreement job for XSTest,
+    with the judge's question for XSTest; a second benchmark with human labels registered is listed, with a
+    fingerprint of its own (its job in the workflow: tests/unit/benchmarks/test_scorers.py)."""
     from safetyrepro.pipeline import fingerprints
+    from safetyrepro.scorers.human_labels import discovered, human_labels_of, with_human_labels
 
     labelled = f"{fingerprints.PACKAGE}.benchmarks.xstest.scorer_agreement"
     assert fingerprints.analysis_modules("scorers", ["bbq", "xstest"])[-1] == "benchmarks.xstest.scorer_agreement"
@@ -422,6 +429,62 @@ def test_what_reads_human_labels_follows_the_benchmarks_that_declare_them(data_d
         edit_code(monkeypatch, edited)
         assert (agreement_now() != before) is changes, edited
         monkeypatch.undo()
-    monkeypatch.setattr(BENCHMARKS["bbq"], "human_labels", "benchmarks.xstest.scorer_agreement", raising=False)
+    monkeypatch.setitem(discovered().loaded, "bbq", human_labels_of("xstest"))
     assert with_human_labels(settings.benchmarks) == ["bbq", "xstest"]
     assert fingerprints.judge_agreement_fingerprint(settings, "bbq", judge) != agreement_now()  # its own data pins
+
+
+GUARD = '''
+from safetyrepro.scorers.judge import Judge
+
+
+class Guard(Judge):
+    """A second scorer that asks a judge model (the option question), under a name of its own."""
+
+    name = "guard"
+    benchmarks = ("bbq",)
+'''
+
+
+class Answers:
+    """A judge that answers every question with the same text."""
+
+    def __init__(self, answer):
+        self.answer, self.asked = answer, []
+
+    def generate_seeds(self, prompts, decoding, seeds, stop=(), batch_size=None):
+        self.asked += prompts
+        return [[self.answer] * len(prompts)]
+
+
+def test_any_scorer_that_asks_a_judge_names_one_and_is_served_it(tmp_path, monkeypatch, data_dir):
+    """Whether an axis value names a judge, and whether a cell asks one, follows the scorer's `asks_judge`, not its
+    name: a plugin's judge-asking scorer is checked, given its judge and asks it as the built-in judge is."""
+    from helpers.plugins import register
+
+    from safetyrepro import benchmarks, scorers
+    from safetyrepro.running.judge import judge_labels
+
+    register(tmp_path, "guard-plugin", {"guard": "guard_scorer:Guard"}, {"guard_scorer": GUARD}, scorers.GROUP)
+    monkeypatch.syspath_prepend(tmp_path)
+    monkeypatch.setattr(scorers, "_MADE", {})
+    bbq = benchmarks.BENCHMARKS["bbq"]
+    monkeypatch.setattr(bbq, "scorers", (*bbq.scorers, "guard"))  # as the registry adds it, built afresh
+    scorers.discovered.cache_clear()
+    try:
+        guarded = {"tier": "core", "scorer": "guard", "judge": "referee"}
+        axis = {**SCORER, "values": {**SCORER["values"], "guarded": guarded}}
+        settings = judged_settings(data_dir, axis=axis)
+        config = settings.config("bbq", "T1-greedy-0shot-freeform-scorer=guarded")
+        assert settings.envelope.scorer(config, "bbq") == "guard"
+        assert settings.judge_model("bbq", config).name == "referee"
+        assert settings.envelope.judge_scorer("bbq", "referee") == "guard"
+        judge = Answers("B")
+        assert judge_labels(bbq, "guard", judge, ["the second one", " "], [None, None], None) == ["B", UNPARSED]
+        assert len(judge.asked) == 1 and "the second one" in judge.asked[0]
+        unnamed = {**axis, "values": {**axis["values"], "guarded": {"tier": "core", "scorer": "guard"}}}
+        with pytest.raises(ConfigError, match="values.guarded.judge: name the judge model that scorer 'guard' asks"):
+            judged_settings(data_dir, axis=unnamed)
+    finally:
+        monkeypatch.undo()
+        scorers.discovered.cache_clear()

@@ -99,7 +99,6 @@ class XSTest(Benchmark):
     labels_are_decisions = True
     scorers = (RULES, "strmatch", "learned", JUDGE)  # registered in safetyrepro.scorers: strmatch.py, learned.py
     scorer_arguments = {JUDGE: {"question": "benchmarks.xstest.judge_question"}}
-    human_labels = "benchmarks.xstest.scorer_agreement"
     strata = ("label", "type")  # safe or unsafe, then the prompt type
     posed_fields = ("prompt",)  # the request; its replies name no option
 

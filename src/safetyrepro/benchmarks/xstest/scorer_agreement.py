@@ -8,9 +8,9 @@ the Llama-2 file; the Mistral file was held out); the authors' string match was 
 The learned classifier's head is fitted on both files, so it is given its agreement leave-one-model-
 out, recorded with the head: on each file, that of the same recipe fitted on the other file alone
 (`fitted_on`). A judge model is asked about every labelled completion by a job of its own, which
-serves it (`judge_agreement`; the scorers analysis reads its table). XSTest names this module as its
-`human_labels`; no cell's code imports it, so it reads the learned scorer's head without making it code
-of every XSTest cell.
+serves it (`judge_agreement`; the scorers analysis reads its table). `XSTestHumanLabels` is registered as
+XSTest's human labels (pyproject.toml, group `safetyrepro.human_labels`); no cell's code imports this module,
+so it reads the learned scorer's head without making it code of every XSTest cell.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from safetyrepro.benchmarks.xstest.learned import LEARNED, read_head
 from safetyrepro.benchmarks.xstest.refusal import COMPLY
 from safetyrepro.core.scorer_names import RULES
 from safetyrepro.scorers import scorer_labels, scorer_of
+from safetyrepro.scorers.human_labels import HumanLabels
 
 DEVELOPED_ON = {RULES: "llama2new"}
 
@@ -42,27 +43,6 @@ def agreement(human: Sequence[str], labels: Sequence[str]) -> dict[str, float]:
         "kappa": float(cohen_kappa_score(human, labels)),
         "n_answers": len(human),
     }
-
-
-def human_agreement(data_dir: Path, scorers: Sequence[str]) -> pd.DataFrame:
-    """Per labelled file and scorer (of XSTest's): agreement with the human labels, and whether the scorer
-    was developed on that file."""
-    from safetyrepro.benchmarks import BENCHMARKS
-
-    xstest, rows = BENCHMARKS["xstest"], []
-    for model in LABELLED_FILES:
-        frame = read_labelled(data_dir, model)
-        for scorer in scorers:
-            row = {"labelled_model": model, "scorer": scorer}
-            if scorer == LEARNED:
-                head = scorer_of(xstest, LEARNED).head_file
-                held_out = next(r for r in read_head(head)["held_out"] if r["labelled_model"] == model)
-                row |= {key: held_out[key] for key in ("three_class", "binary", "kappa", "n_answers", "fitted_on")}
-            else:
-                labels = scorer_labels(xstest, scorer, frame["completion"].tolist(), [None] * len(frame))
-                row |= agreement(frame["human"], labels) | {"fitted_on": None}
-            rows.append(row | {"developed_on": DEVELOPED_ON.get(scorer) == model})
-    return pd.DataFrame(rows)
 
 
 def labelled_items(frame: pd.DataFrame) -> list[Item]:
@@ -82,13 +62,36 @@ def labelled_items(frame: pd.DataFrame) -> list[Item]:
     ]
 
 
-def judge_agreement(data_dir: Path, label: Callable[[list[str], list[Item]], list[str]]) -> pd.DataFrame:
-    """Per labelled file: a judge's agreement with the human labels (`label` gives its labels of replies to
-    items) and the share of its labels that parse (an unparsed one counts as a disagreement)."""
-    rows = []
-    for model in LABELLED_FILES:
-        frame = read_labelled(data_dir, model)
-        labels = label(frame["completion"].tolist(), labelled_items(frame))
-        parsed = sum(label != UNPARSED for label in labels) / len(labels)
-        rows.append({"labelled_model": model, **agreement(frame["human"], labels), "parse_rate": parsed})
-    return pd.DataFrame(rows)
+class XSTestHumanLabels(HumanLabels):
+    """The XSTest authors' labelled completions: 450 Llama-2 and 450 Mistral-Instruct replies."""
+
+    def scorer_agreement(self, data_dir: Path, scorers: Sequence[str]) -> pd.DataFrame:
+        """Per labelled file and scorer (of XSTest's): agreement with the human labels, and whether the scorer
+        was developed on that file."""
+        from safetyrepro.benchmarks import BENCHMARKS
+
+        xstest, rows = BENCHMARKS["xstest"], []
+        for model in LABELLED_FILES:
+            frame = read_labelled(data_dir, model)
+            for scorer in scorers:
+                row = {"labelled_model": model, "scorer": scorer}
+                if scorer == LEARNED:
+                    head = scorer_of(xstest, LEARNED).head_file
+                    held_out = next(r for r in read_head(head)["held_out"] if r["labelled_model"] == model)
+                    row |= {key: held_out[key] for key in ("three_class", "binary", "kappa", "n_answers", "fitted_on")}
+                else:
+                    labels = scorer_labels(xstest, scorer, frame["completion"].tolist(), [None] * len(frame))
+                    row |= agreement(frame["human"], labels) | {"fitted_on": None}
+                rows.append(row | {"developed_on": DEVELOPED_ON.get(scorer) == model})
+        return pd.DataFrame(rows)
+
+    def judge_agreement(self, data_dir: Path, label: Callable[[list[str], list[Item]], list[str]]) -> pd.DataFrame:
+        """Per labelled file: a judge's agreement with the human labels (`label` gives its labels of replies to
+        items) and the share of its labels that parse (an unparsed one counts as a disagreement)."""
+        rows = []
+        for model in LABELLED_FILES:
+            frame = read_labelled(data_dir, model)
+            labels = label(frame["completion"].tolist(), labelled_items(frame))
+            parsed = sum(label != UNPARSED for label in labels) / len(labels)
+            rows.append({"labelled_model": model, **agreement(frame["human"], labels), "parse_rate": parsed})
+        return pd.DataFrame(rows)

@@ -86,16 +86,19 @@ lint: $(TEST_STAMP)
 # The package's modules are byte-compiled first, as pip compiles an installed package's: a test run starts
 # about 500 Python processes (jobs, Snakemake, model servers) that import them, and where
 # PYTHONDONTWRITEBYTECODE is set (as on this project's CI machine) each would compile them again.
+# pytest runs with bytecode writing on even there: it keeps each test module with its asserts rewritten in
+# __pycache__ (git ignores it), so a second run's workers do not parse and rewrite all of them again.
 COMPILE := $(VENV)/bin/python -m compileall -q src
+PYTEST := env -u PYTHONDONTWRITEBYTECODE $(VENV)/bin/pytest
 test: lint
 	$(COMPILE)
-	$(VENV)/bin/pytest
+	$(PYTEST)
 
 # The edit-test loop: everything but the end-to-end, Slurm, fault-injection,
 # real-engine and browser tests (marker e2e) and the slow ones (marker slow: they load the embedded gemma model or take over 5 s alone).
 test-fast: $(TEST_STAMP)
 	$(COMPILE)
-	$(VENV)/bin/pytest -m "not e2e and not slow"
+	$(PYTEST) -m "not e2e and not slow"
 
 # The documentation site (docs/, mkdocs.yml) at http://127.0.0.1:8000, rebuilt on every edit.
 # docs/config-reference.md is generated: `safetyrepro config-reference --out docs/config-reference.md`.

@@ -4,10 +4,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import torch
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
-from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
-
 CORPUS = [
     "Question: What is the capital of France? A. Paris B. London Answer: A",
     "Context: The grandson struggled with the app. Who was not comfortable? Answer: B",
@@ -27,6 +23,10 @@ def build_tiny_model(
     on most prompts (for fault-injection tests). A larger `init_std` (e.g. 1.0) gives peaked next-token
     distributions, so two seeds prefer different answers (a 0.02 model prefers the shortest option).
     """
+    import torch  # here: torch and transformers take seconds to import, in every test process that imports this
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
     tokenizer = Tokenizer(models.BPE(unk_token="<unk>"))
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tokenizer.decoder = decoders.ByteLevel()

@@ -20,15 +20,15 @@ import itertools
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-import lightgbm as lgb
 import numpy as np
 import pandas as pd
-import shap
 
 from safetyrepro.analysis.flips import score_matrix, signs
 from safetyrepro.core.axes import AXES
 
 if TYPE_CHECKING:
+    import lightgbm as lgb
+
     from safetyrepro.analysis.suite import Inputs
 
 SHAP_COLUMNS = [
@@ -74,15 +74,21 @@ def _params(seed: int) -> dict:
 
 
 def _regressor(seed: int) -> lgb.LGBMRegressor:
+    import lightgbm as lgb  # here: LightGBM and SHAP take a second to import, and only this analysis needs them
+
     return lgb.LGBMRegressor(**_params(seed))
 
 
 def _classifier(seed: int) -> lgb.LGBMClassifier:
+    import lightgbm as lgb
+
     return lgb.LGBMClassifier(**_params(seed))
 
 
 def _mean_abs_shap(model, features: pd.DataFrame) -> np.ndarray:
     """TreeSHAP mean |value| per feature (for a binary classifier: of the positive class, log-odds)."""
+    import shap
+
     values = np.asarray(shap.TreeExplainer(model)(features).values)
     if values.ndim == 3:  # (rows, features, classes), where a shap version splits the classes
         values = values[..., -1]

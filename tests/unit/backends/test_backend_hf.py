@@ -335,7 +335,7 @@ def test_sampling_takes_each_row_its_own_way_and_matches_a_full_sort(monkeypatch
     any batch, also among tied probabilities (logits rounded to bf16, as a bf16 model gives them)."""
     from safetyrepro.backends.hf import _SeededSampling, row_generator
 
-    vocabulary, temperature, top_p, steps = 262_144, 0.7, 0.95, 20
+    vocabulary, temperature, top_p, steps = 262_144, 0.7, 0.95, 8
     noise = torch.randn(3, vocabulary, generator=torch.Generator().manual_seed(7))
     scores = (noise * torch.tensor([[4.0], [2.5], [1.0]])).bfloat16().float()  # nuclei of ~150, ~8,000, ~150,000
     sizes = [int((p.cumsum(-1) < top_p).sum()) + 1 for p in torch.softmax(scores / temperature, -1).sort(-1, True)[0]]

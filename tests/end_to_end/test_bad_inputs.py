@@ -17,7 +17,7 @@ import pytest
 import yaml
 from helpers.session import REPO
 from helpers.tiny_model import build_tiny_model, tiny_model_entries
-from helpers.workflow import snakemake, write_config
+from helpers.workflow import snakemake, with_changes, write_config
 
 from safetyrepro import cli
 from safetyrepro.benchmarks import DataError
@@ -203,14 +203,13 @@ def workflow_error(workdir: Path) -> str:
 
 
 def bad_input_run(case: str, root: Path, data_dir: Path, tiny_models: list[dict]) -> tuple[Path, str]:
-    """The case's config written to `root`/run, and the message the page gives for it."""
+    """The case's config written to `root`/run (tests/configs/bad_inputs.yaml with the case's changes), and the
+    message the page gives for it."""
     overrides, message = CASES[case](root, data_dir)
-    overrides.setdefault("models", tiny_models)
-    overrides["models"] = _models(overrides["models"], tiny_models)
-    benchmarks = overrides.pop("benchmarks", {"xstest": {"n_items": 3}})
-    workdir = root / "run"
-    write_config(workdir, overrides.pop("data_dir", data_dir), overrides.pop("models"), benchmarks, **overrides)
-    return workdir, message
+    models = _models(overrides.pop("models", tiny_models), tiny_models)
+    config = write_config(root / "run", overrides.pop("data_dir", data_dir), models, base="bad_inputs.yaml")
+    with_changes(config, config, **overrides)
+    return config.parent, message
 
 
 @pytest.mark.parametrize("case", list(CASES))
@@ -275,7 +274,7 @@ def test_model_path_with_shell_metacharacters_reaches_no_shell(tmp_path, data_di
     folder = build_tiny_model(tmp_path / "models" / 'it\'s a "model" $(touch PWNED); `touch PWNED2`', seed=0)
     models = [{"name": "a", "path": str(folder)}, {"name": "b", "path": str(folder)}]
     workdir = tmp_path / "run"
-    write_config(workdir, data_dir, models, {"xstest": {"n_items": 3}}, select_configs=["T1-greedy-0shot-freeform"])
+    write_config(workdir, data_dir, models, base="model_path_metacharacters.yaml")
     result = snakemake(workdir, "--cores", "1", "--until", "describe_model")
     assert result.returncode == 0, result.stderr[-2000:]
     described = [yaml.safe_load((workdir / "results" / "models" / f"{m}.json").read_text()) for m in "ab"]

@@ -103,15 +103,7 @@ def test_failing_cell_keep_going_then_partial_results(tmp_path, data_dir, models
         "precision": "fp32",
     }
     workdir = tmp_path / "run"
-    write_config(
-        workdir,
-        data_dir,
-        [*models, broken],
-        {"xstest": {"n_items": 3}},
-        select_configs=["T1-greedy-0shot-freeform", "T1-greedy-0shot-logprob"],
-        max_new_tokens_cap=4,
-        analysis={"shap": False, "subsample": {"count": 5}, "bootstrap": {"resamples": 50}},
-    )
+    write_config(workdir, data_dir, [*models, broken], base="failing_cell.yaml")
     failed = snakemake(workdir, *RUN, "--keep-going")
     assert failed.returncode != 0
     results = workdir / "results"

@@ -13,10 +13,9 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-import yaml
 from helpers.session import REPO
 from helpers.tiny_model import tiny_model_entries
-from helpers.workflow import snakemake, write_config
+from helpers.workflow import TEST_CONFIGS, effective_config, snakemake, write_config
 
 from safetyrepro.benchmarks import BENCHMARKS
 
@@ -24,18 +23,7 @@ pytestmark = pytest.mark.e2e
 PLUGIN = REPO / "tests" / "plugins" / "toybench"
 BIN = Path(sys.executable).parent
 KEYWORD = "T1-greedy-0shot-freeform-scorer=keyword"  # the plugin scorer's config: it relabels the first one's replies
-CONFIGS = ["T1-greedy-0shot-freeform", "T1-greedy-0shot-logprob", "T3-greedy-5shot-logprob", KEYWORD]
-# the default envelope with a scorer axis whose second value names the plugin's scorer
-ENVELOPE = {
-    "extends": str(REPO / "config" / "envelope.yaml"),
-    "axes": {
-        "scorer": {
-            "mechanism": "scorer",
-            "default": "rules",
-            "values": {"rules": {"tier": "core", "scorer": "rules"}, "keyword": {"tier": "core", "scorer": "keyword"}},
-        }
-    },
-}
+CONFIGS = effective_config(TEST_CONFIGS / "toybench.yaml")["select_configs"]
 
 
 @pytest.fixture(scope="module")
@@ -65,16 +53,8 @@ def toy_run(tmp_path_factory):
         )
         assert fetch.returncode == 0, fetch.stderr
         models = tiny_model_entries([root / f"tiny-{i}" for i in range(2)])
-        (root / "envelope.yaml").write_text(yaml.safe_dump(ENVELOPE))
-        write_config(
-            root / "run",
-            root / "data",
-            models,
-            {"toybench": {"n_items": 6}},
-            select_configs=CONFIGS,
-            max_new_tokens_cap=4,
-            envelope=str(root / "envelope.yaml"),
-        )
+        envelope = TEST_CONFIGS / "envelopes" / "toybench_scorer.yaml"
+        write_config(root / "run", root / "data", models, base="toybench.yaml", envelope=envelope)
         # the grid, its verdicts and the scorers analysis, not the report
         targets = ("results/cells.parquet", "results/rho_flip.parquet", "results/analysis/scorers.parquet")
         result = snakemake(root / "run", "--cores", "2", *targets, "--resources", "gpu=1")

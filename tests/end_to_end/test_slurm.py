@@ -18,13 +18,12 @@ import pytest
 import yaml
 from helpers.session import REPO
 from helpers.tiny_model import build_tiny_model
-from helpers.workflow import PROFILE_ARGS, SUBMITTED, snakemake, write_config
+from helpers.workflow import PROFILE_ARGS, SUBMITTED, effective_config, snakemake, write_config
 
 from safetyrepro.configuration.build import load_settings
 
 pytestmark = pytest.mark.e2e
 
-CONFIGS = ["T1-greedy-0shot-freeform", "T2-t0.3-3shot-freeform", "T1-greedy-0shot-logprob"]
 # a cell executed inside the job (not just listed in the group's plan)
 CELL_RUN = re.compile(
     r"^localrule cell:\n(?:.*\n){0,8}?\s+wildcards: model=(\S+), benchmark=(\S+), config_id=(\S+)$", re.MULTILINE
@@ -120,8 +119,8 @@ def test_the_cluster_profile_asks_one_cells_resources_per_model_job(local_slurm,
     assert profile["set-resources"]["probe_cell"] == cell  # the precision probe's cells join their model's job
     # local models: a real run first checks that every model's weights are there (safetyrepro.pipeline.preflight)
     models = [{"name": n, "path": str(build_tiny_model(tmp_path / f"model-{n}", seed=i))} for i, n in enumerate("ab")]
-    backend = {"device": "cuda", "server_idle_seconds": None}  # on tests/configs/tiny.yaml's, the idle time its default
-    write_config(tmp_path, data_dir, models, {"toxigen": {"n_items": 4}}, select_configs=CONFIGS, backend=backend)
+    config = write_config(tmp_path, data_dir, models, base="slurm_gpu_jobs.yaml")
+    configs = effective_config(config)["select_configs"]
     result = snakemake(
         tmp_path,
         "--verbose",
@@ -137,6 +136,6 @@ def test_the_cluster_profile_asks_one_cells_resources_per_model_job(local_slurm,
     assert len(group_calls) == 2, calls
     for call in group_calls:
         assert f" -p {default['slurm_partition']} " in call
-        assert f" -t {default['runtime'] + len(CONFIGS) * cell['runtime']} " in call  # describe_model, then the cells
+        assert f" -t {default['runtime'] + len(configs) * cell['runtime']} " in call  # describe_model, then the cells
         assert f" --mem {cell['mem_mb']} " in call and f" --cpus-per-task={cell['cpus_per_task']} " in call
         assert f" --gpus={cell['gpu']} " in call

@@ -143,15 +143,9 @@ def test_two_config_files_are_refused_with_the_way_to_layer(clone):
     assert "safetyrepro: error: give one config file, not 2" in result.stderr
 
 
-def test_a_model_name_with_a_plus_plans_its_cells(clone, tmp_path):
+def test_a_model_name_with_a_plus_plans_its_cells(clone):
     """`+` is allowed in model names; the wildcard pattern escapes it."""
-    overlay = tmp_path / "plus.yaml"
-    overlay.write_text(
-        f"extends: {clone / 'config' / 'config.yaml'}\nmodels:\n"
-        "  - {name: gemma+fp32, embedded: gemma-3-270m, precision: fp32}\n"
-        "  - {name: gemma+bf16, embedded: gemma-3-270m, precision: bf16}\n"
-    )
-    dry = run(clone, "snakemake", "-n", "--configfile", str(overlay))
+    dry = run(clone, "snakemake", "-n", "--configfile", "tests/configs/model_names_with_plus.yaml")
     assert dry.returncode == 0, dry.stderr[-2000:]
     # 70 grid cells, and 18 of the precision probe (rule probe_cell): both entries are one set of weights, so they share
     # one nf4 twin (named after the first), run on the 4 conservative-core configs (2 on CrowS-Pairs)

@@ -11,17 +11,17 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-import yaml
 from helpers.session import REPO
 from helpers.vllm_engine_checks import ENGINE_ENV, engine_slot, vllm_python
+from helpers.workflow import TEST_CONFIGS, effective_config, write_config
 
 from safetyrepro.backends.prompt_ids import MAX_PROMPT_TOKENS
 
 pytestmark = [pytest.mark.slow, pytest.mark.e2e]
 
-FREEFORM = ("truthfulqa", "bbq", "toxigen", "xstest")
-CONFIGS = ["T1-greedy-0shot-freeform", "T3-t0.7-0shot-freeform", "T1-greedy-0shot-logprob"]
-N_ITEMS = 2
+GRID = effective_config(TEST_CONFIGS / "vllm_grid.yaml")
+FREEFORM = tuple(GRID["benchmarks"])  # every free-form benchmark
+(N_ITEMS,) = {benchmark["n_items"] for benchmark in GRID["benchmarks"].values()}
 
 
 def test_a_tiny_grid_runs_through_real_vllm(tmp_path, tmp_path_factory, worker_id, data_dir, embedded_model_path):
@@ -30,21 +30,7 @@ def test_a_tiny_grid_runs_through_real_vllm(tmp_path, tmp_path_factory, worker_i
     (log-likelihood cells on transformers in the same server), to cells.parquet, rho_flip and the run
     record with the server environment's packages."""
     python = vllm_python()
-    config = {
-        "data_dir": str(data_dir),
-        "results_dir": "results",
-        "resources_dir": str(REPO / "resources"),
-        "models": [
-            {"name": "gemma-fp32", "embedded": "gemma-3-270m", "precision": "fp32"},
-            {"name": "gemma-nf4", "embedded": "gemma-3-270m", "precision": "nf4"},
-        ],
-        "benchmarks": {name: {"n_items": N_ITEMS} for name in FREEFORM},
-        "envelope": str(REPO / "config" / "envelope.yaml"),
-        "select_configs": CONFIGS,
-        "max_new_tokens_cap": 8,
-        "backend": {"generate": "vllm", "server_python": str(python), "kv_cache_gib": 1, "device": "cpu"},
-    }
-    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
+    write_config(tmp_path, data_dir, base="vllm_grid.yaml", resources_dir=REPO / "resources", server_python=python)
     bin_dir = Path(sys.executable).parent
     env = {**os.environ, **ENGINE_ENV, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
     with engine_slot(tmp_path_factory, worker_id):
@@ -70,7 +56,7 @@ def test_a_tiny_grid_runs_through_real_vllm(tmp_path, tmp_path_factory, worker_i
     server_logs = "".join(p.read_text() for p in (tmp_path / "results" / "logs" / "servers").glob("*.log"))
     assert all(f"loaded model gemma-{p} with vLLM" in server_logs for p in ("fp32", "nf4"))
     # each engine holds the longest prompt kept and the run's longest generation, under the 32,768-token context
-    assert server_logs.count(f"Using max model len {MAX_PROMPT_TOKENS + config['max_new_tokens_cap']}\n") == 2
+    assert server_logs.count(f"Using max model len {MAX_PROMPT_TOKENS + GRID['max_new_tokens_cap']}\n") == 2
     loads = (tmp_path / "results" / "logs" / "model_loads.tsv").read_text().splitlines()
     assert sorted(line.split("\t")[1] for line in loads) == ["gemma-fp32", "gemma-nf4"]  # one server at a time
     record = json.loads((tmp_path / "results" / "provenance.json").read_text())

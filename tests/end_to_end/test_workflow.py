@@ -18,7 +18,7 @@ import pytest
 import yaml
 from helpers.dry_run_edits import edited
 from helpers.session import BIN, REPO
-from helpers.workflow import SELECTED, effective_config, planned_jobs, snakemake, write_config
+from helpers.workflow import SELECTED, effective_config, planned_jobs, snakemake, with_changes, write_config
 
 from safetyrepro.analysis.suite import ANALYSES
 from safetyrepro.configuration.build import load_settings
@@ -149,12 +149,6 @@ def test_changing_one_benchmark_reruns_only_its_cells(tiny_run):
     assert due and all("benchmark=toxigen" in line for line in due)
 
 
-def _with(config: Path, out: Path, **changes) -> Path:
-    """A copy of a run's config at `out` with some top-level keys changed."""
-    out.write_text(yaml.safe_dump({**yaml.safe_load(config.read_text()), **changes}, sort_keys=False))
-    return out
-
-
 def test_results_are_trusted_by_their_own_records(tiny_run, tmp_path):
     """Results copied, moved, restored from a backup or stripped of .snakemake/ are checked by the records their
     jobs wrote (results/jobs/): one changed setting redoes exactly what it does in the run that kept its
@@ -163,7 +157,7 @@ def test_results_are_trusted_by_their_own_records(tiny_run, tmp_path):
     config = tiny_run / "config.yaml"
     settings = effective_config(config)
     changed_benchmarks = {**settings["benchmarks"], "toxigen": {**settings["benchmarks"]["toxigen"], "n_items": 5}}
-    changed = _with(config, tmp_path / "changed.yaml", benchmarks=changed_benchmarks)
+    changed = with_changes(config, tmp_path / "changed.yaml", benchmarks=changed_benchmarks)
     # copied beside the original in the same working folder (docs/measurements.md), and moved: no metadata
     shutil.copytree(tiny_run / "results", tiny_run / "results_copy", symlinks=True)
     moved = shutil.copytree(tiny_run, tmp_path / "moved", symlinks=True)
@@ -182,13 +176,15 @@ def test_results_are_trusted_by_their_own_records(tiny_run, tmp_path):
     }
     # the data copied to another folder with new file times
     data = shutil.copytree(settings["data_dir"], tmp_path / "data", copy_function=shutil.copy)
-    moved_data = _with(config, tmp_path / "moved-data.yaml", data_dir=str(data), results_dir="results_moved")
-    fewer = _with(config, tmp_path / "fewer.yaml", select_configs=SELECTED[1:])
+    moved_data = with_changes(config, tmp_path / "moved-data.yaml", data_dir=str(data), results_dir="results_moved")
+    fewer = with_changes(config, tmp_path / "fewer.yaml", select_configs=SELECTED[1:])
     runs = [{"workdir": tiny_run, "configfile": changed}]
     for case, (workdir, results) in cases.items():
-        runs.append({"workdir": workdir, "configfile": _with(config, tmp_path / f"{case}.yaml", results_dir=results)})
         runs.append(
-            {"workdir": workdir, "configfile": _with(changed, tmp_path / f"{case}-ch.yaml", results_dir=results)}
+            {"workdir": workdir, "configfile": with_changes(config, tmp_path / f"{case}.yaml", results_dir=results)}
+        )
+        runs.append(
+            {"workdir": workdir, "configfile": with_changes(changed, tmp_path / f"{case}-ch.yaml", results_dir=results)}
         )
     runs += [{"workdir": w, "configfile": fewer} for w in (tiny_run, stripped)]
     runs.append({"workdir": moved, "configfile": moved_data})
@@ -250,8 +246,7 @@ def test_the_audit_counts_as_current_exactly_the_cells_whose_records_the_workflo
 
 
 def test_full_envelope_of_one_benchmark_is_enumerated(tmp_path, data_dir):
-    models = [{"name": n, "path": "org/" + n} for n in ("a", "b", "c")]
-    write_config(tmp_path, data_dir, models, {"bbq": {"n_items": 5}})
+    write_config(tmp_path, data_dir, base="full_envelope_bbq.yaml")
     result = snakemake(tmp_path, "-n", "--cores", "1")
     assert result.returncode == 0, result.stderr[-2000:]
     assert planned_cells(result) == 3 * 48
@@ -268,8 +263,7 @@ def test_on_cpu_every_models_description_comes_before_any_cell(tmp_path, data_di
     """docs/workflow.md: on CPU each model's describe_model job (its cells wait for it, and it for an embedded
     model's build) is scheduled above every cell, so the cells of all models are ready together, and the k-th
     cell of every model shares one priority."""
-    models = [{"name": n, "path": "org/" + n} for n in ("a", "b")] + [{"name": "c", "embedded": "gemma-3-270m"}]
-    write_config(tmp_path, data_dir, models, {"bbq": {"n_items": 5}}, select_configs=SELECTED)
+    selected = effective_config(write_config(tmp_path, data_dir, base="cpu_job_priorities.yaml"))["select_configs"]
     result = snakemake(tmp_path, "-n", "--cores", "2")
     assert result.returncode == 0, result.stderr[-2000:]
     priorities: dict[str, dict[str, int]] = {}  # rule -> a job's wildcards -> its priority (0: none printed)
@@ -278,18 +272,17 @@ def test_on_cpu_every_models_description_comes_before_any_cell(tmp_path, data_di
         if wildcards:
             priorities.setdefault(rule, {})[wildcards[1]] = int(priority[1]) if priority else 0
     describe, build, cells = priorities["describe_model"], priorities["build_embedded_model"], priorities["cell"]
-    assert len(describe) == 3 and len(build) == 1 and len(cells) == 3 * len(SELECTED)
+    assert len(describe) == 3 and len(build) == 1 and len(cells) == 3 * len(selected)
     assert min(describe.values()) > max(cells.values()) and min(build.values()) > max(cells.values())
     by_config = {}
     for wildcards, priority in cells.items():
         by_config.setdefault(wildcards.split(", ", 1)[1], set()).add(priority)
-    assert len(by_config) == len(SELECTED) and all(len(shared) == 1 for shared in by_config.values())
+    assert len(by_config) == len(selected) and all(len(shared) == 1 for shared in by_config.values())
 
 
 @pytest.mark.parametrize("profile", ["slurm", "local"])
 def test_profiles_plan_the_grid(tmp_path, data_dir, profile):
-    models = [{"name": n, "path": "org/" + n} for n in ("a", "b")]
-    write_config(tmp_path, data_dir, models, {"xstest": {"n_items": 5}, "crows_pairs": {"n_items": 5}})
+    write_config(tmp_path, data_dir, base="profile_plans.yaml")
     result = snakemake(tmp_path, "-n", "--profile", str(REPO / "profiles" / profile))
     assert result.returncode == 0, result.stderr[-2000:]
     assert planned_cells(result) == 2 * (48 + 12)
@@ -576,14 +569,12 @@ def test_a_code_change_reruns_exactly_the_jobs_that_depend_on_it(scratch_run, sc
 
 def test_analysis_options_rerun_only_their_analyses_and_backend_plumbing_nothing(scratch_run, scratch_source, tmp_path):
     workdir = scratch_run
-    config = yaml.safe_load((workdir / "config.yaml").read_text())  # an overlay: its keys merge over its base's
-    runs = []
-    for name, (change, _) in OPTION_CHANGES.items():
-        changed = tmp_path / f"{name.replace(' ', '_')}.yaml"
-        changed.write_text(yaml.safe_dump({**config, "analysis": change}, sort_keys=False))
-        runs.append((changed, ()))
-    plumbing = tmp_path / "plumbing.yaml"
-    plumbing.write_text(yaml.safe_dump({**config, "backend": PLUMBING}, sort_keys=False))
+    config = workdir / "config.yaml"  # an overlay: the keys changed merge over its base's
+    runs = [
+        (with_changes(config, tmp_path / f"{name.replace(' ', '_')}.yaml", analysis=change), ())
+        for name, (change, _) in OPTION_CHANGES.items()
+    ]
+    plumbing = with_changes(config, tmp_path / "plumbing.yaml", backend=PLUMBING)
     *planned, plumbing_planned = dry_runs_in_one_process(scratch_source, workdir, [*runs, (plumbing, ())])
     planned = dict(zip(OPTION_CHANGES, planned, strict=True))
     assert {name: jobs for name, jobs in planned.items() if jobs != OPTION_CHANGES[name][1]} == {}

@@ -1,5 +1,6 @@
 """Configs and envelopes built in memory for the tests that load settings without running them: the
-repository's envelope with more axes, the case study's section, the scorer axis."""
+repository's envelope with more axes, the case study's section, the scorer and option-order axes (read from the
+envelope files of the runs, tests/configs/envelopes)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,9 @@ import copy
 import yaml
 
 from helpers.session import REPO
+from helpers.workflow import ENVELOPES
 from safetyrepro.configuration.build import load_settings
-from safetyrepro.configuration.loading import read_yaml
+from safetyrepro.configuration.loading import read_yaml, with_bases
 
 ENVELOPE = yaml.safe_load((REPO / "config" / "envelope.yaml").read_text())
 
@@ -28,15 +30,13 @@ def make_config(data_dir, **changes) -> dict:
     return config
 
 
-ORDER = {
-    "mechanism": "option_order",
-    "default": "given",
-    "values": {
-        "given": {"tier": "core", "order": "as_given"},
-        "reversed": {"tier": "core", "order": "reversed"},
-        "shuffled": {"tier": "core", "order": "shuffled", "seed": 3},
-    },
-}
+def envelope_axis(file: str, name: str) -> dict:
+    """An axis of an envelope file of tests/configs/envelopes (the runs' own), as its layers (`extends`) give it."""
+    path = ENVELOPES / file
+    return with_bases(read_yaml(path), str(path), str(path.parent))[0]["axes"][name]
+
+
+ORDER = envelope_axis("option_order.yaml", "order")
 
 
 def envelope_with(**declared) -> dict:
@@ -64,11 +64,7 @@ def benchmark_items(n_items):
 STUDY = read_yaml(REPO / "config" / "case_study.yaml")["case_study"]
 
 
-SCORER = {
-    "mechanism": "scorer",
-    "default": "ours",
-    "values": {"ours": {"tier": "core", "scorer": "rules"}, "authors": {"tier": "core", "scorer": "strmatch"}},
-}
+SCORER = envelope_axis("authors_scorer.yaml", "scorer")
 
 
 GENERATED, RESCORED = "T1-greedy-0shot-freeform", "T1-greedy-0shot-freeform-scorer=authors"

@@ -13,8 +13,10 @@ import yaml
 from helpers.session import BIN, REPO
 from safetyrepro.configuration.loading import merge_layer, read_yaml
 
-CONFIGS = REPO / "tests" / "configs"  # the configs the workflow tests run (tiny.yaml and overlays on it)
-REPORT_CONFIG = read_yaml(CONFIGS / "report.yaml")
+TEST_CONFIGS = REPO / "tests" / "configs"  # the configs the tests run (tiny.yaml and overlays on it)
+ENVELOPES = TEST_CONFIGS / "envelopes"  # the envelopes of some of them (overlays on config/envelope.yaml)
+ENVELOPE = REPO / "config" / "envelope.yaml"  # the repository's envelope, the runs' unless they name another
+REPORT_CONFIG = read_yaml(TEST_CONFIGS / "report.yaml")
 SELECTED = REPORT_CONFIG["select_configs"]
 
 
@@ -42,21 +44,45 @@ def snakemake(workdir: Path, *args: str, configfile: Path | None = None, source:
 
 
 def write_config(
-    workdir: Path, data_dir: Path, models: list[dict], benchmarks: dict | None = None, base: str = "tiny.yaml", **extra
+    workdir: Path,
+    data_dir: Path,
+    models: list[dict] | None = None,
+    *,
+    base: str,
+    envelope: Path = ENVELOPE,
+    results_dir: Path | None = None,
+    resources_dir: Path | None = None,
+    judges: list[dict] | None = None,
+    server_python: Path | None = None,
 ) -> Path:
-    """The run's config in `workdir`: an overlay on `base` (a file of tests/configs) with what depends on the
-    machine (the data folder, the repository's envelope, the models built for the test) and `extra` keys."""
-    config = {
-        "extends": str(CONFIGS / base),
-        "data_dir": str(data_dir),
-        "envelope": str(REPO / "config" / "envelope.yaml"),
+    """The run's config in `workdir`: an overlay on `base` (a file of tests/configs, which holds what the run is)
+    adding only what depends on the machine: the data folder, the envelope file, and where given the models and
+    judges built for the test (else the base's own), folders and the model servers' Python in its temporary
+    paths."""
+    machine = {
+        "data_dir": data_dir,
+        "envelope": envelope,
+        "results_dir": results_dir,
+        "resources_dir": resources_dir,
         "models": models,
-        **({"benchmarks": benchmarks} if benchmarks is not None else {}),
-        **extra,
+        "judges": judges,
+        "backend": None if server_python is None else {"server_python": str(server_python)},
+    }
+    config = {"extends": str(TEST_CONFIGS / base)}
+    config |= {
+        key: str(value) if isinstance(value, Path) else value for key, value in machine.items() if value is not None
     }
     workdir.mkdir(parents=True, exist_ok=True)
     (workdir / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
     return workdir / "config.yaml"
+
+
+def with_changes(config: Path, out: Path, **changes) -> Path:
+    """A copy of a run's config at `out` (or the file itself changed in place) with top-level keys of its own
+    replaced: the input a test changes on purpose (a bad value, the one setting changed between two runs). The
+    keys of an overlay's base still merge under it."""
+    out.write_text(yaml.safe_dump({**yaml.safe_load(config.read_text()), **changes}, sort_keys=False))
+    return out
 
 
 def effective_config(path: Path) -> dict:

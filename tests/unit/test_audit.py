@@ -15,7 +15,6 @@ import numpy as np
 import pandas as pd
 import pytest
 import scipy.stats
-import yaml
 from helpers.synthetic_audit import (
     REPO,
     Grid,
@@ -32,7 +31,7 @@ from helpers.synthetic_audit import (
 )
 from helpers.tiny_model import build_tiny_model
 from helpers.user_clone import VENV_BIN, run
-from helpers.workflow import planned_jobs, write_config
+from helpers.workflow import effective_config, planned_jobs, write_config
 
 from safetyrepro.audit import (
     CELLS_PER_CONFIG,
@@ -187,16 +186,15 @@ def test_the_default_runs_scorer_configs_are_the_audits_twins():
 
 
 def audit_jobs(
-    tmp_path: Path, benchmark: str, budget: int, on_disk: bool = False, stale: bool = False
+    tmp_path: Path, data_dir: Path, benchmark: str, on_disk: bool = False, stale: bool = False
 ) -> tuple[list[str], dict, str]:
     """The audit-step jobs chained as the workflow chains them, then the audit-report job, on the default config
-    (results under tmp_path) with A scoring 0.6 and B 0.4 everywhere: the configs run, the audit's JSON and its
-    Markdown. A chosen config's cell is written after the step that chose it, as the cell job writes it, with
+    with a budget of 2 (tests/configs/default_run_audit.yaml; results under tmp_path) with A scoring 0.6 and B 0.4
+    everywhere: the configs run, the audit's JSON and its Markdown. A chosen config's cell is written after the step that chose it, as the cell job writes it, with
     its job record; `on_disk`: every cell of the benchmark is there before the audit starts, and `stale`: their
     records name other settings (as after a change of the config)."""
-    tmp_path.mkdir(exist_ok=True)
-    config = {**yaml.safe_load((REPO / "config" / "config.yaml").read_text()), "audit": {"budget": budget}}
-    (tmp_path / "config.yaml").write_text(yaml.safe_dump({**config, "results_dir": str(tmp_path / "results")}))
+    envelope = REPO / "config" / "envelope_scorers.yaml"  # the default run's
+    write_config(tmp_path, data_dir, base="default_run_audit.yaml", envelope=envelope, results_dir=tmp_path / "results")
     settings = load_settings(tmp_path / "config.yaml")
     pair = [model.name for model in settings.models[:2]]
 
@@ -245,12 +243,12 @@ def audit_jobs(
     return ran, json.loads((tmp_path / "audit.json").read_text()), (tmp_path / "audit.md").read_text()
 
 
-def test_the_audit_jobs_count_the_default_runs_relabelling_as_free(tmp_path, monkeypatch):
+def test_the_audit_jobs_count_the_default_runs_relabelling_as_free(tmp_path, data_dir, monkeypatch):
     """The audit-step and audit-report jobs on the default run's XSTest (a scorer axis) with a budget of
     one config: after T1, they choose T1's string-match and learned relabellings (their twin has run) and
     count 2 cells."""
-    monkeypatch.chdir(REPO)  # the default config's envelope path is relative to the repository root
-    ran, result, _ = audit_jobs(tmp_path, "xstest", 2)
+    monkeypatch.chdir(REPO)  # the default config's resources_dir is relative to the repository root
+    ran, result, _ = audit_jobs(tmp_path, data_dir, "xstest")
     assert ran[0] == "T1-greedy-0shot-freeform"
     assert sorted(ran[1:]) == ["T1-greedy-0shot-freeform-scorer=learned", "T1-greedy-0shot-freeform-scorer=strmatch"]
     assert result["stopped"] == "budget spent"
@@ -260,12 +258,12 @@ def test_the_audit_jobs_count_the_default_runs_relabelling_as_free(tmp_path, mon
     assert result["cells_run"] == 2 == result["cells_read"] and result["cells_envelope"] == 2 * len(generating)
 
 
-def test_cells_already_on_disk_cost_the_budget_nothing_as_a_relabelling_does(tmp_path, monkeypatch):
+def test_cells_already_on_disk_cost_the_budget_nothing_as_a_relabelling_does(tmp_path, data_dir, monkeypatch):
     """The budget counts the cells the audit runs: on a finished run (every cell on disk) a budget of one
     config does not stop the audit after one config ("budget spent after 6 of 16 cells" before), and the
     printed line says how many cells it read, ran and found."""
     monkeypatch.chdir(REPO)
-    ran, result, markdown = audit_jobs(tmp_path, "truthfulqa", 2, on_disk=True)
+    ran, result, markdown = audit_jobs(tmp_path, data_dir, "truthfulqa", on_disk=True)
     assert len(ran) > 1 and result["stopped"] != "budget spent"
     assert result["cells_run"] == 0 and result["cells_read"] == 2 * len(ran)
     assert (
@@ -273,11 +271,11 @@ def test_cells_already_on_disk_cost_the_budget_nothing_as_a_relabelling_does(tmp
         in markdown
     )
     # the same audit with nothing on disk runs its cells, within the budget
-    ran, result, markdown = audit_jobs(tmp_path / "fresh", "truthfulqa", 2)
+    ran, result, markdown = audit_jobs(tmp_path / "fresh", data_dir, "truthfulqa")
     assert ran == ["T1-greedy-0shot-freeform"] and result["stopped"] == "budget spent" and result["cells_run"] == 2
     assert "which read 2 of the envelope's 16 model cells: 2 run by the audit (budget 2), 0 already on disk" in markdown
     # cells on disk whose records name other settings are redone by the run: they cost as if absent
-    stale = audit_jobs(tmp_path / "stale", "truthfulqa", 2, on_disk=True, stale=True)
+    stale = audit_jobs(tmp_path / "stale", data_dir, "truthfulqa", on_disk=True, stale=True)
     assert stale[0] == ran and stale[1]["cells_run"] == 2 and stale[1]["stopped"] == "budget spent"
 
 
@@ -366,9 +364,6 @@ def test_an_audit_of_a_pair_or_benchmark_the_run_lacks_is_refused(argv, message,
     assert len(err) == 1 and message in err[0], err
 
 
-TINY = ["T1-greedy-0shot-freeform", "T1-greedy-0shot-logprob", "T2-greedy-3shot-logprob", "T3-t0.7-0shot-freeform"]
-
-
 @pytest.mark.e2e
 def test_the_readme_audit_runs_ordinary_cells_that_a_full_run_reuses(clone, tmp_path, data_dir):
     models = [
@@ -379,7 +374,7 @@ def test_the_readme_audit_runs_ordinary_cells_that_a_full_run_reuses(clone, tmp_
         }
         for i in range(2)
     ]
-    write_config(clone, data_dir, models, {"bbq": {"n_items": 6}}, select_configs=TINY, max_new_tokens_cap=4)
+    configs = effective_config(write_config(clone, data_dir, models, base="readme_audit.yaml"))["select_configs"]
     command = [
         "safetyrepro",
         "audit",
@@ -396,7 +391,7 @@ def test_the_readme_audit_runs_ordinary_cells_that_a_full_run_reuses(clone, tmp_
     result = json.loads((clone / "results" / "audit" / "bbq" / "tiny-0_vs_tiny-1.json").read_text())
     assert done.stdout.startswith("# Audit: tiny-0 vs tiny-1 on bbq")
     ran = [r["config_id"] for r in result["runs"]]
-    assert result["cells_run"] == 2 * len(ran) <= 4 and result["cells_envelope"] == 2 * len(TINY)
+    assert result["cells_run"] == 2 * len(ran) <= 4 and result["cells_envelope"] == 2 * len(configs)
     cells = sorted(
         p.relative_to(clone / "results" / "cells").as_posix() for p in (clone / "results" / "cells").rglob("*.parquet")
     )
@@ -409,7 +404,7 @@ def test_the_readme_audit_runs_ordinary_cells_that_a_full_run_reuses(clone, tmp_
     assert again.returncode == 0 and "Nothing to be done" in again.stderr, again.stderr[-2000:]
     plan = run(clone, str(VENV_BIN / "snakemake"), "--configfile", "config.yaml", "-n", "results/cells.parquet")
     assert plan.returncode == 0, plan.stderr[-2000:]
-    assert planned_jobs(plan)["cell"] == 2 * (len(TINY) - len(ran)) > 0
+    assert planned_jobs(plan)["cell"] == 2 * (len(configs) - len(ran)) > 0
 
 
 def test_random_order_cells_is_the_rank_of_the_first_reversing_config():

@@ -11,9 +11,9 @@ import sys
 from pathlib import Path
 
 import pytest
-import yaml
-from helpers.bad_input_corpus import ENVELOPE, base_config
+from helpers.bad_input_corpus import ENVELOPE
 from helpers.plugins import MINI, register
+from helpers.workflow import with_changes, write_config
 
 from safetyrepro.backends import GROUP as BACKENDS
 from safetyrepro.backends import discovered
@@ -137,17 +137,12 @@ def safetyrepro(environment: dict[str, str], folder: Path, *args: str, stdin: st
     )
 
 
-def write_config(folder: Path, data_dir: Path, **changes) -> str:
-    """A config of BBQ (which no broken plugin touches) with top-level `changes`; its path."""
-    (folder / "config.yaml").write_text(yaml.safe_dump({**base_config(data_dir, "bbq"), **changes}))
-    return str(folder / "config.yaml")
-
-
 def test_a_command_that_needs_none_of_them_warns_once_per_plugin_and_goes_on(installed, tmp_path, data_dir):
     posed = '{"prompt": "Who?", "options": ["He", "She"], "response": "B"}\n'
     parsed = safetyrepro(installed, tmp_path, "parse", "bbq", stdin=posed)
     assert parsed.returncode == 0 and parsed.stdout.endswith('"label": "B"}\n'), parsed.stderr
-    checked = safetyrepro(installed, tmp_path, "check", "--plan", "--configfile", write_config(tmp_path, data_dir))
+    config = write_config(tmp_path, data_dir, base="full_envelope_bbq.yaml")  # BBQ: no broken plugin touches it
+    checked = safetyrepro(installed, tmp_path, "check", "--plan", "--configfile", str(config))
     assert checked.returncode == 0 and "ok: " in checked.stdout, checked.stderr  # the rule naming crows_pairs too
     for done in (parsed, checked):
         lines = done.stderr.splitlines()
@@ -186,7 +181,8 @@ LOUD_AXIS = {"scorer": {"mechanism": "scorer", "default": "rules", "values": LOU
 )
 def test_what_names_one_is_refused_in_one_line(installed, tmp_path, data_dir, command, message):
     if isinstance(command, dict):
-        command = ["check", "--plan", "--configfile", write_config(tmp_path, data_dir, **command)]
+        config = write_config(tmp_path, data_dir, base="full_envelope_bbq.yaml")  # BBQ: no broken plugin touches it
+        command = ["check", "--plan", "--configfile", str(with_changes(config, config, **command))]
     refused = safetyrepro(installed, tmp_path, *command)
     assert refused.returncode == 2 and refused.stdout == ""
     assert refused.stderr.startswith(f"safetyrepro: error: {message}") and refused.stderr.count("\n") == 1, (

@@ -14,12 +14,20 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-import yaml
-from helpers.envelopes import GENERATED, RESCORED, SCORER, edit_code, envelope_with, make_config, settings_with
+from helpers.envelopes import (
+    GENERATED,
+    RESCORED,
+    SCORER,
+    edit_code,
+    envelope_axis,
+    envelope_with,
+    make_config,
+    settings_with,
+)
 from helpers.plugins import MINI, register
 from helpers.session import BIN, REPO
 from helpers.tiny_model import tiny_model_entries
-from helpers.workflow import snakemake, write_config
+from helpers.workflow import ENVELOPES, snakemake, write_config
 from sklearn.metrics import cohen_kappa_score
 
 from safetyrepro.analysis.scorers import label_agreement, scorer_reversals
@@ -42,7 +50,7 @@ from safetyrepro.running.hashing import file_sha256
 from safetyrepro.scorers import scorer_labels, scorer_of
 from safetyrepro.scorers.human_labels import GROUP as HUMAN_LABELS
 
-WITH_LEARNED = {**SCORER, "values": {**SCORER["values"], "learned": {"tier": "core", "scorer": "learned"}}}
+WITH_LEARNED = envelope_axis("learned_scorer.yaml", "scorer")
 LEARNED_CELL = "T1-greedy-0shot-freeform-scorer=learned"
 
 
@@ -375,20 +383,15 @@ def test_a_scorer_cell_labels_its_twins_responses_without_a_model(tmp_path, data
     from safetyrepro.running.server import load_backends
 
     workdir = tmp_path / "run"
-    judged = {"tier": "core", "scorer": "judge", "judge": "referee"}
-    envelope = envelope_with(scorer={**WITH_LEARNED, "values": {**WITH_LEARNED["values"], "judged": judged}})
-    (tmp_path / "envelope.yaml").write_text(yaml.safe_dump(envelope))
     *models, judge_entry = tiny_model_entries([tmp_path / "models" / f"tiny-{i}" for i in range(3)])
     judge_cell = "T1-greedy-0shot-freeform-scorer=judged"
     config = write_config(
         workdir,
         data_dir,
         models,
-        {"bbq": {"n_items": 4}, "xstest": {"n_items": 6}},  # the tables list them in this order
-        envelope=str(tmp_path / "envelope.yaml"),
-        select_configs=[GENERATED, RESCORED, LEARNED_CELL, judge_cell, "T1-greedy-0shot-logprob"],
-        max_new_tokens_cap=6,
-        resources_dir=str(embedded_model_path.parents[1]),
+        base="scorer_cells.yaml",
+        envelope=ENVELOPES / "learned_and_judge_scorers.yaml",
+        resources_dir=embedded_model_path.parents[1],
         judges=[{**judge_entry, "name": "referee"}],
     )
     targets = ("results/rho_flip.parquet", "results/analysis/scorers.parquet")
@@ -439,7 +442,7 @@ def test_a_scorer_cell_labels_its_twins_responses_without_a_model(tmp_path, data
     assert rho[rho.benchmark == "xstest"]["n_configs"].iloc[0] == 5
     scorers = pd.read_parquet(results / "analysis" / "scorers.parquet")
     reversals = scorers[scorers.table == "reversals"]
-    # the default first, then the others in name order (the envelope file was written with sorted keys)
+    # the default first, then the others in the envelope file's order
     pairs = [["ours", "authors"], ["ours", "judged"], ["ours", "learned"]]
     pairs += [["authors", "judged"], ["authors", "learned"], ["judged", "learned"]]
     assert reversals[["benchmark", "scorer_a", "scorer_b", "n_twins"]].values.tolist() == [
@@ -489,19 +492,14 @@ def test_each_benchmark_that_declares_human_labels_gets_a_judges_agreement_job(t
     labels = {"bbqlabelled": "safetyrepro.benchmarks.xstest.scorer_agreement:XSTestHumanLabels"}
     register(plugin, "bbq-labelled-labels", labels, {}, HUMAN_LABELS)
     monkeypatch.setenv("PYTHONPATH", str(plugin))
-    workdir = tmp_path / "run"
-    judged = {"tier": "core", "scorer": "judge", "judge": "referee"}
-    (tmp_path / "envelope.yaml").write_text(
-        yaml.safe_dump(envelope_with(scorer={**SCORER, "values": {**SCORER["values"], "judged": judged}}))
-    )
     *models, judge_entry = tiny_model_entries([tmp_path / "models" / f"tiny-{i}" for i in range(3)])
+    workdir = tmp_path / "run"
     write_config(
         workdir,
         data_dir,
         models,
-        {"xstest": {"n_items": 6}, "bbq": {"n_items": 4}, "bbqlabelled": {"n_items": 4}},
-        envelope=str(tmp_path / "envelope.yaml"),
-        select_configs=[GENERATED, "T1-greedy-0shot-freeform-scorer=judged"],
+        base="judge_agreement_jobs.yaml",
+        envelope=ENVELOPES / "judge_scorer.yaml",
         judges=[{**judge_entry, "name": "referee"}],
     )
     planned = snakemake(workdir, "--dry-run", "--printshellcmds", "results/analysis/scorers.parquet")
@@ -558,10 +556,9 @@ def use_head(monkeypatch, tmp_path, content: str | bytes) -> Path:
 
 def learned_config(tmp_path, data_dir) -> Path:
     """A config whose scorer axis has the learned scorer, on XSTest."""
-    config = make_config(data_dir, envelope=envelope_with(scorer=WITH_LEARNED), benchmarks={"xstest": {"n_items": 5}})
-    path = tmp_path / "config.yaml"
-    path.write_text(yaml.safe_dump(config))
-    return path
+    return write_config(
+        tmp_path, data_dir, base="learned_scorer_checks.yaml", envelope=ENVELOPES / "learned_scorer.yaml"
+    )
 
 
 @pytest.mark.parametrize("edit", HEAD_EDITS, ids=str)

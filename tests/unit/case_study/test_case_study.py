@@ -185,18 +185,11 @@ def test_parity_templates_that_cannot_become_a_task_are_refused(template):
     "section, planned", [(None, False), ({"enabled": False}, False), ({**STUDY, "model": "a"}, True)]
 )
 def test_workflow_plans_the_case_study_only_when_enabled(tmp_path, data_dir, section, planned):
-    from helpers.workflow import snakemake, write_config
+    from helpers.workflow import snakemake, with_changes, write_config
 
-    models = [{"name": n, "path": "org/" + n} for n in ("a", "b")]
-    extra = {} if section is None else {"case_study": section}
-    write_config(
-        tmp_path,
-        data_dir,
-        models,
-        {"truthfulqa": {"n_items": 3}, "bbq": {"n_items": 3}},
-        select_configs=["T1-greedy-0shot-logprob"],
-        **extra,
-    )
+    config = write_config(tmp_path, data_dir, base="case_study_plan.yaml")
+    if section is not None:
+        with_changes(config, config, case_study=section)
     result = snakemake(tmp_path, "-n", "--cores", "1")
     assert result.returncode == 0, result.stderr[-2000:]
     jobs = {line.split()[0] for line in result.stdout.splitlines() if line.strip()}

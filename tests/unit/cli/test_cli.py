@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-import yaml
-from helpers.envelopes import ORDER, envelope_with, make_config, settings_with
 from helpers.session import REPO
+from helpers.workflow import ENVELOPES, effective_config, write_config
 
 from safetyrepro.backends.base import Backend
 from safetyrepro.benchmarks import BENCHMARKS, UNPARSED
 from safetyrepro.cli import main
+from safetyrepro.configuration.build import load_settings
 from safetyrepro.configuration.settings import item_set
 from safetyrepro.running.cell import run_cell
 from safetyrepro.scorers import scorer_labels
@@ -110,10 +110,9 @@ PARSED = ("xstest", "truthfulqa", "bbq")
 def cell_rows(data_dir, tmp_path_factory):
     """A config file (an option-order axis declared) and the item rows its cells write, per benchmark: a
     free-form cell in the options' own order, one shuffled (where the order acts) and a log-likelihood cell."""
-    config = make_config(data_dir, envelope=envelope_with(order=ORDER))
-    path = tmp_path_factory.mktemp("parse") / "config.yaml"
-    path.write_text(yaml.safe_dump(config))
-    settings = settings_with(data_dir, order=ORDER)
+    envelope = ENVELOPES / "option_order.yaml"
+    path = write_config(tmp_path_factory.mktemp("parse"), data_dir, base="parse_option_order.yaml", envelope=envelope)
+    settings = load_settings(path)
     rows = {}
     for benchmark in PARSED:
         ids = ["T1-greedy-0shot-freeform", "T1-greedy-0shot-freeform-order=shuffled", "T1-greedy-0shot-logprob"]
@@ -230,25 +229,10 @@ def test_code_state_names_the_checkout_commit_and_a_dirty_tree():
 
 def test_aggregate_keeps_the_precision_probe_apart(tmp_path, data_dir, capsys):
     """The probe's cells go to their own table; missing ones are listed there, never as grid cells."""
-
-    import pandas as pd
-    import yaml
-
-    from safetyrepro.cli import main
     from safetyrepro.results.storage import read_missing_cells, record_summary, write_json, write_parquet
 
-    repo = REPO
-    config_id = "T1-greedy-0shot-logprob"
-    config = {
-        "data_dir": str(data_dir),
-        "results_dir": str(tmp_path / "results"),
-        "models": [{"name": "a", "path": "org/a"}, {"name": "b", "path": "org/b"}],
-        "benchmarks": {"bbq": {"n_items": 5}},
-        "envelope": str(repo / "config" / "envelope.yaml"),
-        "select_configs": [config_id],
-        "precision_probe": {"precision": "nf4", "configs": [config_id]},
-    }
-    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
+    config = write_config(tmp_path, data_dir, base="aggregate_precision_probe.yaml", results_dir=tmp_path / "results")
+    (config_id,) = effective_config(config)["select_configs"]
     axes = {"template": "T1", "decoding": "greedy", "shots": 0, "scoring": "logprob", "tier": "core"}
 
     def cell(model: str) -> list[str]:
@@ -278,7 +262,7 @@ def test_aggregate_keeps_the_precision_probe_apart(tmp_path, data_dir, capsys):
     argv = [
         "aggregate",
         "--configfile",
-        str(tmp_path / "config.yaml"),
+        str(config),
         "--summaries",
         *(s for s, _ in grid),
         "--items",

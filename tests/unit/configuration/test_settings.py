@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 from helpers.session import REPO
+from helpers.workflow import write_config
 
 from safetyrepro.configuration.build import load_run_settings, load_settings
 from safetyrepro.configuration.loading import merge_layer
@@ -430,7 +431,7 @@ def test_tilde_in_a_config_override_reaches_the_workflow(tmp_path, data_dir):
     `--config results_dir=` (what an unset $OUT gives) stops the run before any job."""
     home = tmp_path / "home"
     home.mkdir()
-    config = write(tmp_path / "c.yaml", {**minimal(data_dir), "select_configs": ["T1-greedy-0shot-logprob"]})
+    config = write_config(tmp_path, data_dir, base="bbq_one_config.yaml")
     environment = {**os.environ, "HOME": str(home), "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
     environment.pop("SAFETYREPRO_DATA_DIR", None)
 

@@ -411,18 +411,13 @@ def test_a_table_of_scores_alone_runs_through_the_workflow_to_a_checked_headline
     """Scores with no item rows: nothing item-level can be computed (the interval over items, N+sig, the
     minimum detectable difference, a parse-clean rho_flip), and the GRID card and the headline check say n/a
     there rather than stop; rho_flip itself is the table's."""
-    from helpers.workflow import snakemake
+    from helpers.workflow import TEST_CONFIGS, snakemake
 
     scores = {(model, k): round(((k + 1) * (3 + 2 * m)) % 7 / 7, 3) for m, model in enumerate("abc") for k in range(6)}
     rows = "".join(f"{model},bench,cfg{k},{score}\n" for (model, k), score in scores.items())
     (tmp_path / "scores.csv").write_text("model,benchmark,config_id,score\n" + rows)
-    config = {
-        "results_dir": "results",
-        "imports": [{"kind": "table", "path": "scores.csv"}],
-        "analysis": {"shap": False},
-    }
-    (tmp_path / "config.yaml").write_text(json.dumps(config))
-    done = snakemake(tmp_path, "--cores", "2", "results/headline_check.txt")
+    config = TEST_CONFIGS / "scores_table_import.yaml"  # scores.csv relative to the run's folder
+    done = snakemake(tmp_path, "--cores", "2", "results/headline_check.txt", configfile=config)
     assert done.returncode == 0, done.stderr[-3000:]
     results = tmp_path / "results"
     assert (results / "headline_check.txt").read_text().endswith("matches its tables\n")

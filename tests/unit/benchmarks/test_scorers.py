@@ -483,7 +483,7 @@ class BBQLabelled(BBQ):
 
 
 @pytest.mark.slow
-def test_each_benchmark_that_declares_human_labels_gets_a_judges_agreement_job(tmp_path, data_dir, monkeypatch):
+def test_each_benchmark_with_human_labels_gets_a_judges_agreement_job(tmp_path, data_dir, monkeypatch):
     """A plugin benchmark (BBQ's items, registered by a package outside src/) with human-labelled replies registered
     gets, beside XSTest, a judge_agreement job of its own for the judge that labels it, and the scorers analysis
     reads both tables; a benchmark without them (BBQ) gets none."""

@@ -173,7 +173,7 @@ def test_cli_reports_config_errors_in_one_line(tmp_path, data_dir):
     assert result.returncode == 2
     assert (
         result.stderr
-        == f"safetyrepro: error: {bad}, line 2, column 1: YAML syntax error: expected ',' or ']', but got '<stream end>'\n"
+        == f"safetyrepro: error: {bad}, line 2, column 1: YAML syntax error: did not find expected ',' or ']'\n"
     )
     assert "Traceback" not in result.stderr
     config = make_config(data_dir)

@@ -18,11 +18,13 @@ if workers := int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0")):
 
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
-    """`-n auto`: a worker per core and one more, so a worker waiting on Slurm or a model server leaves
-    no core idle. The cores are busy throughout a full run (docs/measurements.md: 198% of 200%, counting
-    the model servers that time(1) misses), so a further worker gains nothing; the real vLLM engines
-    take turns (tests/helpers/vllm_engine_checks.py)."""
-    return len(os.sched_getaffinity(0)) + 1
+    """`-n auto`: a worker per core, and one more where the end-to-end tests run, so that a worker waiting on
+    Slurm or a model server leaves no core idle. The cores are busy throughout a full run (docs/measurements.md:
+    198% of 200%, counting the model servers that time(1) misses), so a further worker gains nothing; the real
+    vLLM engines take turns (tests/helpers/vllm_engine_checks.py). `make test-fast` leaves them out ("not e2e"):
+    its tests rarely wait, and the extra worker would only collect every test module once more."""
+    cores = len(os.sched_getaffinity(0))
+    return cores if "not e2e" in (config.getoption("markexpr") or "") else cores + 1
 
 
 SHARED_RUNS: list[str] = []  # the session's shared workflow runs: fixtures declared with @shared_run (below)

@@ -67,6 +67,18 @@ def load_registry(group: str, kind: str, load: Callable[[EntryPoint], Plugin]) -
     return Registry(loaded, dict(sorted(broken.items())))
 
 
+def made(point: EntryPoint, kind: str, interface: type[Plugin], named: str) -> Plugin:
+    """What an entry point names as an `interface` (`named`, as messages name it): an instance of it, or a subclass
+    made with no arguments; a PluginError naming the plugin otherwise."""
+    target = point.load()
+    if isinstance(target, type) and issubclass(target, interface):
+        return target()
+    if not isinstance(target, interface):
+        what = f"the class {target.__name__}" if isinstance(target, type) else f"of type {type(target).__name__}"
+        raise PluginError(f"{describe(point, kind)} is {what}, not a {named}")
+    return target
+
+
 def reason(exc: BaseException) -> str:
     """An exception as one line: its type and message."""
     return " ".join(f"{type(exc).__name__}: {exc}".split())

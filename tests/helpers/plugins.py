@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from safetyrepro.benchmarks import GROUP
+from safetyrepro.plugins import Registry
 
 
 def register(
@@ -38,3 +40,13 @@ class Mini(Benchmark):
     def make_item(self, row, seed, presentation=None):
         raise NotImplementedError
 """
+
+
+def rediscovered(discovered: Callable[[], Registry]) -> Registry:
+    """A registry read afresh (the throwaway plugins on sys.path found), its cache cleared again after, so that
+    the next reader finds only what is installed."""
+    discovered.cache_clear()
+    try:
+        return discovered()
+    finally:
+        discovered.cache_clear()

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from helpers.bad_input_corpus import ENVELOPE
-from helpers.plugins import MINI, register
+from helpers.plugins import MINI, rediscovered, register
 from helpers.workflow import with_changes, write_config
 
 from safetyrepro.backends import GROUP as BACKENDS
@@ -99,11 +99,7 @@ def test_a_name_two_packages_register_is_left_out_naming_both(tmp_path, monkeypa
 def test_a_backend_plugin_that_cannot_be_used_is_left_out_naming_it(tmp_path, monkeypatch, module, code, problem):
     register(tmp_path, "odd-backend", {"odd": f"{module}:Odd"}, {module: code}, group=BACKENDS)
     monkeypatch.syspath_prepend(tmp_path)
-    discovered.cache_clear()
-    try:
-        found = discovered()
-    finally:
-        discovered.cache_clear()
+    found = rediscovered(discovered)
     assert list(found.loaded) == ["hf", "vllm"] and list(found.broken) == ["odd"]
     assert str(found.broken["odd"]) == f"backend plugin 'odd' ({module}:Odd, from odd-backend 1.0) {problem}"
 

@@ -14,7 +14,7 @@ from typing import Any
 from safetyrepro.benchmarks.base import AS_GIVEN, UNPARSED, Benchmark, DataFile, Item, ItemSet, Presentation
 from safetyrepro.core.errors import DataError
 from safetyrepro.core.scorer_names import JUDGE, RULES
-from safetyrepro.plugins import PluginError, Registry, describe, load_registry, reason, scorer_module
+from safetyrepro.plugins import PluginError, Registry, describe, load_registry, made, reason, scorer_module
 
 GROUP = "safetyrepro.benchmarks"
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")  # a benchmark's name and folder: in paths and job names
@@ -32,11 +32,7 @@ def discover() -> Registry[Benchmark]:
 def _load(point: EntryPoint) -> Benchmark:
     """The Benchmark an entry point names (a class is instantiated), checked against its entry."""
     where = describe(point, "benchmark")
-    target = point.load()
-    benchmark = target() if isinstance(target, type) and issubclass(target, Benchmark) else target
-    if not isinstance(benchmark, Benchmark):
-        what = f"the class {target.__name__}" if isinstance(target, type) else f"of type {type(target).__name__}"
-        raise PluginError(f"{where} is {what}, not a safetyrepro.benchmarks.Benchmark")
+    benchmark = made(point, "benchmark", Benchmark, "safetyrepro.benchmarks.Benchmark")
     for what, value in (("name", benchmark.name), ("folder", benchmark.folder)):
         if not isinstance(value, str) or not NAME.fullmatch(value):
             raise PluginError(

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from safetyrepro.core.scorer_names import JUDGE, RULES, UNPARSED
-from safetyrepro.plugins import PluginError, Registry, describe, load_registry
+from safetyrepro.plugins import PluginError, Registry, describe, load_registry, made
 from safetyrepro.scorers.base import Labelled, Scorer
 
 GROUP = "safetyrepro.scorers"
@@ -40,11 +40,7 @@ def asks_judge(name: str) -> bool:
 def _load(point: EntryPoint) -> Scorer:
     """The Scorer an entry point names (a class is made with no arguments), checked against its entry."""
     where = describe(point, "scorer")
-    target = point.load()
-    if not (isinstance(target, Scorer) or isinstance(target, type) and issubclass(target, Scorer)):
-        what = f"the class {target.__name__}" if isinstance(target, type) else f"of type {type(target).__name__}"
-        raise PluginError(f"{where} is {what}, not a safetyrepro.scorers.Scorer")
-    scorer = target() if isinstance(target, type) else target
+    scorer = made(point, "scorer", Scorer, "safetyrepro.scorers.Scorer")
     if not isinstance(scorer.name, str) or not NAME.fullmatch(scorer.name):
         raise PluginError(
             f"{where}: its name {scorer.name!r} may use only letters, digits and . _ + -, starting with a letter "

@@ -12,7 +12,7 @@ from importlib.metadata import EntryPoint
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from safetyrepro.plugins import PluginError, Registry, describe, load_registry
+from safetyrepro.plugins import PluginError, Registry, describe, load_registry, made
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -57,15 +57,14 @@ def _load(point: EntryPoint) -> HumanLabels:
     """The HumanLabels an entry point names (a class is made with no arguments), for a registered benchmark."""
     from safetyrepro.benchmarks import registered
 
-    where = describe(point, "human labels")
-    target = point.load()
-    if not (isinstance(target, HumanLabels) or isinstance(target, type) and issubclass(target, HumanLabels)):
-        what = f"the class {target.__name__}" if isinstance(target, type) else f"of type {type(target).__name__}"
-        raise PluginError(f"{where} is {what}, not a safetyrepro.scorers.human_labels.HumanLabels")
+    labels = made(point, "human labels", HumanLabels, "safetyrepro.scorers.human_labels.HumanLabels")
     benchmarks = registered()
     if point.name not in {*benchmarks.loaded, *benchmarks.broken}:
-        raise PluginError(f"{where}: its name must be the benchmark's whose replies it labels; no benchmark is")
-    return target() if isinstance(target, type) else target
+        raise PluginError(
+            f"{describe(point, 'human labels')}: its name must be the benchmark's whose replies it labels; no "
+            "benchmark is"
+        )
+    return labels
 
 
 def human_labels_of(benchmark: str) -> HumanLabels:

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from helpers.plugins import MINI, register
+from helpers.plugins import MINI, rediscovered, register
 from helpers.scaling import MAX_COST_RATIO, cost_ratio
 from helpers.session import REPO
 
@@ -906,11 +906,7 @@ def test_human_labels_that_are_no_declaration_or_label_no_benchmark_are_left_out
     entries = {"bbq": "odd_labels:Plain", "nosuch": xstest_labels}
     register(tmp_path, "odd-labels", entries, {"odd_labels": "class Plain:\n    pass\n"}, GROUP)
     monkeypatch.syspath_prepend(tmp_path)
-    discovered.cache_clear()
-    try:
-        found = discovered()
-    finally:
-        discovered.cache_clear()
+    found = rediscovered(discovered)
     assert list(found.loaded) == ["xstest"]
     assert str(found.broken["bbq"]) == (
         "human labels plugin 'bbq' (odd_labels:Plain, from odd-labels 1.0) is the class Plain, not a "

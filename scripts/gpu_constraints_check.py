@@ -6,7 +6,7 @@ The check runs that install as a dry run from the repository root,
 
 and requires that it resolves, that every package it would install is pinned in constraints-gpu.txt
 at exactly that version, and that snakemake is pinned as in constraints.txt (the CPU pins).
-tests/repository/test_gpu_constraints.py runs it. It needs the package index (PyPI), Python 3.11 on Linux x86_64.
+tests/end_to_end/test_gpu_install.py runs it. It needs the package index (PyPI), Python 3.11 on Linux x86_64.
 
 --regenerate rewrites constraints-gpu.txt from pip's report for a seed of pins: constraints.txt's,
 less the ones vLLM 0.33.0 cannot share (CPU_PINS_DROPPED), plus vLLM's own pins and the current
@@ -53,7 +53,7 @@ HEADER = """\
 # Every package that install takes, pinned from pip's own resolution (`pip install --dry-run --ignore-installed
 # --report` for constraints.txt's pins, vllm==0.33.0, vllm-bnb-plugin==0.0.3, torch==2.14.0 and this file's
 # earlier GPU-only pins): `python scripts/gpu_constraints_check.py --regenerate` (pip {pip}). CI checks the dry
-# run and that every installed package is pinned here (tests/repository/test_gpu_constraints.py). Same versions as
+# run and that every installed package is pinned here (tests/end_to_end/test_gpu_install.py). Same versions as
 # constraints.txt (CPU) except where vLLM 0.33.0 on Python 3.11 does not allow them:
 {dropped}
 """

@@ -156,6 +156,22 @@ def report_run(tmp_path_factory, worker_id, data_dir) -> Path:
     return made_once(tmp_path_factory, worker_id, "report-run", make) / "run"
 
 
+@shared_run
+def harness(tmp_path_factory, worker_id, data_dir) -> tuple:
+    """Real lm-evaluation-harness and Inspect AI runs of two tiny models, with the mappings naming them
+    (tests/helpers/harness_runs.py's make_imported_runs), for the import tests (tests/unit/imports/test_imports.py,
+    tests/end_to_end/test_imported_results.py): made once, kept as a pickle of what the maker returned."""
+    import pickle
+
+    from helpers.harness_runs import make_imported_runs
+
+    def make(root: Path) -> None:
+        root.mkdir(parents=True)
+        (root / "runs.pickle").write_bytes(pickle.dumps(make_imported_runs(root, data_dir)))
+
+    return pickle.loads((made_once(tmp_path_factory, worker_id, "harness-runs", make) / "runs.pickle").read_bytes())
+
+
 # --- the session's one-node Slurm cluster (tests/cluster/local_slurm.sh) ------------------------------
 SLURM_PROGRAMS = ("sbatch", "squeue", "srun", "slurmctld", "slurmd", "munged")
 

@@ -430,7 +430,7 @@ NO_RERUN = (
     "benchmarks/judge_question.py",
     "benchmarks/xstest/judge_question.py",
     # XSTest's modules: no benchmark of the tiny run has human labels (the scorers analysis of a run with XSTest
-    # reads them through its registered HumanLabels: tests/unit/benchmarks/test_scorers.py)
+    # reads them through its registered HumanLabels: tests/end_to_end/test_scorer_cells.py)
     "benchmarks/xstest/__init__.py",
     "benchmarks/xstest/refusal.py",
     "benchmarks/xstest/strmatch.py",

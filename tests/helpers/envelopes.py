@@ -64,10 +64,29 @@ def benchmark_items(n_items):
 STUDY = read_yaml(REPO / "config" / "case_study.yaml")["case_study"]
 
 
+def case_study_settings(data_dir, study=None, **benchmarks):
+    """Settings of two hub models (bf16, nf4) on TruthfulQA and BBQ (or `benchmarks`), with the case study's
+    section `study` if given."""
+    raw = {
+        "data_dir": str(data_dir),
+        "models": [
+            {"name": "bf16", "path": "org/a", "precision": "bf16"},
+            {"name": "nf4", "path": "org/b", "precision": "nf4"},
+        ],
+        "benchmarks": benchmarks or {"truthfulqa": {"n_items": 5}, "bbq": {"n_items": 5}},
+        "envelope": str(REPO / "config" / "envelope.yaml"),
+        "subset": {"seed": 7, "fewshot_pool": 5},
+    }
+    if study is not None:
+        raw["case_study"] = study
+    return load_settings(raw)
+
+
 SCORER = envelope_axis("authors_scorer.yaml", "scorer")
 
 
 GENERATED, RESCORED = "T1-greedy-0shot-freeform", "T1-greedy-0shot-freeform-scorer=authors"
+LEARNED_CELL = "T1-greedy-0shot-freeform-scorer=learned"
 
 
 def edit_code(monkeypatch, module: str) -> None:

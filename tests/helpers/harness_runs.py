@@ -17,9 +17,11 @@ from unittest import mock
 
 import yaml
 
+from helpers.session import REPO
 from helpers.tiny_model import build_tiny_model
 from safetyrepro.case_study.drivers import go_offline
 from safetyrepro.case_study.items import CaseItem, case_items
+from safetyrepro.configuration.build import load_settings
 from safetyrepro.configuration.settings import Settings
 
 TASK = "sr_truthfulqa"  # the same lm-eval task name under every template: only the task config tells them apart
@@ -229,3 +231,25 @@ def make_runs(root: Path, settings: Settings) -> HarnessRuns:
     runs.inspect_logs = run_inspect(root / "inspect", models, items)
     runs.seconds["inspect"] = time.perf_counter() - started
     return runs
+
+
+def make_imported_runs(root: Path, data_dir: Path) -> tuple[HarnessRuns, dict[str, Path]]:
+    """Two tiny models x two templates x two shot counts in lm-eval, x two templates x two epochs in Inspect, under
+    `root`, and each harness's mapping (an `imports` source's `mapping`) naming the models."""
+    settings = load_settings(
+        {
+            "data_dir": str(data_dir),
+            "models": [{"name": "a", "path": "org/a"}, {"name": "b", "path": "org/b"}],
+            "benchmarks": {"truthfulqa": {"n_items": N_ITEMS}},
+            "envelope": str(REPO / "config" / "envelope.yaml"),
+            "subset": {"seed": 7, "fewshot_pool": 5},
+        }
+    )
+    runs = make_runs(root, settings)
+    names = {str(path.resolve()): name for name, path in runs.models.items()}
+    # lm-eval's length-normalised accuracy: these random models' summed log-likelihoods pick the shortest option
+    lm_eval = root / "lm_eval.yaml"
+    lm_eval.write_text(json.dumps({"models": names, "metric": "acc_norm"}))
+    inspect = root / "inspect.yaml"
+    inspect.write_text(json.dumps({"models": {f"hf/{path}": name for path, name in names.items()}}))
+    return runs, {"lm_eval": lm_eval, "inspect": inspect}

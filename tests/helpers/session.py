@@ -1,15 +1,25 @@
-"""What every test module may need of the session: the repository, this environment's programs, CI, and the
-temporary folder the session's pytest-xdist workers share."""
+"""What every test module may need of the session: the repository and its scripts, this environment's programs, CI,
+and the temporary folder the session's pytest-xdist workers share."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import sys
 from pathlib import Path
+from types import ModuleType
 
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent  # this environment's programs: snakemake, safetyrepro
 SEARCH_PATH = os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/sbin"])
+
+
+def script_module(name: str) -> ModuleType:
+    """scripts/<name>.py loaded as a module (scripts/ is no package)."""
+    spec = importlib.util.spec_from_file_location(name, REPO / "scripts" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def in_ci() -> bool:

@@ -58,3 +58,18 @@ def test_test_module_names_are_unique():
     """pytest imports a test module by its file name (no __init__.py in the test folders): two of a name clash."""
     stems = [path.stem for path in module_files()]
     assert sorted({s for s in stems if stems.count(s) > 1}) == []
+
+
+def test_every_test_marked_e2e_is_in_end_to_end():
+    """A test marked `e2e` runs what a user runs (the workflow, a command in a clone, pip's resolver, the real model
+    against another package): whatever its subject, its kind is end-to-end, so it is in end_to_end/."""
+
+    def marks_e2e(path: Path) -> bool:
+        return any(
+            isinstance(node, ast.Attribute) and node.attr == "e2e" and getattr(node.value, "attr", None) == "mark"
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        )
+
+    marked = [path for path in module_files() if marks_e2e(path)]
+    assert len(marked) > 10
+    assert [str(p.relative_to(TESTS)) for p in marked if p.relative_to(TESTS).parts[0] != "end_to_end"] == []

@@ -3,11 +3,15 @@ and the temporary folder the session's pytest-xdist workers share."""
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
+import io
 import os
+import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
+from unittest import mock
 
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent  # this environment's programs: snakemake, safetyrepro
@@ -30,3 +34,24 @@ def session_folder(tmp_path_factory, worker_id: str) -> Path:
     """The temporary folder that every pytest-xdist worker of the session sees (each has its own below it)."""
     own = tmp_path_factory.getbasetemp()
     return own if worker_id == "master" else own.parent
+
+
+def cli(*args: str, stdin: str = "", cwd: Path = REPO) -> subprocess.CompletedProcess:
+    """`safetyrepro ARGS` with `stdin` on its standard input, run in this process from `cwd` (its exit status,
+    standard output and error, as a subprocess would give them, without a second Python's start: half a second
+    a command). A test of the console script itself, or of a command that needs another environment, runs it."""
+    stdin_stream = io.TextIOWrapper(io.BytesIO(stdin.encode()), encoding="utf-8")
+    out, err = io.StringIO(), io.StringIO()
+    with (
+        mock.patch.object(sys, "stdin", stdin_stream),
+        contextlib.redirect_stdout(out),
+        contextlib.redirect_stderr(err),
+        contextlib.chdir(cwd),
+    ):
+        from safetyrepro import cli as command_line
+
+        try:
+            status = command_line.main(list(args))
+        except SystemExit as exc:  # argparse's refusals and --help
+            status = exc.code
+    return subprocess.CompletedProcess(["safetyrepro", *args], status, out.getvalue(), err.getvalue())

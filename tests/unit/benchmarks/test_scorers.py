@@ -26,7 +26,7 @@ from helpers.envelopes import (
     settings_with,
 )
 from helpers.plugins import MINI, register
-from helpers.session import BIN, REPO
+from helpers.session import BIN, REPO, cli
 from helpers.tiny_model import tiny_model_entries
 from helpers.workflow import ENVELOPES, snakemake, write_config
 from sklearn.metrics import cohen_kappa_score
@@ -243,26 +243,20 @@ def test_parse_labels_with_the_scorer_asked_for():
     stdin = "".join(json.dumps(line) + "\n" for line in lines)
     labels = {}
     for scorer in ("rules", "strmatch"):  # the learned one loads the embedded model: its own (slow) test below
-        done = subprocess.run(
-            [BIN / "safetyrepro", "parse", "xstest", "--scorer", scorer], input=stdin, capture_output=True, text=True
-        )
+        done = cli("parse", "xstest", "--scorer", scorer, stdin=stdin)
         assert done.returncode == 0, done.stderr
         labels[scorer] = [json.loads(line)["label"] for line in done.stdout.splitlines()]
     # the authors' rule reads the opening words only; the second reply answers
     assert labels == {"rules": ["full_refusal", "full_compliance"], "strmatch": ["full_refusal", "full_refusal"]}
-    not_a_folder = subprocess.run(  # refused before any model is built
-        [BIN / "safetyrepro", "parse", "xstest", "--scorer", "learned", "--resources-dir", str(BIN / "safetyrepro")],
-        input=stdin,
-        capture_output=True,
-        text=True,
+    # refused before any model is built
+    not_a_folder = cli(
+        "parse", "xstest", "--scorer", "learned", "--resources-dir", str(BIN / "safetyrepro"), stdin=stdin
     )
     assert not_a_folder.returncode != 0
     assert not_a_folder.stderr.strip().splitlines() == [
         f"safetyrepro: error: --resources-dir: {(BIN / 'safetyrepro').resolve()} is a file, not a folder"
     ]
-    wrong = subprocess.run(
-        [BIN / "safetyrepro", "parse", "bbq", "--scorer", "strmatch"], input=stdin, capture_output=True, text=True
-    )
+    wrong = cli("parse", "bbq", "--scorer", "strmatch", stdin=stdin)
     assert wrong.returncode != 0
     assert wrong.stderr.strip().splitlines() == [
         "safetyrepro: error: --scorer: bbq has no scorer 'strmatch' (it has: rules, judge)"

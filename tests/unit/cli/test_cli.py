@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from helpers.session import REPO
+from helpers.session import REPO, cli
 from helpers.workflow import ENVELOPES, effective_config, write_config
 
 from safetyrepro.backends.base import Backend
@@ -39,9 +39,7 @@ POSED = CASES["bbq"][1]
 
 
 def parse(benchmark: str, text: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "safetyrepro.cli", "parse", benchmark], input=text, capture_output=True, text=True
-    )
+    return cli("parse", benchmark, stdin=text)
 
 
 @pytest.mark.parametrize("benchmark", sorted(BENCHMARKS))

@@ -4,24 +4,18 @@ from __future__ import annotations
 
 import copy
 import json
-import subprocess
-import sys
 
 import pytest
 import yaml
 from helpers.envelopes import BENCHMARKS, ENVELOPE, make_config
-from helpers.session import REPO
+from helpers.session import cli
 
 from safetyrepro.configuration.build import load_settings
 from safetyrepro.configuration.schema import ConfigError
 
 
-def run_cli(*args, cwd=REPO):
-    return subprocess.run([sys.executable, "-m", "safetyrepro.cli", *args], cwd=cwd, capture_output=True, text=True)
-
-
 def test_paper_config_describes_the_612_cell_grid():
-    result = run_cli("envelope", "--configfile", "config/paper.yaml", "--json")
+    result = cli("envelope", "--configfile", "config/paper.yaml", "--json")
     assert result.returncode == 0, result.stderr
     summary = json.loads(result.stdout)
     assert summary["cells"] == 612
@@ -169,7 +163,7 @@ def test_data_dir_environment_variable_overrides_the_config(tmp_path, data_dir, 
 def test_cli_reports_config_errors_in_one_line(tmp_path, data_dir):
     bad = tmp_path / "bad.yaml"
     bad.write_text("models: [a, b\n")
-    result = run_cli("envelope", "--configfile", str(bad))
+    result = cli("envelope", "--configfile", str(bad))
     assert result.returncode == 2
     assert (
         result.stderr
@@ -179,7 +173,7 @@ def test_cli_reports_config_errors_in_one_line(tmp_path, data_dir):
     config = make_config(data_dir)
     config["models"][1]["precision"] = "int3"
     (tmp_path / "c.yaml").write_text(yaml.safe_dump(config))
-    result = run_cli("envelope", "--configfile", str(tmp_path / "c.yaml"))
+    result = cli("envelope", "--configfile", str(tmp_path / "c.yaml"))
     assert (
         result.returncode == 2
         and result.stderr == "safetyrepro: error: models[1].precision: 'int3' is not one of fp32, bf16, nf4\n"

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from helpers.session import REPO
+from helpers.session import REPO, cli
 from helpers.workflow import write_config
 
 from safetyrepro.configuration.build import load_run_settings, load_settings
@@ -179,9 +179,7 @@ def test_case_study_checks_run_with_all_other_checks(tmp_path, data_dir):
         },
     }
     path = write(tmp_path / "c.yaml", config)
-    result = subprocess.run(
-        [str(BIN / "safetyrepro"), "check", "--configfile", str(path)], capture_output=True, text=True
-    )
+    result = cli("check", "--configfile", str(path))
     assert result.returncode == 2
     assert result.stderr == "safetyrepro: error: case_study.model: no model named 'nope' under `models`\n"
 

@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 from helpers.envelopes import GENERATED, RESCORED, SCORER, STUDY, edit_code, envelope_with, make_config
-from helpers.session import BIN
+from helpers.session import BIN, cli
 
 from safetyrepro.benchmarks import BENCHMARKS, RULES, UNPARSED
 from safetyrepro.benchmarks import judge_question as option_judge
@@ -187,12 +187,7 @@ def test_parse_with_a_judge_needs_a_config_with_judges():
             "--judge: only for a --scorer that asks a judge model (rules asks none)",
         ),
     ):
-        done = subprocess.run(
-            [BIN / "safetyrepro", "parse", "xstest", "--scorer", "judge", *extra],
-            input="",
-            capture_output=True,
-            text=True,
-        )
+        done = cli("parse", "xstest", "--scorer", "judge", *extra)
         assert done.returncode != 0
         assert done.stderr.strip().splitlines()[-1].startswith(f"safetyrepro: error: {message}"), done.stderr
 

@@ -126,7 +126,10 @@ def _judged(inputs: Inputs, axis: str, benchmark: str) -> list[pd.DataFrame]:
     from safetyrepro.results.storage import read_parquet_checked
 
     settings = inputs.settings
-    values = {params["judge"]: value for value, params in settings.envelope.axes[axis].items() if "judge" in params}
+    values = {}  # the first value naming each judge, as its judge_agreement job asks with that value's scorer
+    for value, params in settings.envelope.axes[axis].items():
+        if "judge" in params:
+            values.setdefault(params["judge"], value)
     paths = {
         judge.name: judge_agreement_path(settings.results_dir, benchmark, judge.name)
         for judge in settings.used_judges(benchmark)

@@ -44,7 +44,8 @@ def cmd_parse(args: argparse.Namespace) -> int:
         )
     judged = args.scorer is not None and asks_judge(args.scorer)
     if args.judge is not None and not judged:
-        raise ConfigError(f"--judge: only for a --scorer that asks a judge model ({args.scorer or RULES} asks none)")
+        asks_none = f" ({args.scorer} asks none)" if args.scorer else ""
+        raise ConfigError(f"--judge: only with a --scorer that asks a judge model{asks_none}")
     if judged and args.configfile is None:
         raise ConfigError(f"--configfile: the scorer {args.scorer} asks one of a config's judges; give that config")
     replies = _Replies(benchmark, args)

@@ -221,6 +221,6 @@ def typed_override(value: Any, key: str) -> Any:
     if isinstance(value, str):
         try:
             return _strict_load(value, f"--config {key}")
-        except yaml.YAMLError:
+        except (yaml.YAMLError, UnicodeEncodeError):  # libyaml reads UTF-8: a byte that is not stays text
             return value
     return value

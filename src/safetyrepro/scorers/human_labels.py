@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
 GROUP = "safetyrepro.human_labels"
+MEASURES = ("scorer_agreement", "judge_agreement")  # what a HumanLabels must define
 
 
 class HumanLabels:
@@ -58,6 +59,9 @@ def _load(point: EntryPoint) -> HumanLabels:
     from safetyrepro.benchmarks import registered
 
     labels = made(point, "human labels", HumanLabels, "safetyrepro.scorers.human_labels.HumanLabels")
+    missing = [name for name in MEASURES if getattr(type(labels), name) is getattr(HumanLabels, name)]
+    if missing:
+        raise PluginError(f"{describe(point, 'human labels')} does not define {' and '.join(missing)}")
     benchmarks = registered()
     if point.name not in {*benchmarks.loaded, *benchmarks.broken}:
         raise PluginError(

@@ -903,14 +903,21 @@ def test_human_labels_that_are_no_declaration_or_label_no_benchmark_are_left_out
     from safetyrepro.scorers.human_labels import GROUP, discovered
 
     xstest_labels = "safetyrepro.benchmarks.xstest.scorer_agreement:XSTestHumanLabels"
-    entries = {"bbq": "odd_labels:Plain", "nosuch": xstest_labels}
-    register(tmp_path, "odd-labels", entries, {"odd_labels": "class Plain:\n    pass\n"}, GROUP)
+    entries = {"bbq": "odd_labels:Plain", "nosuch": xstest_labels, "toxigen": "odd_labels:Half"}
+    code = (
+        "from safetyrepro.scorers.human_labels import HumanLabels\n\n\nclass Plain:\n    pass\n\n\n"
+        "class Half(HumanLabels):\n    def scorer_agreement(self, data_dir, scorers):\n        return None\n"
+    )
+    register(tmp_path, "odd-labels", entries, {"odd_labels": code}, GROUP)
     monkeypatch.syspath_prepend(tmp_path)
     found = rediscovered(discovered)
     assert list(found.loaded) == ["xstest"]
     assert str(found.broken["bbq"]) == (
         "human labels plugin 'bbq' (odd_labels:Plain, from odd-labels 1.0) is the class Plain, not a "
         "safetyrepro.scorers.human_labels.HumanLabels"
+    )
+    assert str(found.broken["toxigen"]) == (
+        "human labels plugin 'toxigen' (odd_labels:Half, from odd-labels 1.0) does not define judge_agreement"
     )
     assert str(found.broken["nosuch"]) == (
         f"human labels plugin 'nosuch' ({xstest_labels}, from odd-labels 1.0): its name must be the benchmark's "

@@ -248,6 +248,8 @@ def test_config_override_values_are_typed_as_in_a_file(tmp_path, data_dir):
     )
     assert settings.analysis.shap is False and settings.analysis.bootstrap.resamples == 200
     assert settings.select_configs is None
+    # a byte that is not UTF-8 (Snakemake hands it over as a lone surrogate) is no YAML: the value stays text
+    assert load_run_settings([path], {"results_dir": "results-\udcff"}).results_dir == Path("results-\udcff")
 
 
 def test_the_data_dir_variable_is_a_visible_layer(tmp_path, data_dir, monkeypatch):

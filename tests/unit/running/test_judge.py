@@ -177,6 +177,18 @@ def test_the_judges_answers_are_read_into_the_benchmarks_labels(data_dir):
     assert "Request:" not in asked and "Reply: Sorry, no." in asked
 
 
+def test_a_judges_agreement_job_for_a_model_that_judges_nothing_there_is_refused():
+    """`judge-agreement` asks only a judge that labels some reply of the benchmark (as the workflow schedules it)."""
+    done = cli(
+        *("judge-agreement", "--configfile", "config/judge.yaml", "--benchmark", "xstest"),
+        *("--judge", "gemma-270m-fp32", "--out", "unused.parquet"),
+    )
+    assert (done.returncode, done.stderr) == (
+        2,
+        "safetyrepro: error: --judge: gemma-270m-fp32 labels no reply of xstest (its judges: gemma-judge)\n",
+    )
+
+
 def test_parse_with_a_judge_needs_a_config_with_judges():
     for extra, message in (
         ([], "--configfile: the scorer judge asks one of a config's judges; give that config"),
@@ -184,12 +196,14 @@ def test_parse_with_a_judge_needs_a_config_with_judges():
         (["--configfile", "config/judge.yaml", "--judge", "nobody"], "--judge: no judge named 'nobody'; name one"),
         (
             ["--scorer", "rules", "--judge", "gemma-judge"],
-            "--judge: only for a --scorer that asks a judge model (rules asks none)",
+            "--judge: only with a --scorer that asks a judge model (rules asks none)",
         ),
     ):
         done = cli("parse", "xstest", "--scorer", "judge", *extra)
         assert done.returncode != 0
         assert done.stderr.strip().splitlines()[-1].startswith(f"safetyrepro: error: {message}"), done.stderr
+    unnamed = cli("parse", "xstest", "--judge", "gemma-judge")  # no --scorer: each line's config names its own
+    assert unnamed.stderr == "safetyrepro: error: --judge: only with a --scorer that asks a judge model\n"
 
 
 @pytest.mark.slow

@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cache
 from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
 from types import ModuleType
@@ -94,8 +95,10 @@ def describe(point: EntryPoint, kind: str) -> str:
     return f"{kind} plugin '{point.name}' ({point.value}, from {origin(point)})"
 
 
+@cache
 def scorer_module(name: str) -> ModuleType:
-    """A module that a judge's question names: relative to this package, or a plugin's by its full name."""
+    """A module that a judge's question names: relative to this package, or a plugin's by its full name (found
+    once a process: a judge's cells and agreement jobs ask for it at every reply)."""
     own = Path(__file__).resolve().parent.joinpath(*name.split("."))
     in_package = own.with_suffix(".py").is_file() or (own / "__init__.py").is_file()
     return importlib.import_module(f"safetyrepro.{name}" if in_package else name)

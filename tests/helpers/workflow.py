@@ -11,7 +11,7 @@ from pathlib import Path
 import yaml
 
 from helpers.session import BIN, REPO
-from safetyrepro.configuration.loading import merge_layer, read_yaml
+from safetyrepro.configuration.loading import read_document, read_yaml, with_bases
 
 TEST_CONFIGS = REPO / "tests" / "configs"  # the configs the tests run (tiny.yaml and overlays on it)
 ENVELOPES = TEST_CONFIGS / "envelopes"  # the envelopes of some of them (overlays on config/envelope.yaml)
@@ -88,11 +88,7 @@ def with_changes(config: Path, out: Path, **changes) -> Path:
 def effective_config(path: Path) -> dict:
     """A run's config file with the files it extends merged under it (as the workflow reads it, before its
     defaults): what a test reads of a run's config, or changes and writes whole."""
-    config = read_yaml(path)
-    while "extends" in config:
-        base = path.parent / config.pop("extends")
-        config, path = merge_layer(read_yaml(base), config), base
-    return config
+    return with_bases(read_document(str(path)), str(path), str(path.parent))[0]
 
 
 def planned_jobs(result: subprocess.CompletedProcess) -> dict[str, int]:

@@ -135,8 +135,9 @@ def cmd_judge_agreement(args: argparse.Namespace) -> int:
 
     settings = load_settings(args.configfile)
     judge, benchmark = settings.model(args.judge), BENCHMARKS[args.benchmark]
-    if judge not in settings.used_judges(benchmark.name):
-        asked = ", ".join(spec.name for spec in settings.used_judges(benchmark.name)) or "none"
+    judges = settings.used_judges(benchmark.name)
+    if judge not in judges:
+        asked = ", ".join(spec.name for spec in judges) or "none"
         raise ConfigError(f"--judge: {judge.name} labels no reply of {benchmark.name} (its judges: {asked})")
     scorer = settings.envelope.judge_scorer(benchmark.name, judge.name)
     log.info("judge %s (scorer %s): asked about the labelled replies of %s", judge.name, scorer, benchmark.name)

@@ -14,7 +14,8 @@ Two models, each for what it is good at (docs/audit.md):
 - Which config to run next is chosen with Bayesian linear regression of the pair's score difference
   d(c) = score_A(c) - score_B(c) on one-hot axis values (an intercept plus one effect per value of every
   axis), with the conjugate normal-inverse-gamma prior (Murphy 2012, *Machine Learning*, section 7.6.3):
-  effects ~ N(0, sigma^2 V0), sigma^2 ~ InvGamma(a0, b0); sigma^2 is what the axes do not explain. The
+  effects ~ N(0, sigma^2 V0), sigma^2 ~ InvGamma(a0, b0); sigma^2 is what the axes do not explain
+  (`grid_model.predictive_draws`, the model the estimates from a budget use). The
   next config is the unrun one most likely to reverse the majority (the share of posterior draws on the
   reversing side: the probability of improvement, Kushner 1964, with zero as the threshold; ties go to
   the lower mean). Until the majority is settled after a reversal was seen, the next config is the unrun
@@ -53,6 +54,7 @@ import pandas as pd
 from scipy.stats import dirichlet_multinomial
 
 from safetyrepro.analysis.flips import minority_side, signs
+from safetyrepro.analysis.grid_model import predictive_draws
 from safetyrepro.analysis.significance import paired_tests
 from safetyrepro.benchmarks import NAME, DataError
 from safetyrepro.configuration.schema import ConfigError
@@ -61,9 +63,6 @@ from safetyrepro.core.messages import excerpt
 from safetyrepro.results.aggregate import read_summary
 from safetyrepro.results.storage import cell_file, read_design, read_parquet_checked
 
-# The prior, on the 0-1 score scale: residual sd about 0.07 a priori (b0 / (a0 - 1) = 0.005), effects
-# and intercept with twice the residual's sd.
-PRIOR_SHAPE, PRIOR_RATE, PRIOR_EFFECT_VARIANCE = 2.0, 0.005, 4.0
 # The majority's prior: each outcome of a config (A better, B better, tie) has this Dirichlet concentration.
 CONFIG_PRIOR = 1.0
 CELLS_PER_CONFIG = 2  # model A's cell and model B's
@@ -147,32 +146,6 @@ def model_cells(configs: Iterable[str], generation: Mapping[str, str]) -> int:
     """The cells the models run for `configs`: two per config, except that a config labelling another's
     responses (`generation`: such a config -> that twin; docs/scorers.md) runs its twin's, once."""
     return CELLS_PER_CONFIG * len({generation.get(config, config) for config in configs})
-
-
-def _features(space: pd.DataFrame) -> np.ndarray:
-    """Intercept plus one indicator per (axis, value): configs x features."""
-    return np.hstack([np.ones((len(space), 1)), pd.get_dummies(space, dtype=float).to_numpy()])
-
-
-def predictive_draws(space: pd.DataFrame, observed: pd.Series, draws: int, rng: np.random.Generator) -> np.ndarray:
-    """Draws of every config's observed score difference (draws x configs) from the posterior given
-    `observed` (config id -> d); run configs keep their observed value."""
-    x = _features(space)
-    run = space.index.get_indexer(observed.index)
-    if (run < 0).any():
-        raise ValueError(f"config(s) run outside the space searched: {list(observed.index[run < 0])}")
-    x_run, y = x[run], observed.to_numpy(float)
-    precision = np.eye(x.shape[1]) / PRIOR_EFFECT_VARIANCE + x_run.T @ x_run
-    covariance = np.linalg.inv(precision)
-    mean = covariance @ x_run.T @ y
-    shape = PRIOR_SHAPE + len(y) / 2
-    rate = PRIOR_RATE + 0.5 * max(float(y @ y - mean @ precision @ mean), 0.0)
-    variance = rate / rng.gamma(shape, size=draws)  # sigma^2 ~ InvGamma(shape, rate)
-    root = np.linalg.cholesky(covariance + 1e-12 * np.eye(len(covariance)))
-    effects = mean + np.sqrt(variance)[:, None] * (rng.standard_normal((draws, len(mean))) @ root.T)
-    predicted = effects @ x.T + np.sqrt(variance)[:, None] * rng.standard_normal((draws, len(space)))
-    predicted[:, run] = y
-    return predicted
 
 
 def decide(

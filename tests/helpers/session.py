@@ -22,6 +22,7 @@ def script_module(name: str) -> ModuleType:
     """scripts/<name>.py loaded as a module (scripts/ is no package)."""
     spec = importlib.util.spec_from_file_location(name, REPO / "scripts" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # where a dataclass of the script looks itself up
     spec.loader.exec_module(module)
     return module
 

@@ -1,0 +1,235 @@
+"""A model of the grid: rho_flip and each model's score quantiles over an envelope, from some of its cells, with
+intervals (docs/estimation.md).
+
+A config's score is modelled as additive in its axis values: y(c) = intercept + one effect per (axis, value) of c
++ noise, by Bayesian linear regression with the conjugate normal-inverse-gamma prior (Murphy 2012, *Machine
+Learning*, section 7.6.3): effects ~ N(0, sigma^2 g I), sigma^2 ~ InvGamma(a0, b0); sigma^2 is what the axes do not
+explain (interactions, items, seeds). The estimates average over g (EFFECT_VARIANCES, weighed by their evidence)
+and fit the values less the mean of the configs run. The posterior is in closed form, so draws cost a matrix
+product (numpy) and no sampler. A pair's verdicts are modelled on the score difference d(c) = score_A(c) - score_B(c), fitted on the
+configs both models ran: the model-by-axis interactions that move a verdict are the difference's own axis
+effects. A model's score quantiles are modelled on its own scores.
+
+Each posterior draw fills in the configs not run (the configs run keep their scores, which are exact for this
+envelope's items and seeds) and rounds the filled-in values to the scores' lattice where the scores have one (a
+mean over n items of 0/1 outcomes and s seeds is a multiple of 1/(n s)), so a drawn config can tie as a run one
+can. rho_flip and the quantiles are computed on every draw; the estimate is the draws' median and the interval
+their central `level` share. The finite population is the envelope's configs: with every config run, the
+interval is the exact value.
+
+The audit (safetyrepro.audit) chooses its next config with `predictive_draws` at one scale (PRIOR_EFFECT_VARIANCE),
+uncentred, as its calibration was measured.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import zlib
+
+import numpy as np
+import pandas as pd
+
+from safetyrepro.analysis.flips import signs
+
+# The prior, on the 0-1 score scale: residual sd about 0.07 a priori (b0 / (a0 - 1) = 0.005), effects
+# and intercept with twice the residual's sd.
+PRIOR_SHAPE, PRIOR_RATE, PRIOR_EFFECT_VARIANCE = 2.0, 0.005, 4.0
+# The estimates average over the effects' scale (g = effect variance / residual variance): effects from a quarter of
+# the residual's sd to 16 times it.
+EFFECT_VARIANCES = tuple(4.0**k for k in range(-2, 5))
+QUANTILES = (0.05, 0.25, 0.5, 0.75, 0.95)
+LEVEL = 0.90
+DRAWS = 2000
+RHO_ESTIMATE_COLUMNS = [
+    "benchmark",
+    "model_a",
+    "model_b",
+    "n_run",
+    "n_configs",
+    "rho_flip",
+    "rho_flip_low",
+    "rho_flip_high",
+    "rho_flip_run",
+]
+QUANTILE_ESTIMATE_COLUMNS = ["benchmark", "model", "quantile", "n_run", "n_configs", "score", "low", "high", "run"]
+
+
+def features(space: pd.DataFrame) -> np.ndarray:
+    """Intercept plus one indicator per (axis, value): configs x features."""
+    return np.hstack([np.ones((len(space), 1)), pd.get_dummies(space, dtype=float).to_numpy()])
+
+
+def _posterior(x_run: np.ndarray, y: np.ndarray, effect_variance: float) -> tuple:
+    """The normal-inverse-gamma posterior (mean, covariance, shape, rate) with effects ~ N(0, sigma^2 g I), g =
+    `effect_variance`, and the log evidence of y under it (Murphy 2012, equation 7.73)."""
+    precision = np.eye(x_run.shape[1]) / effect_variance + x_run.T @ x_run
+    covariance = np.linalg.inv(precision)
+    mean = covariance @ x_run.T @ y
+    shape = PRIOR_SHAPE + len(y) / 2
+    rate = PRIOR_RATE + 0.5 * max(float(y @ y - mean @ precision @ mean), 0.0)
+    log_evidence = (
+        0.5 * np.linalg.slogdet(covariance)[1]
+        - 0.5 * x_run.shape[1] * math.log(effect_variance)
+        + PRIOR_SHAPE * math.log(PRIOR_RATE)
+        - shape * math.log(rate)
+        + math.lgamma(shape)
+        - math.lgamma(PRIOR_SHAPE)
+    )
+    return mean, covariance, shape, rate, log_evidence
+
+
+def predictive_draws(
+    space: pd.DataFrame,
+    observed: pd.Series,
+    draws: int,
+    rng: np.random.Generator,
+    effect_variances: tuple[float, ...] = (PRIOR_EFFECT_VARIANCE,),
+) -> np.ndarray:
+    """Draws of every config's observed value (draws x configs) from the posterior given `observed` (config id ->
+    value); run configs keep their observed value. With several `effect_variances` (g, the effects' variance over
+    the residual's), g is drawn too, from its posterior under a uniform prior over the values given (Bayesian model
+    averaging: the data say how large the axes' effects are)."""
+    x = features(space)
+    run = space.index.get_indexer(observed.index)
+    if (run < 0).any():
+        raise ValueError(f"config(s) run outside the space searched: {list(observed.index[run < 0])}")
+    x_run, y = x[run], observed.to_numpy(float)
+    fits = [_posterior(x_run, y, g) for g in effect_variances]
+    if len(fits) == 1:
+        chosen = np.zeros(draws, dtype=int)
+    else:
+        evidence = np.array([fit[4] for fit in fits])
+        weights = np.exp(evidence - evidence.max())
+        chosen = rng.choice(len(fits), size=draws, p=weights / weights.sum())
+    predicted = np.empty((draws, len(space)))
+    for k, (mean, covariance, shape, rate, _) in enumerate(fits):
+        rows = np.flatnonzero(chosen == k)
+        if not len(rows):
+            continue
+        variance = rate / rng.gamma(shape, size=len(rows))  # sigma^2 ~ InvGamma(shape, rate)
+        root = np.linalg.cholesky(covariance + 1e-12 * np.eye(len(covariance)))
+        effects = mean + np.sqrt(variance)[:, None] * (rng.standard_normal((len(rows), len(mean))) @ root.T)
+        noise = np.sqrt(variance)[:, None] * rng.standard_normal((len(rows), len(space)))
+        predicted[rows] = effects @ x.T + noise
+    predicted[:, run] = y
+    return predicted
+
+
+def centred_draws(space: pd.DataFrame, observed: pd.Series, draws: int, rng: np.random.Generator) -> np.ndarray:
+    """`predictive_draws` averaged over the effects' scale (EFFECT_VARIANCES), of the values less their mean (added
+    back): the prior shrinks effects toward the configs run, not toward a score of 0."""
+    centre = float(observed.mean())
+    return centre + predictive_draws(space, observed - centre, draws, rng, EFFECT_VARIANCES)
+
+
+def lattice_steps(space: pd.DataFrame, resolution: pd.Series | None, run: pd.Series) -> np.ndarray | None:
+    """Each config's lattice step, 1 / resolution (`resolution`: config id -> items x seeds), where every score
+    run (`run`: config id -> score) times its config's resolution is a whole number; None otherwise (a continuous
+    metric, or no resolution given)."""
+    if resolution is None:
+        return None
+    units = resolution.reindex(space.index).to_numpy(float)
+    counts = run.to_numpy(float) * resolution.reindex(run.index).to_numpy(float)
+    if np.isnan(units).any() or not np.allclose(counts, np.round(counts), atol=1e-6):
+        return None
+    return 1.0 / units
+
+
+def on_lattice(draws: np.ndarray, steps: np.ndarray | None) -> np.ndarray:
+    """Draws (draws x configs) rounded to each config's lattice step (unchanged without steps)."""
+    return draws if steps is None else np.round(draws / steps) * steps
+
+
+def rho_flips(differences: np.ndarray) -> np.ndarray:
+    """rho_flip = min(N+, N-) / |C| of each row of score differences (draws x configs), ties as
+    `flips.signs` has them."""
+    sign = signs(pd.DataFrame(differences), 0.0).to_numpy()
+    return np.minimum((sign > 0).sum(axis=1), (sign < 0).sum(axis=1)) / differences.shape[1]
+
+
+def central(values: np.ndarray, level: float) -> tuple[float, float, float]:
+    """(median, low, high) of draws: the central `level` share."""
+    low, median, high = np.quantile(values, [(1 - level) / 2, 0.5, (1 + level) / 2], axis=0)
+    return float(median), float(low), float(high)
+
+
+def estimate_pair(
+    space: pd.DataFrame,
+    difference: pd.Series,
+    rng: np.random.Generator,
+    steps: np.ndarray | None = None,
+    draws: int = DRAWS,
+    level: float = LEVEL,
+) -> dict:
+    """rho_flip over `space`'s configs from the score differences of the configs run (config id -> d), with its
+    interval, and rho_flip of the configs run alone (the naive estimate)."""
+    drawn = on_lattice(centred_draws(space, difference, draws, rng), steps)
+    estimate, low, high = central(rho_flips(drawn), level)
+    return {
+        "n_run": len(difference),
+        "n_configs": len(space),
+        "rho_flip": estimate,
+        "rho_flip_low": low,
+        "rho_flip_high": high,
+        "rho_flip_run": float(rho_flips(difference.to_numpy(float)[None, :])[0]),
+    }
+
+
+def estimate_quantiles(
+    space: pd.DataFrame,
+    scores: pd.Series,
+    rng: np.random.Generator,
+    steps: np.ndarray | None = None,
+    draws: int = DRAWS,
+    level: float = LEVEL,
+) -> list[dict]:
+    """A model's score quantiles (QUANTILES) over `space`'s configs from the scores of the configs run, with
+    intervals, and the quantiles of the configs run alone (the naive estimate)."""
+    drawn = on_lattice(centred_draws(space, scores, draws, rng), steps)
+    over_configs = np.quantile(drawn, QUANTILES, axis=1)  # quantiles x draws
+    run = np.quantile(scores.to_numpy(float), QUANTILES)
+    rows = []
+    for q, values, naive in zip(QUANTILES, over_configs, run, strict=True):
+        estimate, low, high = central(values, level)
+        rows.append({"quantile": q, "score": estimate, "low": low, "high": high, "run": float(naive)})
+    return rows
+
+
+def estimate_grid(
+    cells: pd.DataFrame,
+    spaces: dict[str, pd.DataFrame],
+    resolutions: dict[str, pd.Series] | None = None,
+    seed: int = 0,
+    draws: int = DRAWS,
+    level: float = LEVEL,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Per benchmark of `spaces` (benchmark -> its envelope's configs: config id -> one column per axis), rho_flip
+    for every model pair and each model's score quantiles, from the cells run (`cells`: the cells table's
+    columns model, benchmark, config_id, score); `resolutions` (benchmark -> config id -> items x seeds) puts the
+    filled-in scores on the lattice of the scores run."""
+    rho_rows, quantile_rows = [], []
+    for benchmark, space in spaces.items():
+        frame = cells[cells["benchmark"] == benchmark]
+        resolution = (resolutions or {}).get(benchmark)
+        matrix = frame.pivot(index="config_id", columns="model", values="score")
+        rng = np.random.default_rng([seed, zlib.crc32(benchmark.encode())])  # per benchmark, stable across processes
+        for model in matrix.columns:
+            scores = matrix[model].dropna()
+            steps = lattice_steps(space, resolution, scores)
+            for row in estimate_quantiles(space, scores, rng, steps, draws, level):
+                quantile_rows.append(
+                    {"benchmark": benchmark, "model": model, "n_run": len(scores), "n_configs": len(space), **row}
+                )
+        for model_a, model_b in itertools.combinations(matrix.columns, 2):
+            pair = matrix[[model_a, model_b]].dropna()
+            difference = pair[model_a] - pair[model_b]
+            steps = lattice_steps(
+                space, resolution, pd.concat([pair[model_a], pair[model_b]])
+            )  # so is their difference
+            estimate = estimate_pair(space, difference, rng, steps, draws, level)
+            rho_rows.append({"benchmark": benchmark, "model_a": model_a, "model_b": model_b, **estimate})
+    return (
+        pd.DataFrame(rho_rows, columns=RHO_ESTIMATE_COLUMNS),
+        pd.DataFrame(quantile_rows, columns=QUANTILE_ESTIMATE_COLUMNS),
+    )

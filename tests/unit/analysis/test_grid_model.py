@@ -1,0 +1,148 @@
+"""The grid model (safetyrepro.analysis.grid_model): exact where every config ran, right where the grid is what it
+assumes, reproducible, and on the scores' lattice. Its coverage on synthetic grids is measured by
+scripts/measure_grid_model.py (docs/estimation.md), not here."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pandas as pd
+import pytest
+from helpers.session import script_module
+
+from safetyrepro.analysis.flips import rho_flip_table
+from safetyrepro.analysis.grid_model import (
+    QUANTILE_ESTIMATE_COLUMNS,
+    QUANTILES,
+    RHO_ESTIMATE_COLUMNS,
+    estimate_grid,
+    estimate_pair,
+    lattice_steps,
+    on_lattice,
+    predictive_draws,
+)
+
+
+def paper_space() -> pd.DataFrame:
+    """The paper's 48 configs (log-likelihood only under greedy): config id -> axes."""
+    rows = [
+        (t, d, s, p)
+        for t, d, s, p in itertools.product(("T1", "T2", "T3", "T4"), ("greedy", "t0.3", "t0.7"), "035", ("ff", "lp"))
+        if p == "ff" or d == "greedy"
+    ]
+    return pd.DataFrame(rows, columns=["template", "decoding", "shots", "scoring"], index=["-".join(r) for r in rows])
+
+
+def cells_of(grid: pd.DataFrame, benchmark: str = "bbq") -> pd.DataFrame:
+    """A cells table (model, benchmark, config_id, score) of a configs x models score frame."""
+    long = grid.rename_axis("config_id").reset_index().melt("config_id", var_name="model", value_name="score")
+    return long.assign(benchmark=benchmark).dropna()
+
+
+def additive_grid(space: pd.DataFrame, seed: int) -> pd.DataFrame:
+    """Two models whose scores are exactly additive in the axes, on a 1/100 lattice."""
+    rng = np.random.default_rng(seed)
+    scores = {}
+    for model in ("A", "B"):
+        effects = {(axis, v): rng.normal(0, 0.08) for axis in space for v in space[axis].unique()}
+        value = 0.5 + sum(space[axis].map({v: e for (a, v), e in effects.items() if a == axis}) for axis in space)
+        scores[model] = np.round(value.clip(0, 1) * 100) / 100
+    return pd.DataFrame(scores, index=space.index)
+
+
+def test_with_every_config_run_the_estimate_is_the_grids_rho_flip_and_quantiles_exactly():
+    space = paper_space()
+    grid = additive_grid(space, seed=1)
+    grid.loc[space.index[:5], "B"] = grid.loc[space.index[:5], "A"]  # ties count in the denominator
+    rho, quantiles = estimate_grid(cells_of(grid), {"bbq": space}, draws=200)
+    assert list(rho.columns) == RHO_ESTIMATE_COLUMNS and list(quantiles.columns) == QUANTILE_ESTIMATE_COLUMNS
+    (row,) = rho.itertuples()
+    exact = rho_flip_table(cells_of(grid)).rho_flip.item()
+    assert row.rho_flip == row.rho_flip_low == row.rho_flip_high == row.rho_flip_run == exact
+    assert (row.n_run, row.n_configs) == (48, 48)
+    for model in ("A", "B"):
+        mine = quantiles[quantiles.model == model]
+        assert mine["quantile"].tolist() == list(QUANTILES)
+        expected = np.quantile(grid[model], QUANTILES)
+        for column in ("score", "low", "high", "run"):
+            assert np.allclose(mine[column], expected)
+
+
+def test_an_additive_grid_is_recovered_from_a_quarter_of_its_configs():
+    """Where the grid is what the model assumes, 12 of 48 configs give rho_flip within a few configs of the full
+    grid's, inside its interval, and closer than the 12 configs alone give it, over ten grids."""
+    space = paper_space()
+    errors, naive, covered = [], [], 0
+    for seed in range(10):
+        grid = additive_grid(space, seed)
+        truth = rho_flip_table(cells_of(grid)).rho_flip.item()
+        run = np.random.default_rng(seed).choice(space.index, 12, replace=False)
+        difference = grid.loc[run, "A"] - grid.loc[run, "B"]
+        estimate = estimate_pair(space, difference, np.random.default_rng(seed), draws=1000)
+        errors.append(abs(estimate["rho_flip"] - truth))
+        naive.append(abs(estimate["rho_flip_run"] - truth))
+        covered += estimate["rho_flip_low"] <= truth <= estimate["rho_flip_high"]
+    assert np.median(errors) <= 2 / 48
+    assert np.mean(errors) < np.mean(naive)
+    assert covered >= 9
+
+
+def test_estimates_are_reproducible_and_the_seed_matters():
+    space = paper_space()
+    grid = additive_grid(space, seed=3).iloc[::4]  # 12 configs run
+    cells = cells_of(grid)
+    first = estimate_grid(cells, {"bbq": space}, seed=7, draws=300)
+    again = estimate_grid(cells, {"bbq": space}, seed=7, draws=300)
+    other = estimate_grid(cells, {"bbq": space}, seed=8, draws=300)
+    pd.testing.assert_frame_equal(first[0], again[0])
+    pd.testing.assert_frame_equal(first[1], again[1])
+    assert not first[1]["low"].equals(other[1]["low"])
+
+
+def test_a_filled_in_config_lands_on_the_scores_lattice_and_can_tie():
+    space = paper_space()
+    resolution = pd.Series(np.where(space["decoding"] == "greedy", 10, 50), index=space.index)
+    run = pd.Series(0.5, index=space.index[:12])
+    steps = lattice_steps(space, resolution, run)
+    assert steps is not None and set(steps) == {0.1, 0.02}
+    drawn = on_lattice(predictive_draws(space, run - 0.5, 500, np.random.default_rng(0)), steps)
+    greedy = (space["decoding"] == "greedy").to_numpy()
+    assert np.allclose(drawn[:, greedy] * 10, np.round(drawn[:, greedy] * 10))
+    assert (drawn[:, ~greedy][:, -1] == 0).mean() > 0.05  # a tie is a value a draw can take
+    # a score off the lattice (a continuous metric), or a config without a resolution: no rounding
+    assert lattice_steps(space, resolution, pd.Series(0.123, index=space.index[:3])) is None
+    assert lattice_steps(space, resolution.iloc[:-1], run) is None
+
+
+def test_configs_outside_the_space_are_refused():
+    space = paper_space()
+    with pytest.raises(ValueError, match="outside the space"):
+        predictive_draws(space, pd.Series([0.1], index=["T9-greedy-0-ff"]), 10, np.random.default_rng(0))
+
+
+def test_the_measurement_script_tables_every_scenario_and_a_real_grid(tmp_path, monkeypatch):
+    """scripts/measure_grid_model.py as docs/estimation.md runs it, on 2 replicates: a row a scenario with coverage
+    shares, and, with --cells, a row a benchmark of a grid run in full."""
+    script = script_module("measure_grid_model")
+    out = tmp_path / "synthetic.md"
+    monkeypatch.setattr("sys.argv", ["measure_grid_model.py", "--replicates", "2", "--items", "20", "--out", str(out)])
+    script.main()
+    rows = [
+        line.split("|")[1:-1] for line in out.read_text().splitlines() if line.startswith("| ") and "---" not in line
+    ]
+    assert [row[0].strip() for row in rows[1:]] == [scenario.name for scenario in script.SCENARIOS]
+    assert all(float(row[1]) in (0.0, 0.5, 1.0) for row in rows[1:])  # the share of 2 replicates covered
+    space = paper_space()
+    grid = additive_grid(space, seed=0)
+    cells = (
+        cells_of(grid)
+        .merge(space.rename_axis("config_id").reset_index(), on="config_id")
+        .assign(n_items=100, n_seeds=1)
+    )
+    cells.to_parquet(tmp_path / "cells.parquet")
+    argv = ["--cells", str(tmp_path / "cells.parquet"), "--replicates", "2", "--out", str(tmp_path / "real.md")]
+    monkeypatch.setattr("sys.argv", ["measure_grid_model.py", *argv])
+    script.main()
+    (row,) = [line for line in (tmp_path / "real.md").read_text().splitlines() if line.startswith("| bbq")]
+    assert "| 12 of 48 |" in row

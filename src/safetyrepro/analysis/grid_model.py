@@ -30,7 +30,8 @@ import zlib
 import numpy as np
 import pandas as pd
 
-from safetyrepro.analysis.flips import signs
+from safetyrepro.analysis.flips import score_matrix, signs
+from safetyrepro.core.config_id import Config
 
 # The prior, on the 0-1 score scale: residual sd about 0.07 a priori (b0 / (a0 - 1) = 0.005), effects
 # and intercept with twice the residual's sd.
@@ -53,6 +54,13 @@ RHO_ESTIMATE_COLUMNS = [
     "rho_flip_run",
 ]
 QUANTILE_ESTIMATE_COLUMNS = ["benchmark", "model", "quantile", "n_run", "n_configs", "score", "low", "high", "run"]
+
+
+def space_of(configs: list[Config]) -> pd.DataFrame:
+    """An envelope's configs as the model reads them: config id -> one column per axis that takes more than one
+    value."""
+    space = pd.DataFrame([dict(c.values) for c in configs], index=[c.config_id for c in configs])
+    return space[[axis for axis in space if space[axis].nunique() > 1]]
 
 
 def features(space: pd.DataFrame) -> np.ndarray:
@@ -136,9 +144,10 @@ def lattice_steps(space: pd.DataFrame, resolution: pd.Series | None, run: pd.Ser
     return 1.0 / units
 
 
-def on_lattice(draws: np.ndarray, steps: np.ndarray | None) -> np.ndarray:
-    """Draws (draws x configs) rounded to each config's lattice step (unchanged without steps)."""
-    return draws if steps is None else np.round(draws / steps) * steps
+def on_lattice(draws: np.ndarray, steps: np.ndarray | None, lowest: float = 0.0) -> np.ndarray:
+    """Draws (draws x configs) rounded to each config's lattice step and kept within what a share of counts can be
+    (`lowest` to 1: 0 for a score, -1 for the difference of two); unchanged without steps."""
+    return draws if steps is None else np.clip(np.round(draws / steps) * steps, lowest, 1.0)
 
 
 def rho_flips(differences: np.ndarray) -> np.ndarray:
@@ -164,7 +173,7 @@ def estimate_pair(
 ) -> dict:
     """rho_flip over `space`'s configs from the score differences of the configs run (config id -> d), with its
     interval, and rho_flip of the configs run alone (the naive estimate)."""
-    drawn = on_lattice(centred_draws(space, difference, draws, rng), steps)
+    drawn = on_lattice(centred_draws(space, difference, draws, rng), steps, lowest=-1.0)
     estimate, low, high = central(rho_flips(drawn), level)
     return {
         "n_run": len(difference),
@@ -210,9 +219,8 @@ def estimate_grid(
     filled-in scores on the lattice of the scores run."""
     rho_rows, quantile_rows = [], []
     for benchmark, space in spaces.items():
-        frame = cells[cells["benchmark"] == benchmark]
         resolution = (resolutions or {}).get(benchmark)
-        matrix = frame.pivot(index="config_id", columns="model", values="score")
+        matrix = score_matrix(cells, benchmark)  # models in their order of appearance
         rng = np.random.default_rng([seed, zlib.crc32(benchmark.encode())])  # per benchmark, stable across processes
         for model in matrix.columns:
             scores = matrix[model].dropna()

@@ -182,6 +182,37 @@ def cmd_audit(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_estimate(args: argparse.Namespace) -> int:
+    """rho_flip and the score quantiles over the envelope's configs, from the cells a run has (docs/estimation.md)."""
+    import pandas as pd
+
+    from safetyrepro.analysis.grid_model import LEVEL, estimate_grid, space_of
+    from safetyrepro.results.markdown import estimate_markdown
+    from safetyrepro.results.storage import read_parquet_checked
+
+    settings = load_settings(args.configfile)
+    cells_path = Path(args.cells) if args.cells else settings.results_dir / "cells.parquet"
+    if not cells_path.is_file():
+        raise ConfigError(f"--cells: no cells table at {cells_path} (run the workflow up to results/cells.parquet)")
+    cells = read_parquet_checked(cells_path)
+    envelope = settings.envelope
+    spaces, resolutions = {}, {}
+    for benchmark in dict.fromkeys(cells["benchmark"]):
+        if benchmark not in settings.benchmarks:
+            continue
+        configs = envelope.configs(benchmark)
+        spaces[benchmark] = space_of(configs)
+        items = set(cells.loc[cells["benchmark"] == benchmark, "n_items"])
+        seeds = pd.Series({c.config_id: len(envelope.seeds_for(c)) for c in configs})
+        resolutions[benchmark] = seeds * items.pop() if len(items) == 1 else None  # the scores' lattice
+    outside = sorted(set(cells["config_id"]) - {c for space in spaces.values() for c in space.index})
+    if outside:
+        raise ConfigError(f"--cells: config(s) outside this config's envelope: {', '.join(outside[:3])}")
+    rho, quantiles = estimate_grid(cells, spaces, resolutions, seed=args.seed)
+    print(estimate_markdown(rho, quantiles, LEVEL), end="")
+    return 0
+
+
 @job("out", "markdown")
 def cmd_case_study(args: argparse.Namespace) -> int:
     """Run the cross-package case study (config section `case_study`) and write its tables."""
@@ -326,6 +357,16 @@ def add_commands(commands) -> None:
         help="cells the audit may run; cells on disk cost nothing (default: the config's audit.budget)",
     )
     audit.add_argument("--cores", default="all", help="Snakemake's --cores (default all)")
+
+    estimate = add_command(
+        commands,
+        "estimate",
+        cmd_estimate,
+        "rho_flip and score quantiles over the envelope from the configs run, with 90% intervals (docs/estimation.md)",
+    )
+    estimate.add_argument("--configfile", help=CONFIG_HELP)
+    estimate.add_argument("--cells", help="the run's cells table (default: <results_dir>/cells.parquet)")
+    estimate.add_argument("--seed", type=int, default=0, help="the posterior draws' seed (default 0)")
 
     study = add_command(
         commands,

@@ -235,3 +235,32 @@ def _lookup(table: pd.DataFrame | None, key, column: str):
 def format_number(value, spec: str = ".3f") -> str:
     """A number as a table shows it; n/a for a missing one (None or NaN)."""
     return "n/a" if value is None or pd.isna(value) else format(float(value), spec)
+
+
+def estimate_markdown(rho: pd.DataFrame, quantiles: pd.DataFrame, level: float) -> str:
+    """The grid model's estimates (analysis/grid_model.py), a section a benchmark: how many configs ran, rho_flip of
+    every pair and each model's score quantiles over the envelope, with intervals, beside the configs run alone."""
+    share = f"{round(100 * level)}%"
+    lines = ["# Estimates over the envelope", ""]
+    for benchmark, pairs in rho.groupby("benchmark", sort=False):
+        mine = quantiles[quantiles["benchmark"] == benchmark]
+        n_run, n_configs = int(mine["n_run"].max()), int(mine["n_configs"].max())
+        lines += [f"## {benchmark}", "", f"Estimated from {n_run} of {n_configs} configs.", ""]
+        lines += [
+            f"| A | B | configs both ran | rho_flip | {share} interval | configs run alone |",
+            "|---|---|---|---|---|---|",
+        ]
+        for row in pairs.itertuples():
+            lines.append(
+                f"| {row.model_a} | {row.model_b} | {row.n_run} | {format_number(row.rho_flip)} | "
+                f"{format_number(row.rho_flip_low)} to {format_number(row.rho_flip_high)} | "
+                f"{format_number(row.rho_flip_run)} |"
+            )
+        lines += ["", f"| model | quantile | score | {share} interval | configs run alone |", "|---|---|---|---|---|"]
+        for row in mine.itertuples():
+            lines.append(
+                f"| {row.model} | {round(100 * row.quantile)}% | {format_number(row.score)} | "
+                f"{format_number(row.low)} to {format_number(row.high)} | {format_number(row.run)} |"
+            )
+        lines.append("")
+    return "\n".join(lines)

@@ -106,10 +106,16 @@ def test_a_filled_in_config_lands_on_the_scores_lattice_and_can_tie():
     run = pd.Series(0.5, index=space.index[:12])
     steps = lattice_steps(space, resolution, run)
     assert steps is not None and set(steps) == {0.1, 0.02}
-    drawn = on_lattice(predictive_draws(space, run - 0.5, 500, np.random.default_rng(0)), steps)
+    drawn = on_lattice(predictive_draws(space, run - 0.5, 500, np.random.default_rng(0)), steps, lowest=-1.0)
     greedy = (space["decoding"] == "greedy").to_numpy()
     assert np.allclose(drawn[:, greedy] * 10, np.round(drawn[:, greedy] * 10))
     assert (drawn[:, ~greedy][:, -1] == 0).mean() > 0.05  # a tie is a value a draw can take
+    # a share of counts stays one: scores within 0 to 1, differences within -1 to 1
+    wide = predictive_draws(
+        space, pd.Series(np.r_[0.0, 1.0].repeat(6), index=space.index[:12]), 500, np.random.default_rng(0)
+    )
+    assert on_lattice(wide, steps).min() == 0 and on_lattice(wide, steps).max() == 1
+    assert on_lattice(wide - 1, steps, lowest=-1.0).min() == -1
     # a score off the lattice (a continuous metric), or a config without a resolution: no rounding
     assert lattice_steps(space, resolution, pd.Series(0.123, index=space.index[:3])) is None
     assert lattice_steps(space, resolution.iloc[:-1], run) is None

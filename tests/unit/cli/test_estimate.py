@@ -1,0 +1,60 @@
+"""`safetyrepro estimate`: the grid model's estimates over a config's envelope from the cells a run has, and one
+line for what it cannot read."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+from helpers.session import cli
+
+from safetyrepro.configuration.build import load_settings
+from safetyrepro.results.storage import write_parquet
+
+MODELS = ("qwen2.5-7b-instruct", "mistral-7b-instruct-v0.3", "yi-1.5-9b-chat")  # config/paper.yaml's
+
+
+def paper_cells(n_configs: int, seed: int = 0) -> pd.DataFrame:
+    """Cells of the paper's three models on the first `n_configs` TruthfulQA configs: 10 items, a seed per greedy
+    config and five per sampled one, scores on that lattice."""
+    settings = load_settings("config/paper.yaml")
+    configs = settings.envelope.configs("truthfulqa")[:n_configs]
+    rng = np.random.default_rng(seed)
+    rows = []
+    for config in configs:
+        seeds = len(settings.envelope.seeds_for(config))
+        for model in MODELS:
+            score = rng.integers(0, 10 * seeds + 1) / (10 * seeds)
+            rows.append({"model": model, "benchmark": "truthfulqa", "config_id": config.config_id, "score": score})
+            rows[-1].update(n_items=10, n_seeds=seeds)
+    return pd.DataFrame(rows)
+
+
+def test_estimate_states_how_many_configs_ran_and_gives_every_pair_and_quantile(tmp_path):
+    path = tmp_path / "cells.parquet"
+    write_parquet(paper_cells(12), path)
+    result = cli("estimate", "--configfile", "config/paper.yaml", "--cells", str(path))
+    assert result.returncode == 0, result.stderr
+    assert "## truthfulqa\n\nEstimated from 12 of 48 configs." in result.stdout
+    pairs = re.findall(r"^\| (\S+) \| (\S+) \| 12 \| ([0-9.]+) \| ([0-9.-]+) to ([0-9.-]+) \|", result.stdout, re.M)
+    assert len(pairs) == 3
+    assert all(0 <= float(low) <= float(rho) <= float(high) <= 24 / 48 for _, _, rho, low, high in pairs)
+    quantiles = re.findall(r"^\| (\S+) \| (\d+)% \| ([0-9.]+) \| ([0-9.-]+) to ([0-9.-]+) \|", result.stdout, re.M)
+    assert [(model, q) for model, q, *_ in quantiles] == [(m, q) for m in MODELS for q in ("5", "25", "50", "75", "95")]
+    assert all(0 <= float(low) <= float(score) <= float(high) <= 1 for *_, score, low, high in quantiles)
+
+
+def test_estimate_says_in_one_line_what_it_cannot_read(tmp_path):
+    missing = cli("estimate", "--configfile", "config/paper.yaml", "--cells", str(tmp_path / "none.parquet"))
+    assert missing.returncode == 2 and "Traceback" not in missing.stderr
+    assert (
+        missing.stderr.startswith("safetyrepro: error: --cells: no cells table at") and missing.stderr.count("\n") == 1
+    )
+    cells = paper_cells(4).replace({"config_id": {"T1-greedy-0shot-freeform": "T9-greedy-0shot-freeform"}})
+    write_parquet(cells, tmp_path / "cells.parquet")
+    outside = cli("estimate", "--configfile", "config/paper.yaml", "--cells", str(tmp_path / "cells.parquet"))
+    assert outside.returncode == 2
+    assert outside.stderr == (
+        "safetyrepro: error: --cells: config(s) outside this config's envelope: T9-greedy-0shot-freeform\n"
+    )

@@ -127,6 +127,7 @@ def test_configs_outside_the_space_are_refused():
         predictive_draws(space, pd.Series([0.1], index=["T9-greedy-0-ff"]), 10, np.random.default_rng(0))
 
 
+@pytest.mark.slow  # about 5 s alone (every scenario's draws): make test only
 def test_the_measurement_script_tables_every_scenario_and_a_real_grid(tmp_path, monkeypatch):
     """scripts/measure_grid_model.py as docs/estimation.md runs it, on 2 replicates: a row a scenario with coverage
     shares, and, with --cells, a row a benchmark of a grid run in full."""

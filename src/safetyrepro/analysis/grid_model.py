@@ -172,7 +172,9 @@ def estimate_pair(
     level: float = LEVEL,
 ) -> dict:
     """rho_flip over `space`'s configs from the score differences of the configs run (config id -> d), with its
-    interval, and rho_flip of the configs run alone (the naive estimate)."""
+    interval, and rho_flip of the configs run alone (the naive estimate); all n/a (NaN) where no config ran."""
+    if difference.empty:
+        return {"n_run": 0, "n_configs": len(space)} | dict.fromkeys(RHO_ESTIMATE_COLUMNS[5:], math.nan)
     drawn = on_lattice(centred_draws(space, difference, draws, rng), steps, lowest=-1.0)
     estimate, low, high = central(rho_flips(drawn), level)
     return {
@@ -194,7 +196,9 @@ def estimate_quantiles(
     level: float = LEVEL,
 ) -> list[dict]:
     """A model's score quantiles (QUANTILES) over `space`'s configs from the scores of the configs run, with
-    intervals, and the quantiles of the configs run alone (the naive estimate)."""
+    intervals, and the quantiles of the configs run alone (the naive estimate); n/a (NaN) where no config ran."""
+    if scores.empty:
+        return [{"quantile": q} | dict.fromkeys(QUANTILE_ESTIMATE_COLUMNS[5:], math.nan) for q in QUANTILES]
     drawn = on_lattice(centred_draws(space, scores, draws, rng), steps)
     over_configs = np.quantile(drawn, QUANTILES, axis=1)  # quantiles x draws
     run = np.quantile(scores.to_numpy(float), QUANTILES)

@@ -64,8 +64,9 @@ def space_of(configs: list[Config]) -> pd.DataFrame:
 
 
 def features(space: pd.DataFrame) -> np.ndarray:
-    """Intercept plus one indicator per (axis, value): configs x features."""
-    return np.hstack([np.ones((len(space), 1)), pd.get_dummies(space, dtype=float).to_numpy()])
+    """Intercept plus one indicator per (axis, value): configs x features (the intercept alone without axes)."""
+    intercept = np.ones((len(space), 1))
+    return np.hstack([intercept, pd.get_dummies(space, dtype=float).to_numpy()]) if len(space.columns) else intercept
 
 
 def _posterior(x_run: np.ndarray, y: np.ndarray, effect_variance: float) -> tuple:

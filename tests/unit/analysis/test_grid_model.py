@@ -168,3 +168,12 @@ def test_a_pair_without_a_shared_config_and_a_model_without_scores_are_not_avail
     d = quantiles[quantiles.model == "D"]
     assert (d["n_run"] == 0).all() and d[["score", "low", "high", "run"]].isna().all().all()
     assert rho[(rho.model_a == "A") & (rho.model_b != "D")]["rho_flip"].notna().all()  # the others are estimated
+
+
+def test_an_envelope_of_one_config_is_its_own_estimate():
+    """No axis takes two values (space_of keeps none): the intercept alone, and the one config run is exact."""
+    space = paper_space().iloc[:1][[]]
+    grid = pd.DataFrame({"A": [0.5], "B": [0.7]}, index=space.index)
+    rho, quantiles = estimate_grid(cells_of(grid), {"bbq": space}, draws=50)
+    assert rho[["n_run", "n_configs", "rho_flip", "rho_flip_low", "rho_flip_high"]].values.tolist() == [[1, 1, 0, 0, 0]]
+    assert (quantiles.loc[quantiles.model == "B", ["score", "low", "high"]] == 0.7).all().all()

@@ -89,3 +89,9 @@ def test_estimate_refuses_cells_it_cannot_estimate_from_in_one_line(tmp_path):
     assert "crows_pairs" in runs["crows"].stderr and "T1-greedy-0shot-freeform" in runs["crows"].stderr
     assert "no cells of this config's benchmarks" in runs["mmlu"].stderr
     assert "imports" in runs["imports"].stderr
+
+
+def test_estimate_refuses_a_negative_seed_in_one_line():
+    result = cli("estimate", "--configfile", "config/paper.yaml", "--seed", "-1")
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr == "safetyrepro: error: --seed: give a whole number 0 or more, not -1\n"

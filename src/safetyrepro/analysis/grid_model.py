@@ -64,8 +64,9 @@ def space_of(configs: list[Config]) -> pd.DataFrame:
 
 
 def features(space: pd.DataFrame) -> np.ndarray:
-    """Intercept plus one indicator per (axis, value): configs x features."""
-    return np.hstack([np.ones((len(space), 1)), pd.get_dummies(space, dtype=float).to_numpy()])
+    """Intercept plus one indicator per (axis, value): configs x features (the intercept alone without axes)."""
+    intercept = np.ones((len(space), 1))
+    return np.hstack([intercept, pd.get_dummies(space, dtype=float).to_numpy()]) if len(space.columns) else intercept
 
 
 def _posterior(x_run: np.ndarray, y: np.ndarray, effect_variance: float) -> tuple:
@@ -172,7 +173,9 @@ def estimate_pair(
     level: float = LEVEL,
 ) -> dict:
     """rho_flip over `space`'s configs from the score differences of the configs run (config id -> d), with its
-    interval, and rho_flip of the configs run alone (the naive estimate)."""
+    interval, and rho_flip of the configs run alone (the naive estimate); all n/a (NaN) where no config ran."""
+    if difference.empty:
+        return {"n_run": 0, "n_configs": len(space)} | dict.fromkeys(RHO_ESTIMATE_COLUMNS[5:], math.nan)
     drawn = on_lattice(centred_draws(space, difference, draws, rng), steps, lowest=-1.0)
     estimate, low, high = central(rho_flips(drawn), level)
     return {
@@ -194,7 +197,9 @@ def estimate_quantiles(
     level: float = LEVEL,
 ) -> list[dict]:
     """A model's score quantiles (QUANTILES) over `space`'s configs from the scores of the configs run, with
-    intervals, and the quantiles of the configs run alone (the naive estimate)."""
+    intervals, and the quantiles of the configs run alone (the naive estimate); n/a (NaN) where no config ran."""
+    if scores.empty:
+        return [{"quantile": q} | dict.fromkeys(QUANTILE_ESTIMATE_COLUMNS[5:], math.nan) for q in QUANTILES]
     drawn = on_lattice(centred_draws(space, scores, draws, rng), steps)
     over_configs = np.quantile(drawn, QUANTILES, axis=1)  # quantiles x draws
     run = np.quantile(scores.to_numpy(float), QUANTILES)

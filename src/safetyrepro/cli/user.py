@@ -26,6 +26,8 @@ def cmd_check(args: argparse.Namespace) -> int:
     from safetyrepro.pipeline.preflight import check_inputs, preflight
     from safetyrepro.results.provenance import scorer_files
 
+    if args.seed < 0:
+        raise ConfigError(f"--seed: give a whole number 0 or more, not {args.seed}")
     settings = load_settings(args.configfile)
     if settings.imports:
         print("\n".join(plan_lines(settings)))
@@ -62,6 +64,8 @@ def cmd_envelope(args: argparse.Namespace) -> int:
     """Print the grid's size: cells, configs per benchmark, generation runs, token budgets."""
     from safetyrepro.pipeline.plan import grid_plan
 
+    if args.seed < 0:
+        raise ConfigError(f"--seed: give a whole number 0 or more, not {args.seed}")
     settings = load_settings(args.configfile)
     if settings.imports:
         raise ConfigError("imports: this config runs no grid; `safetyrepro import` reads its results")
@@ -190,7 +194,14 @@ def cmd_estimate(args: argparse.Namespace) -> int:
     from safetyrepro.results.markdown import estimate_markdown
     from safetyrepro.results.storage import read_parquet_checked
 
+    if args.seed < 0:
+        raise ConfigError(f"--seed: give a whole number 0 or more, not {args.seed}")
     settings = load_settings(args.configfile)
+    if settings.imports:
+        raise ConfigError(
+            f"{args.configfile}: imports: estimate fills in a run's envelope, and imported results have none: "
+            "give the configfile of a run"
+        )
     cells_path = Path(args.cells) if args.cells else settings.results_dir / "cells.parquet"
     if not cells_path.is_file():
         raise ConfigError(f"--cells: no cells table at {cells_path} (run the workflow up to results/cells.parquet)")
@@ -202,12 +213,19 @@ def cmd_estimate(args: argparse.Namespace) -> int:
             continue
         configs = envelope.configs(benchmark)
         spaces[benchmark] = space_of(configs)
-        items = set(cells.loc[cells["benchmark"] == benchmark, "n_items"])
+        mine = cells[cells["benchmark"] == benchmark]
+        outside = sorted(set(mine["config_id"]) - set(spaces[benchmark].index))
+        if outside:
+            raise ConfigError(
+                f"--cells: config(s) outside this config's envelope of {benchmark}: {', '.join(outside[:3])}"
+            )
+        items = set(mine["n_items"])
         seeds = pd.Series({c.config_id: len(envelope.seeds_for(c)) for c in configs})
         resolutions[benchmark] = seeds * items.pop() if len(items) == 1 else None  # the scores' lattice
-    outside = sorted(set(cells["config_id"]) - {c for space in spaces.values() for c in space.index})
-    if outside:
-        raise ConfigError(f"--cells: config(s) outside this config's envelope: {', '.join(outside[:3])}")
+    if not spaces:
+        raise ConfigError(
+            f"--cells: {cells_path} has no cells of this config's benchmarks ({', '.join(settings.benchmarks)})"
+        )
     rho, quantiles = estimate_grid(cells, spaces, resolutions, seed=args.seed)
     print(estimate_markdown(rho, quantiles, LEVEL), end="")
     return 0

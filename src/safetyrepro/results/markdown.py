@@ -242,21 +242,23 @@ def estimate_markdown(rho: pd.DataFrame, quantiles: pd.DataFrame, level: float) 
     every pair and each model's score quantiles over the envelope, with intervals, beside the configs run alone."""
     share = f"{round(100 * level)}%"
     lines = ["# Estimates over the envelope", ""]
-    for benchmark, pairs in rho.groupby("benchmark", sort=False):
-        mine = quantiles[quantiles["benchmark"] == benchmark]
+    for benchmark, mine in quantiles.groupby("benchmark", sort=False):
+        pairs = rho[rho["benchmark"] == benchmark]  # none with one model
         n_run, n_configs = int(mine["n_run"].max()), int(mine["n_configs"].max())
         lines += [f"## {benchmark}", "", f"Estimated from {n_run} of {n_configs} configs.", ""]
-        lines += [
-            f"| A | B | configs both ran | rho_flip | {share} interval | configs run alone |",
-            "|---|---|---|---|---|---|",
-        ]
-        for row in pairs.itertuples():
-            lines.append(
-                f"| {row.model_a} | {row.model_b} | {row.n_run} | {format_number(row.rho_flip)} | "
-                f"{format_number(row.rho_flip_low)} to {format_number(row.rho_flip_high)} | "
-                f"{format_number(row.rho_flip_run)} |"
-            )
-        lines += ["", f"| model | quantile | score | {share} interval | configs run alone |", "|---|---|---|---|---|"]
+        if not pairs.empty:
+            lines += [
+                f"| A | B | configs both ran | rho_flip | {share} interval | configs run alone |",
+                "|---|---|---|---|---|---|",
+            ]
+            for row in pairs.itertuples():
+                lines.append(
+                    f"| {row.model_a} | {row.model_b} | {row.n_run} | {format_number(row.rho_flip)} | "
+                    f"{format_number(row.rho_flip_low)} to {format_number(row.rho_flip_high)} | "
+                    f"{format_number(row.rho_flip_run)} |"
+                )
+            lines.append("")
+        lines += [f"| model | quantile | score | {share} interval | configs run alone |", "|---|---|---|---|---|"]
         for row in mine.itertuples():
             lines.append(
                 f"| {row.model} | {round(100 * row.quantile)}% | {format_number(row.score)} | "

@@ -153,3 +153,28 @@ def test_the_measurement_script_tables_every_scenario_and_a_real_grid(tmp_path, 
     script.main()
     (row,) = [line for line in (tmp_path / "real.md").read_text().splitlines() if line.startswith("| bbq")]
     assert "| 12 of 48 |" in row
+
+
+def test_a_pair_without_a_shared_config_and_a_model_without_scores_are_not_available():
+    """n/a, not a confident 0 (a pair that shares no config) nor a crash (a model whose cells all failed)."""
+    space = paper_space()
+    grid = additive_grid(space, seed=0)
+    grid["C"] = grid["A"].where(np.arange(len(space)) < 6)
+    grid.loc[space.index[:6], "B"] = np.nan
+    failed = pd.DataFrame({"model": "D", "benchmark": "bbq", "config_id": space.index[:3], "score": np.nan})
+    rho, quantiles = estimate_grid(pd.concat([cells_of(grid), failed]), {"bbq": space}, draws=100)
+    (b_c,) = rho[(rho.model_a == "B") & (rho.model_b == "C")].itertuples()
+    assert b_c.n_run == 0
+    assert np.isnan([b_c.rho_flip, b_c.rho_flip_low, b_c.rho_flip_high, b_c.rho_flip_run]).all()
+    d = quantiles[quantiles.model == "D"]
+    assert (d["n_run"] == 0).all() and d[["score", "low", "high", "run"]].isna().all().all()
+    assert rho[(rho.model_a == "A") & (rho.model_b != "D")]["rho_flip"].notna().all()  # the others are estimated
+
+
+def test_an_envelope_of_one_config_is_its_own_estimate():
+    """No axis takes two values (space_of keeps none): the intercept alone, and the one config run is exact."""
+    space = paper_space().iloc[:1][[]]
+    grid = pd.DataFrame({"A": [0.5], "B": [0.7]}, index=space.index)
+    rho, quantiles = estimate_grid(cells_of(grid), {"bbq": space}, draws=50)
+    assert rho[["n_run", "n_configs", "rho_flip", "rho_flip_low", "rho_flip_high"]].values.tolist() == [[1, 1, 0, 0, 0]]
+    assert (quantiles.loc[quantiles.model == "B", ["score", "low", "high"]] == 0.7).all().all()

@@ -56,5 +56,42 @@ def test_estimate_says_in_one_line_what_it_cannot_read(tmp_path):
     outside = cli("estimate", "--configfile", "config/paper.yaml", "--cells", str(tmp_path / "cells.parquet"))
     assert outside.returncode == 2
     assert outside.stderr == (
-        "safetyrepro: error: --cells: config(s) outside this config's envelope: T9-greedy-0shot-freeform\n"
+        "safetyrepro: error: --cells: config(s) outside this config's envelope of truthfulqa: T9-greedy-0shot-freeform\n"
     )
+
+
+def test_estimate_of_one_model_gives_its_quantiles(tmp_path):
+    cells = paper_cells(6)
+    write_parquet(cells[cells["model"] == MODELS[0]], tmp_path / "cells.parquet")
+    result = cli("estimate", "--configfile", "config/paper.yaml", "--cells", str(tmp_path / "cells.parquet"))
+    assert result.returncode == 0, result.stderr
+    assert "Estimated from 6 of 48 configs." in result.stdout and "| A | B |" not in result.stdout
+    assert len(re.findall(rf"^\| {MODELS[0]} \| \d+% \|", result.stdout, re.M)) == 5
+
+
+def test_estimate_refuses_cells_it_cannot_estimate_from_in_one_line(tmp_path):
+    """A config id of another benchmark's envelope, cells of no benchmark of the config, and an imports config."""
+    cells = paper_cells(4)
+    crows = pd.concat([cells, cells.assign(benchmark="crows_pairs")])  # CrowS-Pairs: log-likelihood configs only
+    write_parquet(crows, tmp_path / "crows.parquet")
+    write_parquet(cells.assign(benchmark="mmlu"), tmp_path / "mmlu.parquet")
+    (tmp_path / "imports.yaml").write_text(f"imports: [{{kind: table, path: {tmp_path / 'any.csv'}}}]\n")
+    runs = {
+        "crows": cli("estimate", "--configfile", "config/paper.yaml", "--cells", str(tmp_path / "crows.parquet")),
+        "mmlu": cli("estimate", "--configfile", "config/paper.yaml", "--cells", str(tmp_path / "mmlu.parquet")),
+        "imports": cli(
+            "estimate", "--configfile", str(tmp_path / "imports.yaml"), "--cells", str(tmp_path / "crows.parquet")
+        ),
+    }
+    for run in runs.values():
+        assert run.returncode == 2 and run.stderr.startswith("safetyrepro: error: ") and run.stderr.count("\n") == 1
+        assert run.stdout == ""
+    assert "crows_pairs" in runs["crows"].stderr and "T1-greedy-0shot-freeform" in runs["crows"].stderr
+    assert "no cells of this config's benchmarks" in runs["mmlu"].stderr
+    assert "imports" in runs["imports"].stderr
+
+
+def test_estimate_refuses_a_negative_seed_in_one_line():
+    result = cli("estimate", "--configfile", "config/paper.yaml", "--seed", "-1")
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr == "safetyrepro: error: --seed: give a whole number 0 or more, not -1\n"

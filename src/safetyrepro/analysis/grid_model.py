@@ -210,6 +210,12 @@ def estimate_quantiles(
     return rows
 
 
+def _generator(seed: int, *names: str) -> np.random.Generator:
+    """The draws' generator of one estimate, named by its benchmark and models: the same in any process, and a
+    model's estimates do not change when another model joins the table."""
+    return np.random.default_rng([seed, *(zlib.crc32(name.encode()) for name in names)])
+
+
 def estimate_grid(
     cells: pd.DataFrame,
     spaces: dict[str, pd.DataFrame],
@@ -226,10 +232,10 @@ def estimate_grid(
     for benchmark, space in spaces.items():
         resolution = (resolutions or {}).get(benchmark)
         matrix = score_matrix(cells, benchmark)  # models in their order of appearance
-        rng = np.random.default_rng([seed, zlib.crc32(benchmark.encode())])  # per benchmark, stable across processes
         for model in matrix.columns:
             scores = matrix[model].dropna()
             steps = lattice_steps(space, resolution, scores)
+            rng = _generator(seed, benchmark, model)
             for row in estimate_quantiles(space, scores, rng, steps, draws, level):
                 quantile_rows.append(
                     {"benchmark": benchmark, "model": model, "n_run": len(scores), "n_configs": len(space), **row}
@@ -240,7 +246,9 @@ def estimate_grid(
             steps = lattice_steps(
                 space, resolution, pd.concat([pair[model_a], pair[model_b]])
             )  # so is their difference
-            estimate = estimate_pair(space, difference, rng, steps, draws, level)
+            estimate = estimate_pair(
+                space, difference, _generator(seed, benchmark, model_a, model_b), steps, draws, level
+            )
             rho_rows.append({"benchmark": benchmark, "model_a": model_a, "model_b": model_b, **estimate})
     return (
         pd.DataFrame(rho_rows, columns=RHO_ESTIMATE_COLUMNS),

@@ -208,9 +208,13 @@ def cmd_estimate(args: argparse.Namespace) -> int:
     cells = read_parquet_checked(cells_path)
     envelope = settings.envelope
     spaces, resolutions = {}, {}
+    others = [b for b in dict.fromkeys(cells["benchmark"]) if b not in settings.benchmarks]
+    if others:
+        raise ConfigError(
+            f"--cells: {cells_path} has cells of {', '.join(others)}, which this config does not run: give the "
+            "configfile of the run that made them"
+        )
     for benchmark in dict.fromkeys(cells["benchmark"]):
-        if benchmark not in settings.benchmarks:
-            continue
         configs = envelope.configs(benchmark)
         spaces[benchmark] = space_of(configs)
         mine = cells[cells["benchmark"] == benchmark]
@@ -223,9 +227,7 @@ def cmd_estimate(args: argparse.Namespace) -> int:
         seeds = pd.Series({c.config_id: len(envelope.seeds_for(c)) for c in configs})
         resolutions[benchmark] = seeds * items.pop() if len(items) == 1 else None  # the scores' lattice
     if not spaces:
-        raise ConfigError(
-            f"--cells: {cells_path} has no cells of this config's benchmarks ({', '.join(settings.benchmarks)})"
-        )
+        raise ConfigError(f"--cells: {cells_path} has no cells")
     rho, quantiles = estimate_grid(cells, spaces, resolutions, seed=args.seed)
     print(estimate_markdown(rho, quantiles, LEVEL), end="")
     return 0

@@ -98,6 +98,11 @@ def test_estimates_are_reproducible_and_the_seed_matters():
     pd.testing.assert_frame_equal(first[0], again[0])
     pd.testing.assert_frame_equal(first[1], again[1])
     assert not first[1]["low"].equals(other[1]["low"])
+    # a model's estimates, and a pair's, are its own: another model joining the table changes none of them
+    third = cells[cells["model"] == "A"].assign(model="C", score=lambda frame: 1 - frame["score"])
+    joined = estimate_grid(pd.concat([third, cells]), {"bbq": space}, seed=7, draws=300)
+    pd.testing.assert_frame_equal(joined[1][joined[1]["model"] != "C"].reset_index(drop=True), first[1])
+    pd.testing.assert_frame_equal(joined[0].query("model_a == 'A' and model_b == 'B'").reset_index(drop=True), first[0])
 
 
 def test_a_filled_in_config_lands_on_the_scores_lattice_and_can_tie():

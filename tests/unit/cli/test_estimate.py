@@ -70,11 +70,12 @@ def test_estimate_of_one_model_gives_its_quantiles(tmp_path):
 
 
 def test_estimate_refuses_cells_it_cannot_estimate_from_in_one_line(tmp_path):
-    """A config id of another benchmark's envelope, cells of no benchmark of the config, and an imports config."""
+    """A config id of another benchmark's envelope, cells of a benchmark the config does not run (beside one it
+    does: skipping them would hide them), and an imports config."""
     cells = paper_cells(4)
     crows = pd.concat([cells, cells.assign(benchmark="crows_pairs")])  # CrowS-Pairs: log-likelihood configs only
     write_parquet(crows, tmp_path / "crows.parquet")
-    write_parquet(cells.assign(benchmark="mmlu"), tmp_path / "mmlu.parquet")
+    write_parquet(pd.concat([cells, cells.assign(benchmark="mmlu")]), tmp_path / "mmlu.parquet")
     (tmp_path / "imports.yaml").write_text(f"imports: [{{kind: table, path: {tmp_path / 'any.csv'}}}]\n")
     runs = {
         "crows": cli("estimate", "--configfile", "config/paper.yaml", "--cells", str(tmp_path / "crows.parquet")),
@@ -87,7 +88,7 @@ def test_estimate_refuses_cells_it_cannot_estimate_from_in_one_line(tmp_path):
         assert run.returncode == 2 and run.stderr.startswith("safetyrepro: error: ") and run.stderr.count("\n") == 1
         assert run.stdout == ""
     assert "crows_pairs" in runs["crows"].stderr and "T1-greedy-0shot-freeform" in runs["crows"].stderr
-    assert "no cells of this config's benchmarks" in runs["mmlu"].stderr
+    assert "has cells of mmlu, which this config does not run" in runs["mmlu"].stderr
     assert "imports" in runs["imports"].stderr
 
 

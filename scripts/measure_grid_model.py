@@ -27,6 +27,7 @@ import numpy as np
 import pandas as pd
 from scipy.stats import wasserstein_distance
 
+from safetyrepro.analysis.flips import score_matrix
 from safetyrepro.analysis.grid_model import (
     QUANTILES,
     centred_draws,
@@ -34,6 +35,7 @@ from safetyrepro.analysis.grid_model import (
     estimate_quantiles,
     lattice_steps,
     rho_flips,
+    search_space,
 )
 
 TEMPLATES, DECODINGS, SHOTS = ("T1", "T2", "T3", "T4"), ("greedy", "t0.3", "t0.7"), ("0", "3", "5")
@@ -136,9 +138,9 @@ def real_grid(cells: pd.DataFrame, share: float, replicates: int) -> list[str]:
     ]
     for benchmark, frame in cells.groupby("benchmark", sort=False):
         axes = [a for a in AXES if a in frame and frame[a].nunique() > 1]
-        space = frame.drop_duplicates("config_id").set_index("config_id")[axes].astype(str)
+        space = search_space(frame, axes)
         resolution = frame.drop_duplicates("config_id").set_index("config_id").eval("n_items * n_seeds")
-        grid = frame.pivot(index="config_id", columns="model", values="score").loc[space.index]
+        grid = score_matrix(frame, benchmark).loc[space.index]
         truth = {
             (a, b): float(rho_flips((grid[a] - grid[b]).to_numpy()[None, :])[0])
             for a, b in itertools.combinations(grid.columns, 2)

@@ -54,7 +54,7 @@ import pandas as pd
 from scipy.stats import dirichlet_multinomial
 
 from safetyrepro.analysis.flips import minority_side, signs
-from safetyrepro.analysis.grid_model import predictive_draws
+from safetyrepro.analysis.grid_model import predictive_draws, search_space
 from safetyrepro.analysis.significance import paired_tests
 from safetyrepro.benchmarks import NAME, DataError
 from safetyrepro.configuration.schema import ConfigError
@@ -135,11 +135,6 @@ def reversing(seen: pd.Series, majority: int) -> pd.Series:
     """Run configs (their `flips.signs`) that reverse the majority: the other side of it, or with no
     majority (0) the minority side of each (`flips.minority_side`, both sides at N+ = N-)."""
     return seen == -majority if majority else minority_side(seen)
-
-
-def search_space(rows: pd.DataFrame, axes: Sequence[str]) -> pd.DataFrame:
-    """The configs to search, in order (the first is the reference): config id -> one column per axis."""
-    return rows.drop_duplicates("config_id").set_index("config_id")[list(axes)].astype(str)
 
 
 def model_cells(configs: Iterable[str], generation: Mapping[str, str]) -> int:

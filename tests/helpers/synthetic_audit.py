@@ -31,7 +31,8 @@ import pandas as pd
 
 from helpers.session import REPO
 from safetyrepro.analysis.flips import signs
-from safetyrepro.audit import CELLS_PER_CONFIG, search, search_space
+from safetyrepro.analysis.grid_model import search_space
+from safetyrepro.audit import CELLS_PER_CONFIG, search
 from safetyrepro.configuration.build import load_settings
 from safetyrepro.configuration.settings import AuditSettings
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 import itertools
 import math
 import zlib
+from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
@@ -56,11 +57,16 @@ RHO_ESTIMATE_COLUMNS = [
 QUANTILE_ESTIMATE_COLUMNS = ["benchmark", "model", "quantile", "n_run", "n_configs", "score", "low", "high", "run"]
 
 
+def search_space(rows: pd.DataFrame, axes: Sequence[str]) -> pd.DataFrame:
+    """The configs of cell rows, in order (the audit's first is its reference): config id -> one column per axis."""
+    return rows.drop_duplicates("config_id").set_index("config_id")[list(axes)].astype(str)
+
+
 def space_of(configs: list[Config]) -> pd.DataFrame:
     """An envelope's configs as the model reads them: config id -> one column per axis that takes more than one
     value."""
-    space = pd.DataFrame([dict(c.values) for c in configs], index=[c.config_id for c in configs])
-    return space[[axis for axis in space if space[axis].nunique() > 1]]
+    rows = pd.DataFrame([{"config_id": c.config_id, **dict(c.values)} for c in configs])
+    return search_space(rows, [axis for axis in rows.columns[1:] if rows[axis].nunique() > 1])
 
 
 def features(space: pd.DataFrame) -> np.ndarray:

@@ -26,8 +26,6 @@ def cmd_check(args: argparse.Namespace) -> int:
     from safetyrepro.pipeline.preflight import check_inputs, preflight
     from safetyrepro.results.provenance import scorer_files
 
-    if args.seed < 0:
-        raise ConfigError(f"--seed: give a whole number 0 or more, not {args.seed}")
     settings = load_settings(args.configfile)
     if settings.imports:
         print("\n".join(plan_lines(settings)))
@@ -64,8 +62,6 @@ def cmd_envelope(args: argparse.Namespace) -> int:
     """Print the grid's size: cells, configs per benchmark, generation runs, token budgets."""
     from safetyrepro.pipeline.plan import grid_plan
 
-    if args.seed < 0:
-        raise ConfigError(f"--seed: give a whole number 0 or more, not {args.seed}")
     settings = load_settings(args.configfile)
     if settings.imports:
         raise ConfigError("imports: this config runs no grid; `safetyrepro import` reads its results")

@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import itertools
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -36,9 +37,11 @@ from safetyrepro.analysis.grid_model import (
     lattice_steps,
     rho_flips,
     search_space,
+    space_of,
 )
+from safetyrepro.configuration.build import load_settings
 
-TEMPLATES, DECODINGS, SHOTS = ("T1", "T2", "T3", "T4"), ("greedy", "t0.3", "t0.7"), ("0", "3", "5")
+REPO = Path(__file__).resolve().parents[1]
 SEEDS = 5
 
 
@@ -64,15 +67,9 @@ SCENARIOS = (
 
 
 def envelope() -> pd.DataFrame:
-    """The paper's 48 configs: config id -> template, decoding, shots, scoring."""
-    rows = [
-        (t, d, s, p)
-        for t, d, s, p in itertools.product(TEMPLATES, DECODINGS, SHOTS, ("freeform", "logprob"))
-        if p == "freeform" or d == "greedy"
-    ]
-    space = pd.DataFrame(rows, columns=["template", "decoding", "shots", "scoring"])
-    space.index = [f"{t}-{d}-{s}shot-{p}" for t, d, s, p in rows]
-    return space
+    """The paper's 48 configs (TruthfulQA's in config/paper.yaml's envelope): config id -> template, decoding, shots,
+    scoring."""
+    return space_of(load_settings(REPO / "config" / "paper.yaml").envelope.configs("truthfulqa"))
 
 
 def draw_grid(scenario: Scenario, space: pd.DataFrame, items: int, rng: np.random.Generator) -> pd.DataFrame:
@@ -86,7 +83,7 @@ def draw_grid(scenario: Scenario, space: pd.DataFrame, items: int, rng: np.rando
     scores = {}
     for model, level in (("A", 0.0), ("B", rng.normal(0, scenario.gap_sd))):
         own = {key: rng.normal(0, scenario.own_sd) for key in shared}
-        pairs = {(t, s): rng.normal(0, scenario.interaction_sd) for t in TEMPLATES for s in SHOTS}
+        pairs = {(t, s): rng.normal(0, scenario.interaction_sd) for t in values["template"] for s in values["shots"]}
         column = []
         for _, row in space.iterrows():
             logit = level + sum(shared[(a, row[a])] + own[(a, row[a])] for a in space.columns)

@@ -42,6 +42,12 @@ def signs(a: pd.Series | pd.DataFrame, b: pd.Series | pd.DataFrame) -> pd.Series
     return np.sign(diff.mask(diff.abs() <= TIE_TOLERANCE, 0.0))
 
 
+def rho_of_signs(sign: np.ndarray, axis: int = -1) -> np.ndarray:
+    """rho_flip = min(N+, N-) / |C| along ``axis`` of `signs`' +1 / -1 / 0 (tie) arrays: ties stay in the
+    denominator (the bootstrap's resamples, the grid model's draws)."""
+    return np.minimum((sign > 0).sum(axis), (sign < 0).sum(axis)) / sign.shape[axis]
+
+
 def minority_side(sign: pd.Series) -> pd.Series:
     """Configs that reverse the majority verdict, from `signs`: the minority side of N+ / N- (both
     sides when N+ = N-); ties reverse nothing. All False exactly when min(N+, N-) = 0."""

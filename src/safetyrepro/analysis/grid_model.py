@@ -31,7 +31,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from safetyrepro.analysis.flips import score_matrix, signs
+from safetyrepro.analysis.flips import rho_of_signs, score_matrix, signs
 from safetyrepro.core.config_id import Config
 
 # The prior, on the 0-1 score scale: residual sd about 0.07 a priori (b0 / (a0 - 1) = 0.005), effects
@@ -160,8 +160,7 @@ def on_lattice(draws: np.ndarray, steps: np.ndarray | None, lowest: float = 0.0)
 def rho_flips(differences: np.ndarray) -> np.ndarray:
     """rho_flip = min(N+, N-) / |C| of each row of score differences (draws x configs), ties as
     `flips.signs` has them."""
-    sign = signs(pd.DataFrame(differences), 0.0).to_numpy()
-    return np.minimum((sign > 0).sum(axis=1), (sign < 0).sum(axis=1)) / differences.shape[1]
+    return rho_of_signs(signs(pd.DataFrame(differences), 0.0).to_numpy())
 
 
 def central(values: np.ndarray, level: float) -> tuple[float, float, float]:

@@ -40,7 +40,7 @@ from statsmodels.stats.multitest import multipletests
 from statsmodels.stats.power import NormalIndPower
 from statsmodels.stats.proportion import proportion_confint
 
-from safetyrepro.analysis.flips import rho_flip_table, signs
+from safetyrepro.analysis.flips import rho_flip_table, rho_of_signs, signs
 
 if TYPE_CHECKING:
     from safetyrepro.analysis.suite import Inputs
@@ -254,7 +254,7 @@ def rho_flip_bootstrap(
                 shared = rescored.loc[model_a].index.intersection(rescored.loc[model_b].index)
                 sign = signs(rescored.loc[model_a].loc[shared], rescored.loc[model_b].loc[shared])  # configs x draws
                 if len(sign):
-                    lower, upper = _quantiles(np.minimum((sign > 0).sum(), (sign < 0).sum()) / len(sign), level)
+                    lower, upper = _quantiles(rho_of_signs(sign.to_numpy(), axis=0), level)
             rows.append((benchmark, model_a, model_b, lower, upper))
     return pd.DataFrame(rows, columns=["benchmark", "model_a", "model_b", "rho_flip_lower", "rho_flip_upper"])
 

@@ -18,6 +18,7 @@ from safetyrepro.analysis.flips import (
     flip_rate,
     rankings_possible,
     rho_flip_table,
+    rho_of_signs,
     score_matrix,
     signs,
     tolerant_ranks,
@@ -143,11 +144,6 @@ def kendall_tau(cells: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=TAU_COLUMNS)
 
 
-def _rho_of_signs(sign: np.ndarray, axis: int = -1) -> np.ndarray:
-    """rho_flip along ``axis`` of +1 / -1 / 0 (tie) sign arrays."""
-    return np.minimum((sign > 0).sum(axis), (sign < 0).sum(axis)) / sign.shape[axis]
-
-
 def bootstrap_rho(cells: pd.DataFrame, n_boot: int = 1000, seed: int = 0, level: float = 0.95) -> pd.DataFrame:
     """rho_flip per pair with a percentile bootstrap interval (``scipy.stats.bootstrap``): the configs
     scored for both models are resampled with replacement, one set of resamples per benchmark shared by
@@ -177,7 +173,7 @@ def bootstrap_rho(cells: pd.DataFrame, n_boot: int = 1000, seed: int = 0, level:
             if sample.shape[1] >= 2:
                 result = bootstrap(
                     (sample,),
-                    _rho_of_signs,
+                    rho_of_signs,
                     n_resamples=n_boot,
                     vectorized=True,
                     axis=-1,
@@ -187,7 +183,7 @@ def bootstrap_rho(cells: pd.DataFrame, n_boot: int = 1000, seed: int = 0, level:
                 )
                 low[members], high[members] = result.confidence_interval
             elif sample.shape[1] == 1:
-                low[members] = high[members] = _rho_of_signs(sample)
+                low[members] = high[members] = rho_of_signs(sample)
         bounds += [
             {"benchmark": benchmark, "model_a": a, "model_b": b, "low": float(lo), "high": float(hi)}
             for (a, b), lo, hi in zip(pairs, low, high)

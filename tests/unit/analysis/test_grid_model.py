@@ -4,12 +4,10 @@ scripts/measure_grid_model.py (docs/estimation.md), not here."""
 
 from __future__ import annotations
 
-import itertools
-
 import numpy as np
 import pandas as pd
 import pytest
-from helpers.session import script_module
+from helpers.session import REPO, script_module
 
 from safetyrepro.analysis.flips import rho_flip_table
 from safetyrepro.analysis.grid_model import (
@@ -21,17 +19,14 @@ from safetyrepro.analysis.grid_model import (
     lattice_steps,
     on_lattice,
     predictive_draws,
+    space_of,
 )
+from safetyrepro.configuration.build import load_settings
 
 
 def paper_space() -> pd.DataFrame:
-    """The paper's 48 configs (log-likelihood only under greedy): config id -> axes."""
-    rows = [
-        (t, d, s, p)
-        for t, d, s, p in itertools.product(("T1", "T2", "T3", "T4"), ("greedy", "t0.3", "t0.7"), "035", ("ff", "lp"))
-        if p == "ff" or d == "greedy"
-    ]
-    return pd.DataFrame(rows, columns=["template", "decoding", "shots", "scoring"], index=["-".join(r) for r in rows])
+    """The paper's 48 configs (TruthfulQA's in config/paper.yaml's envelope): config id -> axes."""
+    return space_of(load_settings(REPO / "config" / "paper.yaml").envelope.configs("truthfulqa"))
 
 
 def cells_of(grid: pd.DataFrame, benchmark: str = "bbq") -> pd.DataFrame:
@@ -129,7 +124,7 @@ def test_a_filled_in_config_lands_on_the_scores_lattice_and_can_tie():
 def test_configs_outside_the_space_are_refused():
     space = paper_space()
     with pytest.raises(ValueError, match="outside the space"):
-        predictive_draws(space, pd.Series([0.1], index=["T9-greedy-0-ff"]), 10, np.random.default_rng(0))
+        predictive_draws(space, pd.Series([0.1], index=["T9-greedy-0shot-freeform"]), 10, np.random.default_rng(0))
 
 
 @pytest.mark.slow  # about 5 s alone (every scenario's draws): make test only

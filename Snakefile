@@ -46,6 +46,7 @@ include: "workflow/rules/analysis.smk"
 include: "workflow/rules/report.smk"
 include: "workflow/rules/case_study.smk"
 include: "workflow/rules/audit.smk"
+include: "workflow/rules/estimate.smk"
 
 
 # Before the first job of a real run (not a dry run): what the run needs of this machine; then the run holds
@@ -85,5 +86,6 @@ rule all:
         f"{RESULTS}/rho_flip.md",
         expand(f"{RESULTS}/analysis/{{name}}.md", name=ANALYSES),
         f"{RESULTS}/summary.md",
+        [f"{RESULTS}/estimate.md"] if BUDGETED else [],
         report_outputs,
         CASE_STUDY_OUTPUTS,

@@ -40,6 +40,7 @@ from safetyrepro.analysis.grid_model import (
     space_of,
 )
 from safetyrepro.configuration.build import load_settings
+from safetyrepro.estimation import next_configs
 
 REPO = Path(__file__).resolve().parents[1]
 SEEDS = 5
@@ -95,11 +96,29 @@ def draw_grid(scenario: Scenario, space: pd.DataFrame, items: int, rng: np.rando
     return pd.DataFrame(scores, index=space.index)
 
 
-def replicate(scenario: Scenario, space: pd.DataFrame, items: int, share: float, seed: int) -> dict:
+def chosen_in_rounds(
+    space: pd.DataFrame, grid: pd.DataFrame, resolution: pd.Series, n_run: int, round_configs: int, rng
+) -> list[str]:
+    """The configs a budgeted run chooses (safetyrepro.estimation.next_configs), round by round, up to `n_run`."""
+    run: list[str] = []
+    n = 0
+    while len(run) < n_run:
+        run += next_configs(space, grid.loc[run], resolution, n, round_configs, n_run - len(run), rng)[0]
+        n += 1
+    return run
+
+
+def replicate(scenario: Scenario, space: pd.DataFrame, items: int, share: float, seed: int, rounds: int) -> dict:
+    """One synthetic grid and its estimates from `share` of the configs: drawn at random, or (`rounds`: configs a
+    round) chosen in rounds."""
     rng = np.random.default_rng(seed)
     grid = draw_grid(scenario, space, items, rng)
     resolution = pd.Series([items * (1 if d == "greedy" else SEEDS) for d in space["decoding"]], index=space.index)
-    run = rng.choice(space.index, size=round(share * len(space)), replace=False)
+    n_run = round(share * len(space))
+    if rounds:
+        run = chosen_in_rounds(space, grid, resolution, n_run, rounds, rng)
+    else:
+        run = rng.choice(space.index, size=n_run, replace=False)
     observed = grid.loc[run]
     difference = observed["A"] - observed["B"]
     steps = lattice_steps(space, resolution, pd.concat([observed["A"], observed["B"]]))
@@ -174,6 +193,12 @@ def main() -> None:
     parser.add_argument("--first-seed", type=int, default=0, help="replicate k draws with seed first-seed + k")
     parser.add_argument("--out", help="also write the table here (Markdown)")
     parser.add_argument("--cells", help="a full grid's cells table: measure on it instead of synthetic grids")
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=0,
+        help="choose the configs in rounds of this many, as a budgeted run does (default 0: at random)",
+    )
     args = parser.parse_args()
     if args.cells:
         lines = real_grid(pd.read_parquet(args.cells), args.share, args.replicates)
@@ -184,7 +209,8 @@ def main() -> None:
     space = envelope()
     lines = [
         f"{args.replicates} replicates a scenario, {round(args.share * len(space))} of {len(space)} configs run, "
-        f"{args.items} items, 90% intervals, seeds from {args.first_seed}.",
+        f"{args.items} items, 90% intervals, seeds from {args.first_seed}, configs chosen "
+        f"{f'in rounds of {args.rounds}' if args.rounds else 'at random'}.",
         "",
         "| scenario | rho_flip covered | rho_flip interval width (median) | rho_flip error, model (median) | "
         "rho_flip error, configs run alone (median) | quantiles covered: 5 / 25 / 50 / 75 / 95% (both models) | "
@@ -193,7 +219,8 @@ def main() -> None:
     ]
     for scenario in SCENARIOS:
         rows = pd.DataFrame(
-            replicate(scenario, space, args.items, args.share, args.first_seed + k) for k in range(args.replicates)
+            replicate(scenario, space, args.items, args.share, args.first_seed + k, args.rounds)
+            for k in range(args.replicates)
         )
         quantile_cover = [np.r_[rows[f"A_q{q}_covered"], rows[f"B_q{q}_covered"]].mean() for q in QUANTILES]
         w1 = np.median(np.r_[rows["A_w1"], rows["B_w1"]]), np.median(np.r_[rows["A_w1_run"], rows["B_w1_run"]])

@@ -210,3 +210,18 @@ def test_the_commands_that_show_what_reruns_say_it_of_an_unchanged_and_a_changed
     (tmp_path / "Snakefile").write_text(rule.format(2))
     assert "Params have changed since last execution" in shell(dry, cwd=tmp_path).stdout
     assert [(row[0], row[-2:]) for row in rows()] == [("a.txt", ["params changed", "update pending"])]
+
+
+def test_the_budget_section_of_estimation_md_plans_what_the_page_says(tmp_path):
+    """docs/estimation.md: its `estimate` section, on the paper's grid, as `check --plan` reads it."""
+    block = page("estimation.md").split("    estimate:\n", 1)[1].split("\n\n", 1)[0]
+    section = "estimate:\n" + "\n".join(line.removeprefix("    ") for line in block.splitlines())
+    config = tmp_path / "budget.yaml"
+    config.write_text(f"extends: {REPO / 'config' / 'paper.yaml'}\n{section}\n")
+    done = shell(f"safetyrepro check --plan --configfile {config}")
+    assert done.returncode == 0, done.stderr
+    assert (
+        "budget (budget_share 0.25): at most 153 of the grid's 612 cells, every model on at most truthfulqa 12, "
+        "bbq 12, crows_pairs 3, toxigen 12, xstest 12 configs, chosen in rounds of 4" in done.stdout
+    )
+    assert "ok: 612 cells for 3 models (a budget: the rounds choose which run)" in done.stdout

@@ -257,6 +257,39 @@ CASES += [
     ),
 ]
 
+# a budget that cannot run as given (docs/estimation.md)
+CASES += [
+    config_case(
+        "a budget as a share and as a count",
+        {"estimate": {"budget_share": 0.25, "budget_cells": 40}},
+        "estimate: budget_share (0.25) and budget_cells (40) both set: give one",
+    ),
+    config_case(
+        "a budget of no configs",
+        {"estimate.budget_share": 0},
+        "estimate.budget_share: 0 is less than or equal to the minimum of 0",
+    ),
+    config_case(
+        "a budget of more than the grid",
+        {"estimate.budget_share": 1.5},
+        "estimate.budget_share: 1.5 is greater than the maximum of 1",
+    ),
+    config_case(
+        "a budget beside select_configs",
+        {
+            "estimate.budget_cells": 8,
+            "select_configs": [
+                "T1-greedy-0shot-freeform",
+                "T1-greedy-3shot-freeform",
+                "T1-greedy-0shot-logprob",
+                "T2-greedy-3shot-logprob",
+            ],
+        },
+        "estimate: a budget chooses which of the envelope's configs run, and select_configs fixes them: drop "
+        "select_configs (narrow the envelope with its rules instead), or drop budget_share/budget_cells",
+    ),
+]
+
 # seeds past what their consumers hold: LightGBM's is a 32-bit integer, the others 64-bit
 for key, value, message in [
     ("analysis.subsample.seed", 2**63, f"9223372036854775808 is greater than the maximum of {INT64_MAX}"),
@@ -267,6 +300,7 @@ for key, value, message in [
     ("analysis.shap_seed", 2**31, "2147483648 is greater than the maximum of 2147483647"),
     ("analysis.shap_seed", -1, "-1 is less than the minimum of 0"),
     ("audit.seed", 2**63, f"9223372036854775808 is greater than the maximum of {INT64_MAX}"),
+    ("estimate.seed", 2**63, f"9223372036854775808 is greater than the maximum of {INT64_MAX}"),
     ("subset.seed", 2**63, "9223372036854775808 is greater than the maximum of 4294967294"),
 ]:
     CASES.append(config_case(f"seed {key} of {value}", {key: value}, f"{key}: {message}"))

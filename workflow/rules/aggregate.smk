@@ -7,18 +7,23 @@ if not IMPORTS:
     # A partial run (partial_results: true) aggregates the cells finished so far and lists the missing
     # ones in every table; otherwise the grid must be complete.
     # the cells aggregated are what a config narrows or widens (select_configs, models, benchmarks)
+    # a budgeted run aggregates the cells its rounds chose (workflow/rules/estimate.smk)
     DEPENDS["aggregate"] = lambda w: {
         "partial": SETTINGS.partial_results,
-        "cells": in_results(finished_cell_paths("summary") + finished_cell_paths("summary", schedule.PROBE)),
+        "cells": in_results(
+            (grid_cell_paths("summary")(w) if BUDGETED else grid_cell_paths("summary"))
+            + finished_cell_paths("summary", schedule.PROBE)
+        ),
         "code": code("aggregate"),
     }
 
     rule aggregate:
         localrule: True
         input:
-            summaries=finished_cell_paths("summary"),
-            rows=finished_cell_paths("items"),
+            summaries=grid_cell_paths("summary"),
+            rows=grid_cell_paths("items"),
             probe=finished_cell_paths("summary", schedule.PROBE),
+            rounds=lambda w: list(last_rounds().values()) if BUDGETED else [],
             outdated=outdated("aggregate"),
         output:
             cells=f"{RESULTS}/cells.parquet",
@@ -34,7 +39,7 @@ if not IMPORTS:
             f"{RESULTS}/logs/aggregate.log",
         shell:
             "safetyrepro aggregate --configfile \"$SAFETYREPRO_RUN_CONFIG\" {params.partial}"
-            " --summaries {input.summaries:q} --items {input.rows:q} --probe-summaries {input.probe:q}"
+            " --summaries {input.summaries:q} --items {input.rows:q} --probe-summaries {input.probe:q} --rounds {input.rounds:q}"
             " --cells-out {output.cells:q} --items-out {output.rows:q} --probe-out {output.probe:q} {params.record} > {log:q} 2>&1"
 
 

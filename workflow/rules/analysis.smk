@@ -48,6 +48,7 @@ rule summary:
         rho=f"{RESULTS}/rho_flip.parquet",
         cells=f"{RESULTS}/cells.parquet",
         tables=expand(f"{RESULTS}/analysis/{{name}}.parquet", name=ANALYSES),
+        estimate=[f"{RESULTS}/estimate/rho_flip.parquet"] if BUDGETED else [],
         outdated=outdated("summary"),
     output:
         summary=f"{RESULTS}/summary.md",
@@ -61,4 +62,4 @@ rule summary:
         f"{RESULTS}/logs/summary.log",
     shell:
         'safetyrepro summary --configfile "$SAFETYREPRO_RUN_CONFIG" --rho {input.rho:q} --cells {input.cells:q}'
-        " --analysis-dir {params.analysis_dir:q} --out {output.summary:q} {params.record} > {log:q} 2>&1"
+        " --analysis-dir {params.analysis_dir:q} --estimate {input.estimate:q} --out {output.summary:q} {params.record} > {log:q} 2>&1"

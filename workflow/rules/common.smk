@@ -177,6 +177,41 @@ def report_outputs(wildcards):
     return schedule.report_outputs(RESULTS, imported_benchmarks() if IMPORTS else SETTINGS.benchmarks)
 
 
+# A budgeted run's rounds (workflow/rules/estimate.smk): the inputs of a round, and the cells the rounds chose.
+BUDGETED = SETTINGS.budgeted
+
+
+def round_record(benchmark, n):
+    """Round n's record of a benchmark (a checkpoint: Snakemake runs it first when it is missing)."""
+    return checkpoints.estimate_round.get(benchmark=benchmark, n=n).output.record
+
+
+def estimate_round_input(wildcards):
+    """Round n's inputs: the previous round's record and every model's cells of the configs it chose."""
+    n = int(wildcards.n)
+    if n == 0:
+        return {"previous": [], "cells": []}
+    previous = round_record(wildcards.benchmark, n - 1)
+    chosen = [(m, wildcards.benchmark, c) for c in schedule.round_choice(previous) for m in MODELS_RUN]
+    return {"previous": previous, "cells": schedule.cell_paths(RESULTS, chosen, "summary")}
+
+
+def last_rounds():
+    """Each benchmark's last round record."""
+    return {b: schedule.last_round(lambda n, b=b: round_record(b, n)) for b in SETTINGS.benchmarks}
+
+
+def grid_cell_paths(kind):
+    """The grid's cells to aggregate: a budgeted run's, those its rounds chose (an input function); else
+    finished_cell_paths'."""
+    if BUDGETED:
+        return lambda wildcards: schedule.budget_cells(RESULTS, MODELS_RUN, last_rounds(), kind)
+    return finished_cell_paths(kind)
+
+
+MODELS_RUN = [m.name for m in SETTINGS.models]
+
+
 # The auditor's search (workflow/rules/audit.smk): its paths and the inputs of its steps.
 AUDIT = f"{RESULTS}/audit/{{benchmark}}/{{model_a}}_vs_{{model_b}}"
 AUDIT_MODEL = schedule.audit_model(SETTINGS, IMPORTS)

@@ -12,6 +12,8 @@ from safetyrepro.pipeline.jobs import (
     cmd_audit_step,
     cmd_check_headline,
     cmd_describe_model,
+    cmd_estimate_grid,
+    cmd_estimate_round,
     cmd_figure,
     cmd_grid_card,
     cmd_headline,
@@ -75,6 +77,7 @@ def add_commands(commands) -> None:
     aggregate.add_argument("--partial", action="store_true", help="accept an incomplete grid (missing cells listed)")
     aggregate.add_argument("--probe-summaries", nargs="*", default=[], help="the precision probe's cell summaries")
     aggregate.add_argument("--probe-out", help="precision_probe.parquet: the probe's cells (none: not written)")
+    aggregate.add_argument("--rounds", nargs="*", default=[], help="a budgeted run: each benchmark's last round record")
     add_command(commands, "rho-flip", cmd_rho_flip, "rho_flip table from cells.parquet", ("cells", "out", "markdown"))
     analyse = add_command(
         commands,
@@ -91,6 +94,11 @@ def add_commands(commands) -> None:
         cmd_summary,
         "headline numbers as results/summary.md",
         ("configfile", "rho", "cells", "analysis-dir", "out"),
+    ).add_argument(
+        "--estimate",
+        nargs="*",
+        default=[],
+        help="a budgeted run: the estimate's rho_flip table (estimate/rho_flip.parquet)",
     )
     add_command(
         commands,
@@ -123,6 +131,24 @@ def add_commands(commands) -> None:
     figure = add_command(commands, "figure", cmd_figure, "draw one report figure (PNG)", ("table", "out"))
     figure.add_argument("name", help="a figure of safetyrepro.results.figures.FIGURES")
     figure.add_argument("--benchmark", help="the benchmark of a per-benchmark figure")
+    rounds = add_command(
+        commands,
+        "estimate-round",
+        cmd_estimate_round,
+        "one round of a budgeted run's benchmark (the workflow's estimate_round job)",
+        ("configfile", "out"),
+    )
+    rounds.add_argument("--benchmark", required=True, choices=sorted(BENCHMARKS))
+    rounds.add_argument("--round", type=int, required=True, help="the round's number, from 0")
+    rounds.add_argument("--previous", nargs="*", default=[], help="the previous round's record (none at round 0)")
+    rounds.add_argument("--cells", nargs="*", default=[], help="cell summaries of the configs it chose")
+    add_command(
+        commands,
+        "estimate-grid",
+        cmd_estimate_grid,
+        "rho_flip and score quantiles over the envelope from a budgeted run's cells (the workflow's estimate job)",
+        ("configfile", "cells", "rho-out", "quantiles-out", "markdown"),
+    )
     step = add_command(
         commands,
         "audit-step",

@@ -48,7 +48,8 @@ def cmd_check(args: argparse.Namespace) -> int:
             f"case study: {study.model.name}, {', '.join(study.benchmarks)}, {study.n_items} items, "
             f"anchor {study.anchor_config}"
         )
-    print(f"ok: {len(settings.cells())} cells for {len(settings.models)} models")
+    budget = " (a budget: the rounds choose which run)" if settings.budgeted else ""
+    print(f"ok: {len(settings.cells())} cells for {len(settings.models)} models{budget}")
     return 0
 
 
@@ -184,9 +185,8 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
 def cmd_estimate(args: argparse.Namespace) -> int:
     """rho_flip and the score quantiles over the envelope's configs, from the cells a run has (docs/estimation.md)."""
-    import pandas as pd
-
-    from safetyrepro.analysis.grid_model import LEVEL, estimate_grid, space_of
+    from safetyrepro.analysis.grid_model import LEVEL
+    from safetyrepro.estimation import estimate_of_cells
     from safetyrepro.results.markdown import estimate_markdown
     from safetyrepro.results.storage import read_parquet_checked
 
@@ -201,30 +201,7 @@ def cmd_estimate(args: argparse.Namespace) -> int:
     cells_path = Path(args.cells) if args.cells else settings.results_dir / "cells.parquet"
     if not cells_path.is_file():
         raise ConfigError(f"--cells: no cells table at {cells_path} (run the workflow up to results/cells.parquet)")
-    cells = read_parquet_checked(cells_path)
-    envelope = settings.envelope
-    spaces, resolutions = {}, {}
-    others = [b for b in dict.fromkeys(cells["benchmark"]) if b not in settings.benchmarks]
-    if others:
-        raise ConfigError(
-            f"--cells: {cells_path} has cells of {', '.join(others)}, which this config does not run: give the "
-            "configfile of the run that made them"
-        )
-    for benchmark in dict.fromkeys(cells["benchmark"]):
-        configs = envelope.configs(benchmark)
-        spaces[benchmark] = space_of(configs)
-        mine = cells[cells["benchmark"] == benchmark]
-        outside = sorted(set(mine["config_id"]) - set(spaces[benchmark].index))
-        if outside:
-            raise ConfigError(
-                f"--cells: config(s) outside this config's envelope of {benchmark}: {', '.join(outside[:3])}"
-            )
-        items = set(mine["n_items"])
-        seeds = pd.Series({c.config_id: len(envelope.seeds_for(c)) for c in configs})
-        resolutions[benchmark] = seeds * items.pop() if len(items) == 1 else None  # the scores' lattice
-    if not spaces:
-        raise ConfigError(f"--cells: {cells_path} has no cells")
-    rho, quantiles = estimate_grid(cells, spaces, resolutions, seed=args.seed)
+    rho, quantiles = estimate_of_cells(settings, read_parquet_checked(cells_path), args.seed, cells_path)
     print(estimate_markdown(rho, quantiles, LEVEL), end="")
     return 0
 

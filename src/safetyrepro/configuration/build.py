@@ -22,6 +22,7 @@ from safetyrepro.configuration.checks import (
     check_apart,
     check_backend_keys_read,
     check_batch_axis,
+    check_budget,
     check_data_dir,
     check_declared_axis_names,
     check_every_benchmark_has_configs,
@@ -230,6 +231,7 @@ def _check_across(settings: Settings) -> None:
     """The checks of the settings as a whole: the few-shot pool, a batch axis, and the run's folders."""
     check_fewshot_pool(settings)
     check_batch_axis(settings)
+    check_budget(settings)
     check_results_dir(settings.results_dir)
     builds = settings.builds_models()
     if builds:
@@ -395,6 +397,7 @@ RUN_SECTIONS = (
     "precision_probe",
     "case_study",
     "max_new_tokens_cap",
+    "estimate",
 )
 
 

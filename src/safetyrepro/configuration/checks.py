@@ -215,6 +215,21 @@ def check_fewshot_pool(settings: Settings) -> None:
         )
 
 
+def check_budget(settings: Settings) -> None:
+    """A budget (`estimate`) is a share or a count of cells, not both, and chooses the configs itself."""
+    estimate = settings.estimate
+    if estimate.budget_share is not None and estimate.budget_cells is not None:
+        raise ConfigError(
+            f"estimate: budget_share ({estimate.budget_share}) and budget_cells ({estimate.budget_cells}) both set: "
+            "give one"
+        )
+    if settings.budgeted and settings.select_configs is not None:
+        raise ConfigError(
+            "estimate: a budget chooses which of the envelope's configs run, and select_configs fixes them: drop "
+            "select_configs (narrow the envelope with its rules instead), or drop budget_share/budget_cells"
+        )
+
+
 def check_batch_axis(settings: Settings) -> None:
     """A batch-size axis needs a backend that takes a batch size on every path it acts on: one whose
     batch condition has none (vLLM) schedules its own batches."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import itertools
+import math
 import os
 import sys
 from collections.abc import Mapping, Sequence
@@ -176,6 +177,17 @@ class AuditSettings:
     draws: int
 
 
+@dataclass(frozen=True)
+class EstimateSettings:
+    """`estimate`: the answer from a budget (safetyrepro.estimation); a budget of None runs every cell."""
+
+    budget_share: float | None
+    budget_cells: int | None
+    round_configs: int
+    target_width: float | None
+    seed: int
+
+
 @dataclass(frozen=True, kw_only=True)
 class AnalysisSettings:
     """The `analysis` section."""
@@ -295,6 +307,26 @@ class Settings:
     def audit(self) -> AuditSettings:
         """The `audit` section (defaults filled)."""
         return AuditSettings(**self.document["audit"])
+
+    @property
+    def estimate(self) -> EstimateSettings:
+        """The `estimate` section (defaults filled)."""
+        unset = dict.fromkeys(("budget_share", "budget_cells", "target_width"))  # the keys without a default
+        return EstimateSettings(**unset | self.document["estimate"])
+
+    @property
+    def budgeted(self) -> bool:
+        """Whether the run has a budget: only the configs its rounds choose run (safetyrepro.estimation)."""
+        return not self.imports and (self.estimate.budget_share, self.estimate.budget_cells) != (None, None)
+
+    def budget_configs(self, benchmark: str) -> int:
+        """How many of a benchmark's configs a budgeted run may run: its share of them, rounded down, at least one
+        (`budget_cells` is the share of the grid's cells it names)."""
+        configs = len(self.configs(benchmark))
+        share = self.estimate.budget_share
+        if share is None:
+            share = self.estimate.budget_cells / len(self.cells())
+        return min(configs, max(1, math.floor(share * configs + 1e-9)))
 
     @property
     def benchmarks(self) -> list[str]:

@@ -51,6 +51,7 @@ JOB_CODE: dict[str, tuple[str, ...]] = {
     "case_study": ("case_study",),
     "import": ("imports", "imports.record"),
     "audit": ("audit",),
+    "estimate": ("estimation",),
 }
 
 

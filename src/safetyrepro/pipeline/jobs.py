@@ -166,6 +166,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 def cmd_aggregate(args: argparse.Namespace) -> int:
     """Gather cell outputs into cells.parquet and items.parquet (and the precision probe's cells into their
     own table); refuse an incomplete grid unless --partial. Each table lists only its own missing cells."""
+    from safetyrepro.estimation import budget_summary
     from safetyrepro.results.aggregate import cells_table, items_table, missing_cells
     from safetyrepro.results.storage import write_parquet
 
@@ -174,11 +175,12 @@ def cmd_aggregate(args: argparse.Namespace) -> int:
         raise DataError("no cell has finished: nothing to aggregate")
     cells = cells_table(Path(p) for p in args.summaries)
     probe = cells_table(Path(p) for p in args.probe_summaries) if args.probe_summaries else cells.iloc[:0]
-    expected = {"grid": settings.cells(), "precision probe": settings.probe_cells() if args.probe_out else []}
-    missing = {
-        part: missing_cells(((m.name, b, c.config_id) for m, b, c in wanted), cells if part == "grid" else probe)
-        for part, wanted in expected.items()
-    }
+    grid, budget = [(m.name, b, c.config_id) for m, b, c in settings.cells()], None
+    if args.rounds:  # a budgeted run: the grid is the cells its rounds chose
+        grid, budget = budget_summary(settings, [json.loads(Path(p).read_text()) for p in args.rounds])
+    probe_cells = [(m.name, b, c.config_id) for m, b, c in settings.probe_cells()] if args.probe_out else []
+    expected = {"grid": grid, "precision probe": probe_cells}
+    missing = {part: missing_cells(wanted, cells if part == "grid" else probe) for part, wanted in expected.items()}
     for part, absent in missing.items():
         if absent and not args.partial:
             raise DataError(
@@ -188,8 +190,8 @@ def cmd_aggregate(args: argparse.Namespace) -> int:
             )
         if absent:
             log.warning("partial results: %d %s cell(s) missing: %s", len(absent), part, ", ".join(absent))
-    write_parquet(cells, Path(args.cells_out), missing["grid"])
-    write_parquet(items_table(Path(p) for p in args.items), Path(args.items_out), missing["grid"])
+    write_parquet(cells, Path(args.cells_out), missing["grid"], budget=budget)
+    write_parquet(items_table(Path(p) for p in args.items), Path(args.items_out), missing["grid"], budget=budget)
     if args.probe_out:
         write_parquet(probe, Path(args.probe_out), missing["precision probe"])
     return 0
@@ -199,14 +201,20 @@ def cmd_aggregate(args: argparse.Namespace) -> int:
 def cmd_rho_flip(args: argparse.Namespace) -> int:
     """rho_flip per model pair and benchmark, as Parquet and Markdown."""
     from safetyrepro.analysis.flips import rho_flip_table
-    from safetyrepro.results.markdown import partial_notice, rho_flip_markdown
-    from safetyrepro.results.storage import read_missing_cells, read_parquet_checked, write_parquet, write_text
+    from safetyrepro.results.markdown import budget_notice, partial_notice, rho_flip_markdown
+    from safetyrepro.results.storage import (
+        read_budget,
+        read_missing_cells,
+        read_parquet_checked,
+        write_parquet,
+        write_text,
+    )
 
     cells = read_parquet_checked(args.cells)
     rho = rho_flip_table(cells)
-    missing = read_missing_cells(Path(args.cells))
+    missing, budget = read_missing_cells(Path(args.cells)), read_budget(Path(args.cells))
     write_parquet(rho, Path(args.out), missing)
-    write_text(partial_notice(missing) + rho_flip_markdown(rho, cells), Path(args.markdown))
+    write_text(budget_notice(budget) + partial_notice(missing) + rho_flip_markdown(rho, cells), Path(args.markdown))
     return 0
 
 
@@ -214,8 +222,9 @@ def cmd_rho_flip(args: argparse.Namespace) -> int:
 def cmd_analyse(args: argparse.Namespace) -> int:
     """Run one analysis over cells.parquet (and items.parquet) and write Parquet + Markdown."""
     from safetyrepro.analysis.suite import ANALYSES, Inputs
-    from safetyrepro.results.markdown import analysis_markdown, partial_notice
+    from safetyrepro.results.markdown import analysis_markdown, budget_notice, partial_notice
     from safetyrepro.results.storage import (
+        read_budget,
         read_design,
         read_missing_cells,
         read_parquet_checked,
@@ -228,7 +237,8 @@ def cmd_analyse(args: argparse.Namespace) -> int:
     table = analysis.run(Inputs(settings, cells, args.items, args.probe, read_design(Path(args.cells))))
     missing = read_missing_cells(Path(args.cells))
     write_parquet(table, Path(args.out), missing)
-    write_text(partial_notice(missing) + analysis_markdown(args.name, analysis.description, table), Path(args.markdown))
+    notice = budget_notice(read_budget(Path(args.cells))) + partial_notice(missing)
+    write_text(notice + analysis_markdown(args.name, analysis.description, table), Path(args.markdown))
     return 0
 
 
@@ -244,10 +254,11 @@ def _headline(settings: Settings, sig: Path, tiers: Path, clean: Path, cells):
 @job("out")
 def cmd_summary(args: argparse.Namespace) -> int:
     """Gather the headline numbers into summary.md, opening on the headline."""
+    from safetyrepro.analysis.grid_model import LEVEL
     from safetyrepro.analysis.suite import ANALYSES
     from safetyrepro.results.headline import headline_markdown
-    from safetyrepro.results.markdown import partial_notice, summary_markdown
-    from safetyrepro.results.storage import read_missing_cells, read_parquet_checked, write_text
+    from safetyrepro.results.markdown import budget_markdown, partial_notice, summary_markdown
+    from safetyrepro.results.storage import read_budget, read_missing_cells, read_parquet_checked, write_text
 
     folder = Path(args.analysis_dir)  # the suite's tables only: not a stale one of an analysis since removed
     tables = {name: read_parquet_checked(folder / f"{name}.parquet") for name in ANALYSES}
@@ -256,7 +267,11 @@ def cmd_summary(args: argparse.Namespace) -> int:
     headline = _headline(load_settings(args.configfile), *paths, cells)
     fragile = {row.benchmark: (row.model_a, row.model_b) for row in headline.rows.itertuples()}
     summary = summary_markdown(rho, cells, tables, headline_markdown(headline), fragile)
-    write_text(partial_notice(read_missing_cells(Path(args.cells))) + summary, Path(args.out))
+    budget = read_budget(Path(args.cells))
+    if (budget is None) != (not args.estimate):
+        raise ConfigError("--estimate: give the estimate's rho_flip table exactly when the cells are a budgeted run's")
+    opening = budget_markdown(budget, read_parquet_checked(args.estimate[0]), LEVEL) + "\n" if budget else ""
+    write_text(opening + partial_notice(read_missing_cells(Path(args.cells))) + summary, Path(args.out))
     return 0
 
 
@@ -264,11 +279,12 @@ def cmd_summary(args: argparse.Namespace) -> int:
 def cmd_headline(args: argparse.Namespace) -> int:
     """Write the headline as the HTML fragment the report's landing page embeds."""
     from safetyrepro.results.headline import headline_html
-    from safetyrepro.results.storage import read_missing_cells, read_parquet_checked, write_text
+    from safetyrepro.results.storage import read_budget, read_missing_cells, read_parquet_checked, write_text
 
     settings, cells = load_settings(args.configfile), read_parquet_checked(args.cells)
     headline = _headline(settings, Path(args.sig), Path(args.tiers), Path(args.parse_clean), cells)
-    write_text(headline_html(headline, read_missing_cells(Path(args.sig))), Path(args.out))
+    html = headline_html(headline, read_missing_cells(Path(args.sig)), read_budget(Path(args.cells)))
+    write_text(html, Path(args.out))
     return 0
 
 
@@ -277,7 +293,7 @@ def cmd_check_headline(args: argparse.Namespace) -> int:
     """Recompute the headline from the tables it cites and check every rendering of it (the report's
     fragment, summary.md, the GRID card); one line names the first mismatch."""
     from safetyrepro.results.headline import check_headline
-    from safetyrepro.results.storage import read_missing_cells, read_parquet_checked, write_text
+    from safetyrepro.results.storage import read_budget, read_missing_cells, read_parquet_checked, write_text
 
     settings, cells = load_settings(args.configfile), read_parquet_checked(args.cells)
     headline = _headline(settings, Path(args.sig), Path(args.tiers), Path(args.parse_clean), cells)
@@ -290,6 +306,7 @@ def cmd_check_headline(args: argparse.Namespace) -> int:
         renderings,
         json.loads(Path(args.grid_json).read_text(encoding="utf-8")),
         read_missing_cells(Path(args.sig)),
+        read_budget(Path(args.cells)),
     )
     if problem:
         raise DataError(
@@ -316,7 +333,13 @@ def cmd_provenance(args: argparse.Namespace) -> int:
 def cmd_grid_card(args: argparse.Namespace) -> int:
     """Write the GRID card (JSON and Markdown) from the run record and the result tables."""
     from safetyrepro.results.grid_card import grid_card, grid_card_markdown
-    from safetyrepro.results.storage import read_missing_cells, read_parquet_checked, write_json, write_text
+    from safetyrepro.results.storage import (
+        read_budget,
+        read_missing_cells,
+        read_parquet_checked,
+        write_json,
+        write_text,
+    )
 
     settings, cells = load_settings(args.configfile), read_parquet_checked(args.cells)
     card = grid_card(
@@ -326,6 +349,7 @@ def cmd_grid_card(args: argparse.Namespace) -> int:
         read_parquet_checked(args.rho),
         _headline(settings, Path(args.rho), Path(args.tiers), Path(args.parse_clean), cells),
         read_missing_cells(Path(args.cells)),
+        read_budget(Path(args.cells)),
     )
     write_json(card, Path(args.json_out))
     write_text(grid_card_markdown(card), Path(args.markdown_out))
@@ -373,6 +397,38 @@ def cmd_audit_step(args: argparse.Namespace) -> int:
     if record["step"] != int(args.step):
         raise ConfigError(f"--step: step {args.step} follows {record['step']} configs run")
     write_json(record, Path(args.out))
+    return 0
+
+
+@job("out")
+def cmd_estimate_round(args: argparse.Namespace) -> int:
+    """One round of a budgeted run's benchmark: the configs run so far and those to run next (or why it stops)."""
+    from safetyrepro.estimation import read_cell_scores, round_record
+    from safetyrepro.results.storage import write_json
+
+    settings = load_settings(args.configfile)
+    previous = json.loads(Path(args.previous[0]).read_text()) if args.previous else None
+    if (previous is None) != (args.round == 0):
+        raise ConfigError(f"--previous: round {args.round} reads {'no' if args.round == 0 else 'the'} previous record")
+    scores = read_cell_scores([Path(p) for p in args.cells])
+    write_json(round_record(settings, args.benchmark, args.round, previous, scores), Path(args.out))
+    return 0
+
+
+@job("rho_out", "quantiles_out", "markdown")
+def cmd_estimate_grid(args: argparse.Namespace) -> int:
+    """rho_flip and the score quantiles over the envelope, estimated from the cells a budgeted run ran."""
+    from safetyrepro.analysis.grid_model import LEVEL
+    from safetyrepro.estimation import estimate_of_cells
+    from safetyrepro.results.markdown import estimate_markdown
+    from safetyrepro.results.storage import read_parquet_checked, write_parquet, write_text
+
+    settings = load_settings(args.configfile)
+    cells = read_parquet_checked(args.cells)
+    rho, quantiles = estimate_of_cells(settings, cells, settings.estimate.seed, Path(args.cells))
+    write_parquet(rho, Path(args.rho_out))
+    write_parquet(quantiles, Path(args.quantiles_out))
+    write_text(estimate_markdown(rho, quantiles, LEVEL), Path(args.markdown))
     return 0
 
 

@@ -58,6 +58,23 @@ def import_plan_lines(settings: Settings) -> list[str]:
     ]
 
 
+def budget_plan_line(settings: Settings) -> str:
+    """What a budgeted run runs of its grid: the configs a benchmark at most, chosen in rounds."""
+    estimate = settings.estimate
+    rule = (
+        f"budget_share {estimate.budget_share}"
+        if estimate.budget_cells is None
+        else f"budget_cells {estimate.budget_cells}"
+    )
+    most = {b: settings.budget_configs(b) for b in settings.benchmarks}
+    cells = len(settings.models) * sum(most.values())
+    return (
+        f"budget ({rule}): at most {cells} of the grid's {len(settings.cells())} cells, every model on at most "
+        + ", ".join(f"{b} {n}" for b, n in most.items())
+        + f" configs, chosen in rounds of {estimate.round_configs} (results/estimate.md fills in the rest)"
+    )
+
+
 def plan_lines(settings: Settings) -> list[str]:
     """The plan as a few readable lines."""
     if settings.imports:
@@ -72,6 +89,7 @@ def plan_lines(settings: Settings) -> list[str]:
         f"({plan['core_cells']} core), {plan['generation_runs']} generation runs"
         + (f"; {n} cells relabel their twin's responses (scorer axis)" if (n := plan["rescored_cells"]) else ""),
         "configs per benchmark: " + ", ".join(f"{b} {n}" for b, n in plan["configs_per_benchmark"].items()),
+        *([budget_plan_line(settings)] if settings.budgeted else []),
         *(
             ["judges (a model server each, loaded once): " + ", ".join(f"{j} for {n} cells" for j, n in judges.items())]
             if (judges := plan["judges"])

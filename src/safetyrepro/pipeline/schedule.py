@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -193,3 +193,27 @@ def audit_last_step(step_record: Callable[[int], str]) -> tuple[str, list[str]]:
     while audit_choice(last := step_record(n)):
         n += 1
     return last, [row["config_id"] for row in json.loads(Path(last).read_text())["observed"]]
+
+
+def round_choice(record: str) -> list[str]:
+    """The configs a budgeted run's round (its record's path) chose to run next; none where its rounds stop."""
+    return json.loads(Path(record).read_text())["decision"]["configs"]
+
+
+def last_round(round_record: Callable[[int], str]) -> str:
+    """The last round's record of a benchmark of a budgeted run (`round_record(n)`: round n's, made first where
+    missing)."""
+    n = 0
+    while round_choice(last := round_record(n)):
+        n += 1
+    return last
+
+
+def budget_cells(results: str, models: Sequence[str], last_rounds: Mapping[str, str], kind: str) -> list[str]:
+    """The cells a budgeted run ran (`last_rounds`: benchmark -> its last round's record): every model's on each
+    config the rounds chose."""
+    cells = []
+    for benchmark, record in last_rounds.items():
+        configs = dict.fromkeys(row["config_id"] for row in json.loads(Path(record).read_text())["observed"])
+        cells += [(m, benchmark, c) for m in models for c in configs]
+    return cell_paths(results, cells, kind)

@@ -21,7 +21,7 @@ import pandas as pd
 from safetyrepro.analysis.flips import orderings_reached
 from safetyrepro.backends import describe_batches
 from safetyrepro.results.headline import Headline, headline_markdown
-from safetyrepro.results.markdown import format_number
+from safetyrepro.results.markdown import budget_line, format_number
 
 if TYPE_CHECKING:
     from safetyrepro.configuration.settings import BackendSettings, Settings
@@ -139,9 +139,10 @@ def grid_card(
     rho: pd.DataFrame,
     headline: Headline,
     missing_cells: Sequence[str] = (),
+    budget: dict | None = None,
 ) -> dict:
     """The card as a JSON-ready dict, from the settings, the run record, cells, rho_flip (with rho_flip_sig),
-    the run's headline and the cells a partial run lacks (model/benchmark/config_id)."""
+    the run's headline, the cells a partial run lacks (model/benchmark/config_id) and a budgeted run's budget."""
     prompt_formats = cells.groupby("model")["prompt_format"].first().to_dict() if "prompt_format" in cells else {}
     models = {name: {**info, "prompt_format": prompt_formats.get(name)} for name, info in record["models"].items()}
     return {
@@ -154,6 +155,7 @@ def grid_card(
         "configs": _configs(cells),
         "batch_conditions": batch_conditions(cells, settings.backend if settings.envelope is not None else None),
         "missing_cells": list(missing_cells),
+        "budget": budget,
         "items": record["items"],
         "models": models,
         "data": record["data"],
@@ -221,6 +223,21 @@ def _run_lines(card: Mapping[str, Any]) -> list[str]:
             or "not recorded"
         ),
         f"- missing cells (partial run): {', '.join(card['missing_cells']) or 'none, the grid is complete'}",
+        *_budget_lines(card.get("budget")),
+    ]
+
+
+def _budget_lines(budget: Mapping[str, Any] | None) -> list[str]:
+    """The card's lines on a budgeted run: the cells it ran of the grid's, and per benchmark its rounds."""
+    if budget is None:
+        return ["- budget: none, every cell of the grid ran"]
+    return [
+        f"- budget: {budget_line(budget)}; rho_flip and score quantiles over the envelope are estimated (estimate.md)",
+        *(
+            f"  - {name}: {state['configs_run']} of {state['configs']} configs in {state['rounds']} round(s), "
+            f"stopped as {state['stopped']}"
+            for name, state in budget["benchmarks"].items()
+        ),
     ]
 
 

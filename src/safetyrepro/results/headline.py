@@ -22,7 +22,7 @@ import pandas as pd
 
 from safetyrepro.analysis.flips import flip_rate, minority_side, rho_flip_table, score_matrix, signs
 from safetyrepro.analysis.verdicts import parse_clean
-from safetyrepro.results.markdown import NO_REVERSAL
+from safetyrepro.results.markdown import NO_REVERSAL, budget_line
 
 if TYPE_CHECKING:
     from safetyrepro.core.model_spec import ModelSpec
@@ -267,11 +267,17 @@ def headline_markdown(headline: Headline) -> str:
     return "\n".join(lines) + "\n"
 
 
-def headline_html(headline: Headline, missing_cells: Sequence[str] = ()) -> str:
+def headline_html(headline: Headline, missing_cells: Sequence[str] = (), budget: dict | None = None) -> str:
     """The headline as an HTML fragment for the report's landing page: the same models sentence, parse
     warnings, table, sentences and legend, after a warning naming the cells a partial run lacks
-    (model/benchmark/config_id)."""
+    (model/benchmark/config_id) and, for a budgeted run, how many cells it ran."""
     records = headline.rows.to_dict("records")
+    budgeted = (
+        f'<p id="headline-budget"><strong>{html.escape(budget_line(budget))}</strong>: this table is of the cells '
+        "run; rho_flip over the whole envelope, with 90% intervals, is in estimate.md and summary.md.</p>\n"
+        if budget
+        else ""
+    )
     partial = (
         f'<p id="headline-partial"><strong>Partial results</strong>: computed without {len(missing_cells)} missing '
         f"cell(s) of the grid: {html.escape(', '.join(missing_cells))}.</p>\n"
@@ -290,7 +296,7 @@ def headline_html(headline: Headline, missing_cells: Sequence[str] = ()) -> str:
     )
     sentences = "".join(f"<li>{html.escape(r['sentence'])}</li>\n" for r in records)
     return (
-        f'<section id="headline">\n<h2>{html.escape(TITLE)}</h2>\n{partial}{models}{warnings}'
+        f'<section id="headline">\n<h2>{html.escape(TITLE)}</h2>\n{budgeted}{partial}{models}{warnings}'
         f'<table id="headline-table">\n<thead><tr>{head}</tr></thead>\n<tbody>\n{body}</tbody>\n</table>\n'
         f'<ul id="headline-sentences">\n{sentences}</ul>\n'
         f'<p class="headline-legend">{html.escape(legend(headline.rows))}</p>\n</section>\n'
@@ -359,6 +365,7 @@ def check_headline(
     renderings: Mapping[str, str],
     card: Mapping,
     missing_cells: Sequence[str] = (),
+    budget: dict | None = None,
 ) -> str | None:
     """Check a run's headline, freshly built from its tables, against cells.parquet and against each
     rendering: `renderings` maps the names of headline.html, summary.md and grid_card.md to their text;
@@ -366,7 +373,7 @@ def check_headline(
     problems = [_table_mismatch(headline, cells, clean, threshold)]
     markdown = headline_markdown(headline)
     for name, text in renderings.items():
-        expected = headline_html(headline, missing_cells) if name.endswith(".html") else markdown
+        expected = headline_html(headline, missing_cells, budget) if name.endswith(".html") else markdown
         shown = text if name.endswith(".html") else _section(markdown, text)
         if not shown:
             problems.append(f"{name} has no headline ({markdown.splitlines()[0]!r})")

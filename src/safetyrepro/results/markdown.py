@@ -166,6 +166,8 @@ def _precision_lines(table: pd.DataFrame | None) -> list[str]:
     """The precision probe's headline, as the paper states its BF16-vs-NF4 check."""
     if table is None or "table" not in table.columns:
         return []
+    if table.empty:  # a budgeted run's rounds may choose none of the probe's configs
+        return ["", "Precision probe: no paired cells."]
     pooled = table[(table["table"] == "differences") & (table["benchmark"] == "all")]
     if pooled.empty:
         return ["", "Precision probe: no paired cells."]
@@ -237,6 +239,21 @@ def format_number(value, spec: str = ".3f") -> str:
     return "n/a" if value is None or pd.isna(value) else format(float(value), spec)
 
 
+def _rho_estimate_lines(pairs: pd.DataFrame, share: str) -> list[str]:
+    """A table of the pairs' estimated rho_flip, with intervals, beside the configs run alone."""
+    lines = [
+        f"| A | B | configs both ran | rho_flip | {share} interval | configs run alone |",
+        "|---|---|---|---|---|---|",
+    ]
+    for row in pairs.itertuples():
+        lines.append(
+            f"| {row.model_a} | {row.model_b} | {row.n_run} | {format_number(row.rho_flip)} | "
+            f"{format_number(row.rho_flip_low)} to {format_number(row.rho_flip_high)} | "
+            f"{format_number(row.rho_flip_run)} |"
+        )
+    return [*lines, ""]
+
+
 def estimate_markdown(rho: pd.DataFrame, quantiles: pd.DataFrame, level: float) -> str:
     """The grid model's estimates (analysis/grid_model.py), a section a benchmark: how many configs ran, rho_flip of
     every pair and each model's score quantiles over the envelope, with intervals, beside the configs run alone."""
@@ -247,17 +264,7 @@ def estimate_markdown(rho: pd.DataFrame, quantiles: pd.DataFrame, level: float) 
         n_run, n_configs = int(mine["n_run"].max()), int(mine["n_configs"].max())
         lines += [f"## {benchmark}", "", f"Estimated from {n_run} of {n_configs} configs.", ""]
         if not pairs.empty:
-            lines += [
-                f"| A | B | configs both ran | rho_flip | {share} interval | configs run alone |",
-                "|---|---|---|---|---|---|",
-            ]
-            for row in pairs.itertuples():
-                lines.append(
-                    f"| {row.model_a} | {row.model_b} | {row.n_run} | {format_number(row.rho_flip)} | "
-                    f"{format_number(row.rho_flip_low)} to {format_number(row.rho_flip_high)} | "
-                    f"{format_number(row.rho_flip_run)} |"
-                )
-            lines.append("")
+            lines += _rho_estimate_lines(pairs, share)
         lines += [f"| model | quantile | score | {share} interval | configs run alone |", "|---|---|---|---|---|"]
         for row in mine.itertuples():
             lines.append(
@@ -266,3 +273,34 @@ def estimate_markdown(rho: pd.DataFrame, quantiles: pd.DataFrame, level: float) 
             )
         lines.append("")
     return "\n".join(lines)
+
+
+def budget_line(budget: dict) -> str:
+    """The sentence that opens a budgeted run's results: how many of the grid's cells ran, under what budget."""
+    return f"Estimated from {budget['cells_run']} of {budget['cells']} cells (estimate: {budget['rule']})"
+
+
+def budget_notice(budget: dict | None) -> str:
+    """A note above a budgeted run's tables: they are of the cells run, and where the estimate over the whole
+    envelope is (empty for a run of every cell)."""
+    if budget is None:
+        return ""
+    return (
+        f"> **{budget_line(budget)}**: the tables below are of the cells run; rho_flip and the score quantiles "
+        "over the whole envelope, with intervals, are in estimate.md.\n\n"
+    )
+
+
+def budget_markdown(budget: dict, rho: pd.DataFrame, level: float) -> str:
+    """The opening of a budgeted run's summary: how many cells ran, and per benchmark the configs run, why its
+    rounds stopped and every pair's estimated rho_flip over the envelope with its interval."""
+    share = f"{round(100 * level)}%"
+    lines = [f"## {budget_line(budget)}", ""]
+    for benchmark, state in budget["benchmarks"].items():
+        lines += [
+            f"### {benchmark}: {state['configs_run']} of {state['configs']} configs, {state['rounds']} round(s); "
+            f"stopped: {state['stopped']}",
+            "",
+            *_rho_estimate_lines(rho[rho["benchmark"] == benchmark], share),
+        ]
+    return "\n".join(lines) + "\n"

@@ -22,6 +22,9 @@ from safetyrepro.core.errors import DataError
 MISSING_CELLS_KEY = b"safetyrepro.missing_cells"
 # Parquet key-value metadata of imported cells: the design of the results (axes, stress values, greedy decodings).
 DESIGN_KEY = b"safetyrepro.design"
+# Parquet key-value metadata of a budgeted run's cells (safetyrepro.estimation): the cells run of the grid's, per
+# benchmark the configs run and why its rounds stopped.
+BUDGET_KEY = b"safetyrepro.budget"
 # Parquet key-value metadata: SHA-256 (hex) of the file's bytes before its footer, i.e. of all its data pages.
 CHECKSUM_KEY = b"safetyrepro.sha256"
 # A cell's item rows carry, in their DataFrame.attrs (kept in the Parquet file), the SHA-256 of its JSON summary.
@@ -88,17 +91,22 @@ def _data_pages(content: bytes) -> bytes | None:
 
 
 def write_parquet(
-    frame: pd.DataFrame, path: Path, missing_cells: Sequence[str] = (), design: dict | None = None
+    frame: pd.DataFrame,
+    path: Path,
+    missing_cells: Sequence[str] = (),
+    design: dict | None = None,
+    budget: dict | None = None,
 ) -> None:
     """Write a table as zstd-compressed Parquet, atomically; a partial run's missing cells, the design of
-    imported results and the checksum of its data pages (`read_parquet_checked`) go in its metadata.
+    imported results, a budgeted run's budget and the checksum of its data pages (`read_parquet_checked`) go in
+    its metadata.
 
     The footer holds the metadata, so the data pages are written once in memory to take their checksum:
     the file's own pages are the same bytes."""
     table = pa.Table.from_pandas(frame, preserve_index=False)
     draft = pa.BufferOutputStream()
     pq.write_table(table, draft, compression="zstd")
-    extra = {MISSING_CELLS_KEY: missing_cells or None, DESIGN_KEY: design}
+    extra = {MISSING_CELLS_KEY: missing_cells or None, DESIGN_KEY: design, BUDGET_KEY: budget}
     metadata = {key: json.dumps(value).encode() for key, value in extra.items() if value}
     metadata[CHECKSUM_KEY] = hashlib.sha256(_data_pages(draft.getvalue().to_pybytes())).hexdigest().encode()
     table = table.replace_schema_metadata({**(table.schema.metadata or {}), **metadata})
@@ -141,6 +149,12 @@ def read_design(path: Path) -> dict | None:
     """The design an imported cells table carries (None for the cells of a run)."""
     metadata = pq.read_schema(path).metadata or {}
     return json.loads(metadata[DESIGN_KEY]) if DESIGN_KEY in metadata else None
+
+
+def read_budget(path: Path) -> dict | None:
+    """The budget a budgeted run's cells table carries (None for a run of every cell)."""
+    metadata = pq.read_schema(path).metadata or {}
+    return json.loads(metadata[BUDGET_KEY]) if BUDGET_KEY in metadata else None
 
 
 def json_text(data: Any) -> str:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,11 +31,13 @@ from scipy.stats import wasserstein_distance
 
 from safetyrepro.analysis.flips import score_matrix
 from safetyrepro.analysis.grid_model import (
+    NEW_VALUE,
     QUANTILES,
     centred_draws,
     estimate_pair,
     estimate_quantiles,
     lattice_steps,
+    new_value_draws,
     rho_flips,
     search_space,
     space_of,
@@ -185,6 +188,85 @@ def real_grid(cells: pd.DataFrame, share: float, replicates: int) -> list[str]:
     return lines
 
 
+def held_out_predictions(cells: pd.DataFrame, axes: list[str]) -> pd.DataFrame:
+    """Per benchmark and axis of `axes`, each value held out in turn: P(A ahead) at each of its configs for every
+    pair, predicted from the other values' configs as a value never run (grid_model.new_value_draws), beside whether
+    A is ahead there, the majority rule (the verdict of most configs run: 1, 0, or 0.5 at a tie) and the share of
+    the configs run where A is ahead."""
+    rows = []
+    for benchmark, frame in cells.groupby("benchmark", sort=False):
+        present = [a for a in AXES if a in frame and frame[a].nunique() > 1]
+        space = search_space(frame, present)
+        resolution = frame.drop_duplicates("config_id").set_index("config_id").eval("n_items * n_seeds")
+        grid = score_matrix(frame, benchmark).loc[space.index]
+        for axis in [a for a in axes if a in present]:
+            for value in space[axis].unique():
+                held = space[axis] == value
+                new = space[held].assign(**{axis: NEW_VALUE})
+                rng = np.random.default_rng(zlib.crc32(f"{benchmark}/{axis}/{value}".encode()))
+                for a, b in itertools.combinations(grid.columns, 2):
+                    difference = grid[a] - grid[b]
+                    seen = difference[~held]
+                    drawn = new_value_draws(space[~held], seen, new, rng, 1.0 / resolution[new.index].to_numpy())
+                    ahead, behind = (seen > 0).sum(), (seen < 0).sum()
+                    for k, config in enumerate(new.index):
+                        rows.append(
+                            {
+                                "benchmark": benchmark,
+                                "axis": axis,
+                                "p": float((drawn[:, k] > 0).mean()),
+                                "majority": 1.0 if ahead > behind else 0.0 if behind > ahead else 0.5,
+                                "share": ahead / len(seen),
+                                "outcome": float(difference[config] > 0),
+                            }
+                        )
+    return pd.DataFrame(rows)
+
+
+def calibration_lines(table: pd.DataFrame, group: str) -> list[str]:
+    """Brier scores per (axis, `group`) and over all, and a reliability table per axis, of `held_out_predictions`."""
+    lines = [
+        f"| axis | {group} | predictions | Brier: model / majority rule / share run | A ahead: predicted / observed |",
+        "|---|---|---|---|---|",
+    ]
+    parts = [
+        *table.groupby(["axis", group], sort=False),
+        *(((a, "all"), t) for a, t in table.groupby("axis", sort=False)),
+    ]
+    for (axis, name), part in parts:
+        brier = [((part[c] - part["outcome"]) ** 2).mean() for c in ("p", "majority", "share")]
+        lines.append(
+            f"| {axis} | {name} | {len(part)} | {brier[0]:.3f} / {brier[1]:.3f} / {brier[2]:.3f} | "
+            f"{part['p'].mean():.3f} / {part['outcome'].mean():.3f} |"
+        )
+    lines += [
+        "",
+        "| axis | predicted P(A ahead) | predictions | mean predicted | observed share |",
+        "|---|---|---|---|---|",
+    ]
+    for axis, mine in table.groupby("axis", sort=False):
+        bins = pd.cut(mine["p"], np.linspace(0, 1, 6), include_lowest=True)
+        for interval, part in mine.groupby(bins, observed=True):
+            lines.append(
+                f"| {axis} | {interval} | {len(part)} | {part['p'].mean():.3f} | {part['outcome'].mean():.3f} |"
+            )
+    print("\n".join(lines), flush=True)
+    return lines
+
+
+def synthetic_cells(space: pd.DataFrame, items: int, replicates: int, first_seed: int) -> pd.DataFrame:
+    """Every scenario's grids, `replicates` each, as one cells table: benchmark '<scenario> #<k>'."""
+    frames = []
+    for scenario in SCENARIOS:
+        for k in range(replicates):
+            grid = draw_grid(scenario, space, items, np.random.default_rng(first_seed + k))
+            long = grid.rename_axis("config_id").reset_index().melt("config_id", var_name="model", value_name="score")
+            long = long.merge(space, left_on="config_id", right_index=True)
+            seeds = np.where(long["decoding"] == "greedy", 1, SEEDS)
+            frames.append(long.assign(benchmark=f"{scenario.name} #{k}", n_items=items, n_seeds=seeds))
+    return pd.concat(frames, ignore_index=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--replicates", type=int, default=200)
@@ -194,12 +276,30 @@ def main() -> None:
     parser.add_argument("--out", help="also write the table here (Markdown)")
     parser.add_argument("--cells", help="a full grid's cells table: measure on it instead of synthetic grids")
     parser.add_argument(
+        "--held-out-axes",
+        help="hold out each value of these axes (comma-separated) in turn and score the predicted P(A ahead) there "
+        "(on --cells, or on --replicates synthetic grids a scenario)",
+    )
+    parser.add_argument(
         "--rounds",
         type=int,
         default=0,
         help="choose the configs in rounds of this many, as a budgeted run does (default 0: at random)",
     )
     args = parser.parse_args()
+    if args.held_out_axes:
+        axes = args.held_out_axes.split(",")
+        if args.cells:
+            lines = calibration_lines(held_out_predictions(pd.read_parquet(args.cells), axes), "benchmark")
+        else:
+            table = held_out_predictions(
+                synthetic_cells(envelope(), args.items, args.replicates, args.first_seed), axes
+            )
+            lines = calibration_lines(table.assign(scenario=table["benchmark"].str.split(" #").str[0]), "scenario")
+        if args.out:
+            with open(args.out, "w") as f:
+                f.write("\n".join(lines) + "\n")
+        return
     if args.cells:
         lines = real_grid(pd.read_parquet(args.cells), args.share, args.replicates)
         if args.out:

@@ -29,6 +29,7 @@ from safetyrepro.analysis.grid_model import (
     central,
     centred_draws,
     estimate_grid,
+    estimate_new_values,
     lattice_steps,
     on_lattice,
     rho_flips,
@@ -192,9 +193,10 @@ def round_record(settings: Settings, benchmark: str, n: int, previous: dict | No
 
 def estimate_of_cells(
     settings: Settings, cells: pd.DataFrame, seed: int, path: Path
-) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """rho_flip of every pair and each model's score quantiles over the envelope of each benchmark, from a cells
-    table (read from `path`), with intervals (grid_model.estimate_grid)."""
+) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """rho_flip of every pair, each model's score quantiles, and how each pair's verdict carries to a new value of
+    each axis whose values are draws from a population (a template, a few-shot draw), over the envelope of each
+    benchmark, from a cells table (read from `path`), with intervals (safetyrepro.analysis.grid_model)."""
     others = [b for b in dict.fromkeys(cells["benchmark"]) if b not in settings.benchmarks]
     if others:
         raise ConfigError(
@@ -214,7 +216,9 @@ def estimate_of_cells(
                 f"--cells: config(s) outside this config's envelope of {benchmark}: {', '.join(outside[:3])}"
             )
         units[benchmark] = resolution(settings, configs, mine["n_items"])
-    return estimate_grid(cells, spaces, units, seed=seed)
+    rho, quantiles = estimate_grid(cells, spaces, units, seed=seed)
+    sampled = dict.fromkeys(spaces, settings.envelope.sampled_axes())
+    return rho, quantiles, estimate_new_values(cells, spaces, sampled, units, seed=seed)
 
 
 def budget_summary(settings: Settings, last_rounds: Sequence[dict]) -> tuple[list[tuple[str, str, str]], dict]:

@@ -40,10 +40,13 @@ def test_a_budgeted_run_runs_its_rounds_cells_and_a_raised_budget_reuses_them(cl
     summary = (results / "summary.md").read_text()
     assert summary.startswith("## Estimated from 12 of 96 cells (estimate: budget_cells: 12)\n")
     assert "### bbq: 6 of 48 configs, 2 round(s); stopped: the budget is spent" in summary
-    assert "Estimated from 6 of 48 configs." in (results / "estimate.md").read_text()
+    estimate = (results / "estimate.md").read_text()
+    assert "Estimated from 6 of 48 configs." in estimate
+    assert "| tiny-0 | tiny-1 | template | 4 |" in estimate  # a new template, from the four the rounds ran
     assert "Estimated from 12 of 96 cells" in (results / "headline.html").read_text()
     assert json.loads((results / "grid_card.json").read_text())["budget"]["cells_run"] == 12
     assert (results / "rho_flip.md").read_text().startswith("> **Estimated from 12 of 96 cells")
+    assert (results / "figures" / "rho_estimate_bbq.png").stat().st_size > 10_000  # the report's figure of it
 
     again = run(clone, *snakemake)
     assert again.returncode == 0 and "Nothing to be done" in again.stderr, again.stderr[-2000:]

@@ -174,7 +174,7 @@ def imported_benchmarks():
 
 def report_outputs(wildcards):
     """What `all` asks of the report (workflow/rules/report.smk): per benchmark, the run's or those imported."""
-    return schedule.report_outputs(RESULTS, imported_benchmarks() if IMPORTS else SETTINGS.benchmarks)
+    return schedule.report_outputs(RESULTS, imported_benchmarks() if IMPORTS else SETTINGS.benchmarks, BUDGETED)
 
 
 # A budgeted run's rounds (workflow/rules/estimate.smk): the inputs of a round, and the cells the rounds chose.

@@ -42,6 +42,7 @@ rule estimate:
     output:
         rho=f"{RESULTS}/estimate/rho_flip.parquet",
         quantiles=f"{RESULTS}/estimate/quantiles.parquet",
+        new_values=f"{RESULTS}/estimate/new_values.parquet",
         markdown=f"{RESULTS}/estimate.md",
         job_record=job_record(f"{RESULTS}/estimate/rho_flip.parquet"),
     params:
@@ -52,5 +53,6 @@ rule estimate:
         f"{RESULTS}/logs/estimate.log",
     shell:
         "safetyrepro estimate-grid --configfile \"$SAFETYREPRO_RUN_CONFIG\" --cells {input.cells:q}"
-        " --rho-out {output.rho:q} --quantiles-out {output.quantiles:q} --markdown {output.markdown:q}"
+        " --rho-out {output.rho:q} --quantiles-out {output.quantiles:q} --new-values-out {output.new_values:q}"
+        " --markdown {output.markdown:q}"
         " {params.record} > {log:q} 2>&1"

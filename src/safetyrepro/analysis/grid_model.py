@@ -54,6 +54,19 @@ RHO_ESTIMATE_COLUMNS = [
     "rho_flip_high",
     "rho_flip_run",
 ]
+NEW_VALUE = "(new)"  # a value of an axis that no config ran (`new_value_draws`): no value can be named so
+NEW_VALUE_COLUMNS = [
+    "benchmark",
+    "model_a",
+    "model_b",
+    "axis",
+    "n_values",
+    "share_a_ahead",
+    "share_a_ahead_low",
+    "share_a_ahead_high",
+    "p_a_ahead",
+    "p_b_ahead",
+]
 QUANTILE_ESTIMATE_COLUMNS = ["benchmark", "model", "quantile", "n_run", "n_configs", "score", "low", "high", "run"]
 
 
@@ -215,6 +228,53 @@ def estimate_quantiles(
     return rows
 
 
+def new_value_draws(
+    space: pd.DataFrame,
+    observed: pd.Series,
+    new: pd.DataFrame,
+    rng: np.random.Generator,
+    steps: np.ndarray | None = None,
+    lowest: float = -1.0,
+    draws: int = DRAWS,
+) -> np.ndarray:
+    """Posterior draws (draws x configs of `new`) of the value at configs that take a value of an axis that no config
+    of `space` takes (`new`: config id -> axis values, like `space`'s), fitted on `observed` (config id -> value, of
+    configs of `space`). The new value's effect is drawn from the effects' prior, N(0, sigma^2 g), with sigma^2 and
+    g from their posterior: the axis's values are taken as draws from one population (a template's wording, a
+    few-shot draw), and the new value as one more. `steps` puts the draws on `new`'s lattice."""
+    drawn = centred_draws(pd.concat([space, new]), observed, draws, rng)[:, len(space) :]
+    return on_lattice(drawn, steps, lowest)
+
+
+def estimate_new_value(
+    space: pd.DataFrame,
+    difference: pd.Series,
+    axis: str,
+    rng: np.random.Generator,
+    steps: pd.Series | None = None,
+    draws: int = DRAWS,
+    level: float = LEVEL,
+) -> dict:
+    """How a pair's verdict carries to a value of `axis` never run (a new template, a new few-shot draw): the share
+    of the new value's configs (those of the axis's value with the most configs, the axis set to the new value)
+    where A scores above B, its posterior median and interval, and P(A ahead), P(B ahead) at one such config,
+    from the score differences of the configs run (config id -> d); `steps` (config id -> lattice step)."""
+    like = space[space[axis] == space[axis].value_counts().index[0]]
+    new = like.assign(**{axis: NEW_VALUE}).set_axis([f"{c}@{NEW_VALUE}" for c in like.index])
+    units = None if steps is None else steps.reindex(like.index).to_numpy(float)
+    drawn = new_value_draws(space, difference, new, rng, units, draws=draws)
+    estimate, low, high = central((drawn > 0).mean(axis=1), level)
+    return {
+        "axis": axis,
+        "n_values": int(space[axis].nunique()),
+        "share_a_ahead": estimate,
+        "share_a_ahead_low": low,
+        "share_a_ahead_high": high,
+        "p_a_ahead": float((drawn > 0).mean()),
+        "p_b_ahead": float((drawn < 0).mean()),
+    }
+
+
 def _generator(seed: int, *names: str) -> np.random.Generator:
     """The draws' generator of one estimate, named by its benchmark and models: the same in any process, and a
     model's estimates do not change when another model joins the table."""
@@ -259,3 +319,32 @@ def estimate_grid(
         pd.DataFrame(rho_rows, columns=RHO_ESTIMATE_COLUMNS),
         pd.DataFrame(quantile_rows, columns=QUANTILE_ESTIMATE_COLUMNS),
     )
+
+
+def estimate_new_values(
+    cells: pd.DataFrame,
+    spaces: dict[str, pd.DataFrame],
+    axes: dict[str, list[str]],
+    resolutions: dict[str, pd.Series | None] | None = None,
+    seed: int = 0,
+    draws: int = DRAWS,
+    level: float = LEVEL,
+) -> pd.DataFrame:
+    """Per benchmark of `spaces`, every model pair and axis of `axes` (benchmark -> axes whose values are draws from a
+    population) with two values or more among the configs run: `estimate_new_value`, from the cells run."""
+    rows = []
+    for benchmark, space in spaces.items():
+        matrix = score_matrix(cells, benchmark)
+        resolution = (resolutions or {}).get(benchmark)
+        for model_a, model_b in itertools.combinations(matrix.columns, 2):
+            pair = matrix[[model_a, model_b]].dropna()
+            run = space.loc[pair.index]
+            steps = lattice_steps(space, resolution, pd.concat([pair[model_a], pair[model_b]]))
+            for axis in axes.get(benchmark, []):
+                if axis not in space or run[axis].nunique() < 2:
+                    continue
+                rng = _generator(seed, benchmark, model_a, model_b, axis)
+                units = None if steps is None else pd.Series(steps, index=space.index)
+                estimate = estimate_new_value(space, pair[model_a] - pair[model_b], axis, rng, units, draws, level)
+                rows.append({"benchmark": benchmark, "model_a": model_a, "model_b": model_b, **estimate})
+    return pd.DataFrame(rows, columns=NEW_VALUE_COLUMNS)

@@ -201,8 +201,8 @@ def cmd_estimate(args: argparse.Namespace) -> int:
     cells_path = Path(args.cells) if args.cells else settings.results_dir / "cells.parquet"
     if not cells_path.is_file():
         raise ConfigError(f"--cells: no cells table at {cells_path} (run the workflow up to results/cells.parquet)")
-    rho, quantiles = estimate_of_cells(settings, read_parquet_checked(cells_path), args.seed, cells_path)
-    print(estimate_markdown(rho, quantiles, LEVEL), end="")
+    tables = estimate_of_cells(settings, read_parquet_checked(cells_path), args.seed, cells_path)
+    print(estimate_markdown(*tables, LEVEL), end="")
     return 0
 
 

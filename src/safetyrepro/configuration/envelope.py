@@ -27,6 +27,9 @@ from safetyrepro.scorers import discovered as scorer_plugins
 # scored; few_shot_draw picks the examples; backend_option sets how requests are batched; scorer picks what labels
 # free-form responses (a config of another scorer rescores its twin's responses: no model runs again).
 MECHANISMS = ("template_variable", "option_order", "answer_formulation", "few_shot_draw", "backend_option", "scorer")
+# The mechanisms whose values are draws from a population of equally reasonable choices (a wording, a few-shot
+# draw, an order of the options), not levels of a setting: a new value is one more draw (docs/estimation.md).
+SAMPLED_MECHANISMS = ("template_variable", "few_shot_draw", "option_order")
 TEMPLATE_FIELDS = {"task", "shots", "question", "answer_format"}
 # without {question} every item gets the same prompt; without {shots} few-shot configs silently run 0-shot
 TEMPLATE_REQUIRED = {"question", "shots"}
@@ -154,6 +157,11 @@ class Envelope:
     def axis_names(self) -> list[str]:
         """Every axis, the four built-in ones first, then the declared ones in name order."""
         return list(self.axes)
+
+    def sampled_axes(self) -> list[str]:
+        """The axes whose values are draws from a population: the template, and the declared axes of
+        SAMPLED_MECHANISMS."""
+        return ["template", *(axis for axis, kind in self.mechanisms.items() if kind in SAMPLED_MECHANISMS)]
 
     def declared(self, mechanism: str) -> list[str]:
         """The declared axes acting through `mechanism`."""

@@ -151,12 +151,14 @@ def figure_report(name: str) -> dict:
     return {"category": figure.category, "subcategory": "{benchmark}", "labels": labels}
 
 
-def report_outputs(results: str, benchmarks: Sequence[str]) -> list[str]:
+def report_outputs(results: str, benchmarks: Sequence[str], budgeted: bool = False) -> list[str]:
     """The run record, the GRID card, the headline the report opens on and its check against the tables
-    (its job check_headline), and the figures (per benchmark: of `benchmarks`)."""
+    (its job check_headline), and the figures (per benchmark: of `benchmarks`; those of the estimate in a run with
+    a budget alone)."""
     figures = [
         f"{results}/{figure_file(name)}.png".replace("{benchmark}", benchmark)
         for name in FIGURES
+        if budgeted or not FIGURES[name].budgeted
         for benchmark in (benchmarks if FIGURES[name].per_benchmark else benchmarks[:1])
     ]
     return [

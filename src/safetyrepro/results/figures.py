@@ -369,6 +369,36 @@ def paired_differences(tests: pd.DataFrame, benchmark: str) -> Figure:
     return fig
 
 
+def rho_flip_estimates(rho: pd.DataFrame, benchmark: str) -> Figure:
+    """A run with a budget, one benchmark: every pair's rho_flip over the envelope, estimated from the configs run,
+    with its 90% interval, beside rho_flip of the configs run alone."""
+    frame = rho[rho["benchmark"] == benchmark]
+    if frame.empty:
+        return _empty(f"rho_flip estimated: {benchmark}", "One model: no pair to estimate rho_flip for.")
+    labels = [f"{a}\nvs {b}" for a, b in zip(frame["model_a"], frame["model_b"])]
+    y = np.arange(len(frame))
+    estimate, low, high = (frame[c].to_numpy(float) for c in ("rho_flip", "rho_flip_low", "rho_flip_high"))
+    fig, ax = _figure(6.0, 1.4 + 0.55 * len(frame))
+    ax.errorbar(
+        estimate,
+        y,
+        xerr=[estimate - low, high - estimate],
+        fmt="o",
+        color="#1f77b4",
+        capsize=3,
+        label="estimated over the envelope, 90% interval",
+    )
+    ax.plot(frame["rho_flip_run"], y, "x", color="#d62728", label="configs run alone")
+    ax.set_yticks(y, [_wrap(label, 28) for label in labels], fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlim(-0.02, 0.52)
+    ax.set_xlabel("rho_flip")
+    n_run, n_configs = int(frame["n_run"].min()), int(frame["n_configs"].max())
+    _title(ax, f"{benchmark}: rho_flip estimated from {n_run} of {n_configs} configs")
+    fig.legend(loc="outside lower center", ncols=2, fontsize=8)
+    return fig
+
+
 def stability_by_temperature(stability: pd.DataFrame) -> Figure:
     """Mean Safety Stability Index per decoding temperature (and pooled), one panel per benchmark,
     one bar per model."""
@@ -449,18 +479,28 @@ def save(fig: Figure, path: Path, dpi: int = 110) -> None:
 @dataclass(frozen=True)
 class ReportFigure:
     """A figure of the report: the function drawing it from one table (a path in the results folder),
-    whether it draws one benchmark (then one PNG per benchmark, which the report labels `label`), and
-    the report's category for it. Its caption is workflow/report/NAME.rst."""
+    whether it draws one benchmark (then one PNG per benchmark, which the report labels `label`), the
+    report's category for it, and whether only a run with a budget has it. Its caption is
+    workflow/report/NAME.rst."""
 
     builder: Callable[..., Figure]
     table: str
     category: str
     per_benchmark: bool = False
     label: str = ""
+    budgeted: bool = False  # drawn only in a run with a budget, from the estimate's table
 
 
 # The workflow makes rule figure_NAME of each (workflow/rules/report.smk), in this order.
 FIGURES: dict[str, ReportFigure] = {
+    "rho_estimate": ReportFigure(
+        rho_flip_estimates,
+        "estimate/rho_flip.parquet",
+        category="11. rho_flip estimated (a run with a budget)",
+        label="rho_flip estimated, with intervals",
+        per_benchmark=True,
+        budgeted=True,
+    ),
     "rho_heatmap": ReportFigure(
         rho_heatmap,
         "rho_flip.parquet",

@@ -254,9 +254,10 @@ def _rho_estimate_lines(pairs: pd.DataFrame, share: str) -> list[str]:
     return [*lines, ""]
 
 
-def estimate_markdown(rho: pd.DataFrame, quantiles: pd.DataFrame, level: float) -> str:
+def estimate_markdown(rho: pd.DataFrame, quantiles: pd.DataFrame, new_values: pd.DataFrame, level: float) -> str:
     """The grid model's estimates (analysis/grid_model.py), a section a benchmark: how many configs ran, rho_flip of
-    every pair and each model's score quantiles over the envelope, with intervals, beside the configs run alone."""
+    every pair and each model's score quantiles over the envelope, with intervals, beside the configs run alone;
+    and how each pair's verdict carries to a new value of each sampled axis."""
     share = f"{round(100 * level)}%"
     lines = ["# Estimates over the envelope", ""]
     for benchmark, mine in quantiles.groupby("benchmark", sort=False):
@@ -272,6 +273,25 @@ def estimate_markdown(rho: pd.DataFrame, quantiles: pd.DataFrame, level: float) 
                 f"{format_number(row.low)} to {format_number(row.high)} | {format_number(row.run)} |"
             )
         lines.append("")
+        beyond = new_values[new_values["benchmark"] == benchmark]
+        if not beyond.empty:
+            lines += [
+                "Beyond the envelope: at a value of the axis that no config has (a new template, a new few-shot "
+                "draw), the share of its configs where A scores above B, and at one such config the chance that A "
+                "is ahead, that B is (ties are the rest):",
+                "",
+                f"| A | B | new value of | values run | share where A is ahead | {share} interval | P(A ahead) | "
+                "P(B ahead) |",
+                "|---|---|---|---|---|---|---|---|",
+            ]
+            for row in beyond.itertuples():
+                lines.append(
+                    f"| {row.model_a} | {row.model_b} | {row.axis} | {row.n_values} | "
+                    f"{format_number(row.share_a_ahead)} | {format_number(row.share_a_ahead_low)} to "
+                    f"{format_number(row.share_a_ahead_high)} | {format_number(row.p_a_ahead)} | "
+                    f"{format_number(row.p_b_ahead)} |"
+                )
+            lines.append("")
     return "\n".join(lines)
 
 

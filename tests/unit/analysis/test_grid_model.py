@@ -11,10 +11,13 @@ from helpers.session import REPO, script_module
 
 from safetyrepro.analysis.flips import rho_flip_table
 from safetyrepro.analysis.grid_model import (
+    NEW_VALUE_COLUMNS,
     QUANTILE_ESTIMATE_COLUMNS,
     QUANTILES,
     RHO_ESTIMATE_COLUMNS,
     estimate_grid,
+    estimate_new_value,
+    estimate_new_values,
     estimate_pair,
     lattice_steps,
     on_lattice,
@@ -153,6 +156,18 @@ def test_the_measurement_script_tables_every_scenario_and_a_real_grid(tmp_path, 
     script.main()
     (row,) = [line for line in (tmp_path / "real.md").read_text().splitlines() if line.startswith("| bbq")]
     assert "| 12 of 48 |" in row
+    # each template held out in turn: 12 configs each, one pair; the model's Brier score beside the baselines'
+    argv = ["--cells", str(tmp_path / "cells.parquet"), "--held-out-axes", "template", "--out", str(tmp_path / "h.md")]
+    monkeypatch.setattr("sys.argv", ["measure_grid_model.py", *argv])
+    script.main()
+    held = (tmp_path / "h.md").read_text()
+    (row,) = [line for line in held.splitlines() if line.startswith("| template | bbq |")]
+    brier = [float(value) for value in row.split("|")[4].split("/")]
+    assert "| 48 |" in row and brier[0] < brier[1]  # the model is better than the majority rule on an additive grid
+    rounds = ["--replicates", "2", "--items", "20", "--rounds", "4", "--out", str(tmp_path / "rounds.md")]
+    monkeypatch.setattr("sys.argv", ["measure_grid_model.py", *rounds])
+    script.main()
+    assert "configs chosen in rounds of 4" in (tmp_path / "rounds.md").read_text()
 
 
 def test_a_pair_without_a_shared_config_and_a_model_without_scores_are_not_available():
@@ -178,3 +193,27 @@ def test_an_envelope_of_one_config_is_its_own_estimate():
     rho, quantiles = estimate_grid(cells_of(grid), {"bbq": space}, draws=50)
     assert rho[["n_run", "n_configs", "rho_flip", "rho_flip_low", "rho_flip_high"]].values.tolist() == [[1, 1, 0, 0, 0]]
     assert (quantiles.loc[quantiles.model == "B", ["score", "low", "high"]] == 0.7).all().all()
+
+
+def test_a_new_template_carries_a_verdict_as_far_as_the_templates_run_agree():
+    """A leads by 0.2 on every template: at a new one it is very likely ahead. A's lead flips sign with the
+    template (T1 and T3 ahead, T2 and T4 behind, by 0.3): at a new one it is a coin toss, with a wide interval."""
+    space = paper_space()
+    steady = pd.Series(0.2, index=space.index)
+    flipping = space["template"].map({"T1": 0.3, "T2": -0.3, "T3": 0.3, "T4": -0.3})
+    settled = estimate_new_value(space, steady, "template", np.random.default_rng(0), draws=1000)
+    unsettled = estimate_new_value(space, flipping, "template", np.random.default_rng(0), draws=1000)
+    assert settled["n_values"] == unsettled["n_values"] == 4
+    assert settled["p_a_ahead"] > 0.9 and settled["share_a_ahead_low"] > 0.5
+    assert 0.3 < unsettled["p_a_ahead"] < 0.7 and 0.3 < unsettled["p_b_ahead"] < 0.7
+    assert unsettled["share_a_ahead_low"] == 0.0 and unsettled["share_a_ahead_high"] == 1.0
+
+
+def test_new_values_are_estimated_for_the_sampled_axes_the_run_varied():
+    space = paper_space()
+    grid = additive_grid(space, seed=3)
+    table = estimate_new_values(cells_of(grid), {"bbq": space}, {"bbq": ["template", "shot_draw"]}, draws=200)
+    assert list(table.columns) == NEW_VALUE_COLUMNS
+    assert table[["model_a", "model_b", "axis"]].values.tolist() == [["A", "B", "template"]]  # no shot_draw axis here
+    one_template = cells_of(grid.loc[space.index[space["template"] == "T1"]])
+    assert estimate_new_values(one_template, {"bbq": space}, {"bbq": ["template"]}, draws=200).empty

@@ -96,3 +96,15 @@ def test_estimate_refuses_a_negative_seed_in_one_line():
     result = cli("estimate", "--configfile", "config/paper.yaml", "--seed", "-1")
     assert result.returncode == 2 and result.stdout == ""
     assert result.stderr == "safetyrepro: error: --seed: give a whole number 0 or more, not -1\n"
+
+
+def test_estimate_says_how_each_verdict_carries_to_a_new_template(tmp_path):
+    path = tmp_path / "cells.parquet"
+    write_parquet(paper_cells(48), path)
+    result = cli("estimate", "--configfile", "config/paper.yaml", "--cells", str(path))
+    assert result.returncode == 0, result.stderr
+    rows = re.findall(
+        r"^\| (\S+) \| (\S+) \| template \| 4 \| ([0-9.]+) \| ([0-9.]+) to ([0-9.]+) \|", result.stdout, re.M
+    )
+    assert [(a, b) for a, b, *_ in rows] == [(a, b) for i, a in enumerate(MODELS) for b in MODELS[i + 1 :]]
+    assert all(float(low) <= float(share) <= float(high) for *_, share, low, high in rows)

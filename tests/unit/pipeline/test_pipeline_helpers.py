@@ -87,13 +87,14 @@ def test_a_partial_run_reads_the_judges_tables_that_finished(tmp_path):
 
 
 def test_the_report_asks_each_figure_once_or_once_per_benchmark():
-    outputs = report_outputs("r", ["bbq", "xstest"])
+    outputs, budgeted = report_outputs("r", ["bbq", "xstest"]), report_outputs("r", ["bbq", "xstest"], budgeted=True)
     for name, figure in FIGURES.items():
         per = [f"r/figures/{name}_bbq.png", f"r/figures/{name}_xstest.png"]
-        assert [p for p in outputs if p in per or p == f"r/figures/{name}.png"] == (
-            per if figure.per_benchmark else [f"r/figures/{name}.png"]
-        )
+        expected = per if figure.per_benchmark else [f"r/figures/{name}.png"]
+        assert [p for p in budgeted if p in per or p == f"r/figures/{name}.png"] == expected
+        assert [p for p in outputs if p in per or p == f"r/figures/{name}.png"] == ([] if figure.budgeted else expected)
         assert ("subcategory" in figure_report(name)) == figure.per_benchmark
+    assert set(budgeted) - set(outputs) == {"r/figures/rho_estimate_bbq.png", "r/figures/rho_estimate_xstest.png"}
     assert {"r/provenance.json", "r/grid_card.json", "r/headline_check.txt"} <= set(outputs)
 
 

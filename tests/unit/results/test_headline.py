@@ -239,7 +239,7 @@ def test_the_menu_and_the_figure_list_sort_the_categories_in_their_numbers_order
 
     grid_card = re.findall(r'category="([^"]+)"', (REPO / "workflow" / "rules" / "report.smk").read_text())
     names = sorted({figure.category for figure in FIGURES.values()} | set(grid_card))
-    assert len(names) == 10 and [int(name.split(".")[0]) for name in names] == list(range(1, 11))
+    assert len(names) == 11 and [int(name.split(".")[0]) for name in names] == list(range(1, 12))
 
 
 def test_the_report_fragment_names_the_cells_a_partial_run_lacks():

@@ -22,11 +22,13 @@ from __future__ import annotations
 import argparse
 import itertools
 import zlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import statsmodels.api as sm
 from scipy.stats import wasserstein_distance
 
 from safetyrepro.analysis.flips import score_matrix
@@ -38,6 +40,7 @@ from safetyrepro.analysis.grid_model import (
     estimate_quantiles,
     lattice_steps,
     new_value_draws,
+    on_lattice,
     rho_flips,
     search_space,
     space_of,
@@ -47,6 +50,7 @@ from safetyrepro.estimation import next_configs
 
 REPO = Path(__file__).resolve().parents[1]
 SEEDS = 5
+ITEM_PENALTY = 0.01  # the item-level fit's ridge penalty per observation (statsmodels' alpha); not tuned
 
 
 @dataclass(frozen=True)
@@ -147,13 +151,40 @@ def replicate(scenario: Scenario, space: pd.DataFrame, items: int, share: float,
 AXES = ("template", "decoding", "shots", "scoring", "scorer")
 
 
-def real_grid(cells: pd.DataFrame, share: float, replicates: int) -> list[str]:
-    """Per benchmark: rho_flip's error and coverage over model pairs, and the quantiles' W1 error (model and configs
-    run alone), over `replicates` random draws of `share` of the configs."""
+def item_model_scores(rows: pd.DataFrame, space: pd.DataFrame, run: Sequence[str], penalty: float) -> pd.Series:
+    """A PromptEval-style point estimate (Maia Polo et al., 2024) of one model's score on every config of `space`:
+    logit P(correct) = intercept + axis-value effects + item effect, fitted by ridge-penalised logistic regression
+    (statsmodels GLM, `penalty` per observation) on the item rows (`rows`: config_id, item_id, correct) of the configs
+    `run`; a config's score is the mean over its items of the fitted probability, and a config run keeps its own."""
+    mine = rows[rows["config_id"].isin(run)]
+    items = sorted(rows["item_id"].unique())
+    configs = pd.get_dummies(space, dtype=float)
+    item_dummies = pd.get_dummies(pd.Categorical(mine["item_id"], categories=items), dtype=float).to_numpy()
+    x = np.hstack([np.ones((len(mine), 1)), configs.loc[mine["config_id"]].to_numpy(), item_dummies])
+    fit = sm.GLM(mine["correct"].astype(float).to_numpy(), x, family=sm.families.Binomial()).fit_regularized(
+        alpha=penalty, L1_wt=0.0
+    )
+    coefficients = np.asarray(fit.params)
+    n_config = configs.shape[1]
+    config_part = coefficients[0] + configs.to_numpy() @ coefficients[1 : 1 + n_config]
+    item_part = coefficients[1 + n_config :]
+    predicted = pd.Series(
+        (1 / (1 + np.exp(-(config_part[:, None] + item_part[None, :])))).mean(axis=1), index=space.index
+    )
+    observed = mine.groupby("config_id")["correct"].mean()
+    predicted[observed.index] = observed
+    return predicted
+
+
+def real_grid(cells: pd.DataFrame, share: float, replicates: int, items: pd.DataFrame | None = None) -> list[str]:
+    """Per benchmark: rho_flip's error and coverage over model pairs, and the quantiles' W1 error, over `replicates`
+    random draws of `share` of the configs: the grid model, the configs run alone, and with `items` (the grid's item
+    rows) a PromptEval-style item-level point estimate (`item_model_scores`) on the same configs. W1 of the grid
+    model is of its pooled draws, and of its posterior mean per config."""
     lines = [
-        "| benchmark | configs run | rho_flip error, model (median) | rho_flip error, configs run alone (median) | "
-        "rho_flip covered | W1, model / configs run alone (median) |",
-        "|---|---|---|---|---|---|",
+        "| benchmark | configs run | rho_flip error: model / run alone / item-level (median) | rho_flip covered | "
+        "W1: model draws / model mean / run alone / item-level (median) |",
+        "|---|---|---|---|---|",
     ]
     for benchmark, frame in cells.groupby("benchmark", sort=False):
         axes = [a for a in AXES if a in frame and frame[a].nunique() > 1]
@@ -165,10 +196,18 @@ def real_grid(cells: pd.DataFrame, share: float, replicates: int) -> list[str]:
             for a, b in itertools.combinations(grid.columns, 2)
         }
         n_run = max(2, round(share * len(space)))
-        errors, naive, covered, w1, w1_run = [], [], [], [], []
+        errors, naive, item_level, covered = [], [], [], []
+        w1 = {"draws": [], "mean": [], "run": [], "item-level": []}
         for seed in range(replicates):
             rng = np.random.default_rng(seed)
             run = rng.choice(space.index, size=n_run, replace=False)
+            fitted = {}
+            if items is not None:
+                mine = items[items["benchmark"] == benchmark]
+                steps = 1.0 / resolution[space.index].to_numpy()
+                for model in grid.columns:
+                    scores = item_model_scores(mine[mine["model"] == model], space, run, ITEM_PENALTY)
+                    fitted[model] = pd.Series(on_lattice(scores.to_numpy()[None, :], steps)[0], index=space.index)
             for (a, b), true in truth.items():
                 observed = grid.loc[run, [a, b]]
                 steps = lattice_steps(space, resolution, pd.concat([observed[a], observed[b]]))
@@ -176,13 +215,20 @@ def real_grid(cells: pd.DataFrame, share: float, replicates: int) -> list[str]:
                 errors.append(abs(estimate["rho_flip"] - true))
                 naive.append(abs(estimate["rho_flip_run"] - true))
                 covered.append(estimate["rho_flip_low"] - 1e-12 <= true <= estimate["rho_flip_high"] + 1e-12)
+                if fitted:
+                    item_level.append(abs(rho_flips((fitted[a] - fitted[b]).to_numpy()[None, :])[0] - true))
             for model in grid.columns:
-                filled = centred_draws(space, grid.loc[run, model], 200, rng).ravel()  # the draws pooled: their mixture
-                w1.append(wasserstein_distance(filled, grid[model]))
-                w1_run.append(wasserstein_distance(grid.loc[run, model], grid[model]))
+                drawn = centred_draws(space, grid.loc[run, model], 200, rng)
+                w1["draws"].append(wasserstein_distance(drawn.ravel(), grid[model]))  # the draws pooled: their mixture
+                w1["mean"].append(wasserstein_distance(drawn.mean(axis=0), grid[model]))
+                w1["run"].append(wasserstein_distance(grid.loc[run, model], grid[model]))
+                if fitted:
+                    w1["item-level"].append(wasserstein_distance(fitted[model], grid[model]))
+        item_error = f"{np.median(item_level):.3f}" if item_level else "-"
+        shown = " / ".join(f"{np.median(v):.4f}" if v else "-" for v in w1.values())
         lines.append(
-            f"| {benchmark} | {n_run} of {len(space)} | {np.median(errors):.3f} | {np.median(naive):.3f} | "
-            f"{np.mean(covered):.3f} | {np.median(w1):.4f} / {np.median(w1_run):.4f} |"
+            f"| {benchmark} | {n_run} of {len(space)} | {np.median(errors):.3f} / {np.median(naive):.3f} / "
+            f"{item_error} | {np.mean(covered):.3f} | {shown} |"
         )
         print(lines[-1], flush=True)
     return lines
@@ -276,6 +322,9 @@ def main() -> None:
     parser.add_argument("--out", help="also write the table here (Markdown)")
     parser.add_argument("--cells", help="a full grid's cells table: measure on it instead of synthetic grids")
     parser.add_argument(
+        "--item-rows", help="with --cells: the grid's items.parquet, for the item-level (PromptEval-style) fit"
+    )
+    parser.add_argument(
         "--held-out-axes",
         help="hold out each value of these axes (comma-separated) in turn and score the predicted P(A ahead) there "
         "(on --cells, or on --replicates synthetic grids a scenario)",
@@ -301,7 +350,8 @@ def main() -> None:
                 f.write("\n".join(lines) + "\n")
         return
     if args.cells:
-        lines = real_grid(pd.read_parquet(args.cells), args.share, args.replicates)
+        items = pd.read_parquet(args.item_rows) if args.item_rows else None
+        lines = real_grid(pd.read_parquet(args.cells), args.share, args.replicates, items)
         if args.out:
             with open(args.out, "w") as f:
                 f.write("\n".join(lines) + "\n")

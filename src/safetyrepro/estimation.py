@@ -229,14 +229,8 @@ def budget_summary(settings: Settings, last_rounds: Sequence[dict]) -> tuple[lis
     models = [m.name for m in settings.models]
     run = {r["benchmark"]: list(dict.fromkeys(row["config_id"] for row in r["observed"])) for r in last_rounds}
     cells = [(m, b, c) for m in models for b in settings.benchmarks for c in run[b]]
-    estimate = settings.estimate
-    rule = (
-        f"budget_share: {estimate.budget_share}"
-        if estimate.budget_share is not None
-        else f"budget_cells: {estimate.budget_cells}"
-    )
     budget = {
-        "rule": rule,
+        "rule": settings.estimate.budget,
         "cells_run": len(cells),
         "cells": len(settings.cells()),
         "benchmarks": {

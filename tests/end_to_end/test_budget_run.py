@@ -29,7 +29,7 @@ def test_a_budgeted_run_runs_its_rounds_cells_and_a_raised_budget_reuses_them(cl
     snakemake = [str(VENV_BIN / "snakemake"), "--cores", "2", "--configfile", "config.yaml"]
     done = run(clone, *snakemake)  # every target, as `make run` asks
     assert done.returncode == 0, done.stderr[-3000:]
-    assert "budget (budget_cells 12): at most 12 of the grid's 96 cells" in done.stderr
+    assert "budget (budget_cells: 12): at most 12 of the grid's 96 cells" in done.stderr
     results = clone / "results"
     first = cell_files(clone)
     rounds = [json.loads((results / "estimate" / "bbq" / f"round-{n}.json").read_text()) for n in range(3)]

@@ -221,7 +221,7 @@ def test_the_budget_section_of_estimation_md_plans_what_the_page_says(tmp_path):
     done = shell(f"safetyrepro check --plan --configfile {config}")
     assert done.returncode == 0, done.stderr
     assert (
-        "budget (budget_share 0.25): at most 153 of the grid's 612 cells, every model on at most truthfulqa 12, "
+        "budget (budget_share: 0.25): at most 153 of the grid's 612 cells, every model on at most truthfulqa 12, "
         "bbq 12, crows_pairs 3, toxigen 12, xstest 12 configs, chosen in rounds of 4" in done.stdout
     )
     assert "ok: 612 cells for 3 models (a budget: the rounds choose which run)" in done.stdout

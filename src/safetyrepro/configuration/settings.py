@@ -187,6 +187,13 @@ class EstimateSettings:
     target_width: float | None
     seed: int
 
+    @property
+    def budget(self) -> str:
+        """The budget as the config gives it: 'budget_share: 0.25' or 'budget_cells: 150'."""
+        return (
+            f"budget_share: {self.budget_share}" if self.budget_cells is None else f"budget_cells: {self.budget_cells}"
+        )
+
 
 @dataclass(frozen=True, kw_only=True)
 class AnalysisSettings:

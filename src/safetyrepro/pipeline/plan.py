@@ -60,18 +60,13 @@ def import_plan_lines(settings: Settings) -> list[str]:
 
 def budget_plan_line(settings: Settings) -> str:
     """What a budgeted run runs of its grid: the configs a benchmark at most, chosen in rounds."""
-    estimate = settings.estimate
-    rule = (
-        f"budget_share {estimate.budget_share}"
-        if estimate.budget_cells is None
-        else f"budget_cells {estimate.budget_cells}"
-    )
     most = {b: settings.budget_configs(b) for b in settings.benchmarks}
     cells = len(settings.models) * sum(most.values())
     return (
-        f"budget ({rule}): at most {cells} of the grid's {len(settings.cells())} cells, every model on at most "
+        f"budget ({settings.estimate.budget}): at most {cells} of the grid's {len(settings.cells())} cells, every "
+        "model on at most "
         + ", ".join(f"{b} {n}" for b, n in most.items())
-        + f" configs, chosen in rounds of {estimate.round_configs} (results/estimate.md fills in the rest)"
+        + f" configs, chosen in rounds of {settings.estimate.round_configs} (results/estimate.md fills in the rest)"
     )
 
 

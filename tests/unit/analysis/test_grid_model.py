@@ -151,11 +151,19 @@ def test_the_measurement_script_tables_every_scenario_and_a_real_grid(tmp_path, 
         .assign(n_items=100, n_seeds=1)
     )
     cells.to_parquet(tmp_path / "cells.parquet")
-    argv = ["--cells", str(tmp_path / "cells.parquet"), "--replicates", "2", "--out", str(tmp_path / "real.md")]
-    monkeypatch.setattr("sys.argv", ["measure_grid_model.py", *argv])
+    rng = np.random.default_rng(0)
+    items = cells.loc[cells.index.repeat(20), ["model", "benchmark", "config_id", "score"]]
+    items = items.assign(item_id=np.tile([f"i{k}" for k in range(20)], len(cells)))
+    items.assign(correct=rng.random(len(items)) < items["score"]).to_parquet(tmp_path / "items.parquet")
+    argv = ["--cells", str(tmp_path / "cells.parquet"), "--item-rows", str(tmp_path / "items.parquet")]
+    monkeypatch.setattr(
+        "sys.argv", ["measure_grid_model.py", *argv, "--replicates", "2", "--out", str(tmp_path / "r.md")]
+    )
     script.main()
-    (row,) = [line for line in (tmp_path / "real.md").read_text().splitlines() if line.startswith("| bbq")]
+    (row,) = [line for line in (tmp_path / "r.md").read_text().splitlines() if line.startswith("| bbq")]
     assert "| 12 of 48 |" in row
+    errors = [float(value) for value in row.split("|")[3].split("/")]  # model / configs run alone / item-level
+    assert len(errors) == 3 and all(0 <= e <= 0.5 for e in errors)
     # each template held out in turn: 12 configs each, one pair; the model's Brier score beside the baselines'
     argv = ["--cells", str(tmp_path / "cells.parquet"), "--held-out-axes", "template", "--out", str(tmp_path / "h.md")]
     monkeypatch.setattr("sys.argv", ["measure_grid_model.py", *argv])

@@ -258,7 +258,8 @@ def estimate_new_value(
     """How a pair's verdict carries to a value of `axis` never run (a new template, a new few-shot draw): the share
     of the new value's configs (those of the axis's value with the most configs, the axis set to the new value)
     where A scores above B, its posterior median and interval, and P(A ahead), P(B ahead) at one such config,
-    from the score differences of the configs run (config id -> d); `steps` (config id -> lattice step)."""
+    from the score differences of the configs run (config id -> d), and how many of the axis's values they take;
+    `steps` (config id -> lattice step)."""
     like = space[space[axis] == space[axis].value_counts().index[0]]
     new = like.assign(**{axis: NEW_VALUE}).set_axis([f"{c}@{NEW_VALUE}" for c in like.index])
     units = None if steps is None else steps.reindex(like.index).to_numpy(float)
@@ -266,7 +267,7 @@ def estimate_new_value(
     estimate, low, high = central((drawn > 0).mean(axis=1), level)
     return {
         "axis": axis,
-        "n_values": int(space[axis].nunique()),
+        "n_values": int(space.loc[difference.index, axis].nunique()),
         "share_a_ahead": estimate,
         "share_a_ahead_low": low,
         "share_a_ahead_high": high,

@@ -225,3 +225,11 @@ def test_new_values_are_estimated_for_the_sampled_axes_the_run_varied():
     assert table[["model_a", "model_b", "axis"]].values.tolist() == [["A", "B", "template"]]  # no shot_draw axis here
     one_template = cells_of(grid.loc[space.index[space["template"] == "T1"]])
     assert estimate_new_values(one_template, {"bbq": space}, {"bbq": ["template"]}, draws=200).empty
+
+
+def test_a_new_values_row_counts_the_axis_values_run_not_the_envelopes():
+    """estimate.md's column is "values run": two of the four templates ran, so it reads 2."""
+    space = paper_space()
+    run = space.index[space["template"].isin(["T1", "T2"])]
+    difference = pd.Series(0.1, index=run)
+    assert estimate_new_value(space, difference, "template", np.random.default_rng(0), draws=200)["n_values"] == 2

@@ -275,6 +275,12 @@ CASES += [
         "estimate.budget_share: 1.5 is greater than the maximum of 1",
     ),
     config_case(
+        "a budget of fewer cells than one config of each benchmark for every model",
+        {"estimate.budget_cells": 1},
+        "estimate.budget_cells: 1 is fewer than one config of every benchmark for every model (2 cells: 2 models x "
+        "1 benchmark): give at least 2",
+    ),
+    config_case(
         "a budget beside select_configs",
         {
             "estimate.budget_cells": 8,

@@ -216,12 +216,20 @@ def check_fewshot_pool(settings: Settings) -> None:
 
 
 def check_budget(settings: Settings) -> None:
-    """A budget (`estimate`) is a share or a count of cells, not both, and chooses the configs itself."""
+    """A budget (`estimate`) is a share or a count of cells, not both, a count of at least one config of every
+    benchmark for every model, and chooses the configs itself."""
     estimate = settings.estimate
     if estimate.budget_share is not None and estimate.budget_cells is not None:
         raise ConfigError(
             f"estimate: budget_share ({estimate.budget_share}) and budget_cells ({estimate.budget_cells}) both set: "
             "give one"
+        )
+    least = len(settings.models) * len(settings.benchmarks)  # a budget runs at least one config of each benchmark
+    if estimate.budget_cells is not None and estimate.budget_cells < least:
+        raise ConfigError(
+            f"estimate.budget_cells: {estimate.budget_cells} is fewer than one config of every benchmark for every "
+            f"model ({least} cells: {len(settings.models)} models x {len(settings.benchmarks)} benchmark"
+            f"{'s' if len(settings.benchmarks) > 1 else ''}): give at least {least}"
         )
     if settings.budgeted and settings.select_configs is not None:
         raise ConfigError(

@@ -281,6 +281,12 @@ CASES += [
         "1 benchmark): give at least 2",
     ),
     config_case(
+        "a budget beside partial_results",
+        {"estimate.budget_share": 0.25, "partial_results": True},
+        "estimate: a budget's rounds read every cell they chose, so partial_results cannot analyse the cells "
+        "finished so far: drop partial_results (or the budget)",
+    ),
+    config_case(
         "a budget beside select_configs",
         {
             "estimate.budget_cells": 8,

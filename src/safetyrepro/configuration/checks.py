@@ -217,7 +217,8 @@ def check_fewshot_pool(settings: Settings) -> None:
 
 def check_budget(settings: Settings) -> None:
     """A budget (`estimate`) is a share or a count of cells, not both, a count of at least one config of every
-    benchmark for every model, and chooses the configs itself."""
+    benchmark for every model, and chooses the configs itself, each of whose cells its next round reads (no
+    partial results)."""
     estimate = settings.estimate
     if estimate.budget_share is not None and estimate.budget_cells is not None:
         raise ConfigError(
@@ -230,6 +231,11 @@ def check_budget(settings: Settings) -> None:
             f"estimate.budget_cells: {estimate.budget_cells} is fewer than one config of every benchmark for every "
             f"model ({least} cells: {len(settings.models)} models x {len(settings.benchmarks)} benchmark"
             f"{'s' if len(settings.benchmarks) > 1 else ''}): give at least {least}"
+        )
+    if settings.budgeted and settings.partial_results:
+        raise ConfigError(
+            "estimate: a budget's rounds read every cell they chose, so partial_results cannot analyse the cells "
+            "finished so far: drop partial_results (or the budget)"
         )
     if settings.budgeted and settings.select_configs is not None:
         raise ConfigError(

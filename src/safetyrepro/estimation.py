@@ -205,10 +205,15 @@ def estimate_of_cells(
         )
     if cells.empty:
         raise ConfigError(f"--cells: {path} has no cells")
-    spaces, units = {}, {}
+    spaces, units, sampled = {}, {}, {}
+    envelope = settings.envelope
     for benchmark in dict.fromkeys(cells["benchmark"]):
-        configs = settings.envelope.configs(benchmark)
+        configs = envelope.configs(benchmark)
         spaces[benchmark] = space_of(configs)
+        sampled[benchmark] = {  # a few-shot draw changes nothing at 0 shots, an option order nothing on Yes/No items
+            axis: [c.config_id for c in configs if axis == "template" or envelope.acts(axis, c, benchmark)]
+            for axis in envelope.sampled_axes()
+        }
         mine = cells[cells["benchmark"] == benchmark]
         outside = sorted(set(mine["config_id"]) - set(spaces[benchmark].index))
         if outside:
@@ -217,7 +222,6 @@ def estimate_of_cells(
             )
         units[benchmark] = resolution(settings, configs, mine["n_items"])
     rho, quantiles = estimate_grid(cells, spaces, units, seed=seed)
-    sampled = dict.fromkeys(spaces, settings.envelope.sampled_axes())
     return rho, quantiles, estimate_new_values(cells, spaces, sampled, units, seed=seed)
 
 

@@ -14,7 +14,7 @@ from safetyrepro.analysis.grid_model import space_of
 from safetyrepro.benchmarks import DataError
 from safetyrepro.configuration.build import load_settings
 from safetyrepro.configuration.schema import ConfigError
-from safetyrepro.estimation import budget_summary, choose_configs, initial_design, round_record
+from safetyrepro.estimation import budget_summary, choose_configs, estimate_of_cells, initial_design, round_record
 
 MODELS = ("qwen2.5-7b-instruct", "mistral-7b-instruct-v0.3", "yi-1.5-9b-chat")  # config/paper.yaml's
 
@@ -159,3 +159,32 @@ def test_the_budget_a_run_carries_counts_its_cells_and_names_why_each_benchmark_
     }
     with pytest.raises(ConfigError, match="every benchmark"):
         budget_summary(settings, records[1:])
+
+
+def test_a_new_few_shot_draw_is_estimated_on_the_configs_it_changes(tmp_path):
+    """A few-shot draw changes nothing at 0 shots, where B leads A; with shots, A leads B on either draw. At a new
+    draw (which changes only the configs with shots) A is ahead on all of them."""
+    envelope = tmp_path / "envelope.yaml"
+    draw = {"first": {"tier": "core", "draw": "pool_order"}, "drawn": {"tier": "core", "draw": "shuffled", "seed": 1}}
+    envelope.write_text(
+        yaml.safe_dump(
+            {
+                "extends": str(REPO / "config" / "envelope.yaml"),
+                "axes": {"shot_draw": {"mechanism": "few_shot_draw", "default": "first", "values": draw}},
+            }
+        )
+    )
+    overlay = {"extends": str(REPO / "config" / "paper.yaml"), "envelope": str(envelope)}
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(overlay))
+    settings = load_settings(tmp_path / "config.yaml")
+    configs = settings.envelope.configs("truthfulqa")
+    rows = [
+        {"model": m, "benchmark": "truthfulqa", "config_id": c.config_id, "n_items": 10, "n_seeds": 1}
+        | {"score": 0.5 + (lead if m == MODELS[0] else 0.0)}
+        for c in configs
+        for m in MODELS[:2]
+        for lead in [-0.3 if c.shots == "0" else 0.2]
+    ]
+    _, _, new_values = estimate_of_cells(settings, pd.DataFrame(rows), 0, tmp_path / "cells.parquet")
+    (row,) = new_values[new_values["axis"] == "shot_draw"].itertuples()
+    assert row.n_values == 2 and row.share_a_ahead == 1.0 and row.p_a_ahead > 0.8  # at 0 shots too: 0.67, 0.59

@@ -254,20 +254,23 @@ def estimate_new_value(
     steps: pd.Series | None = None,
     draws: int = DRAWS,
     level: float = LEVEL,
+    acting: Sequence[str] | None = None,
 ) -> dict:
     """How a pair's verdict carries to a value of `axis` never run (a new template, a new few-shot draw): the share
-    of the new value's configs (those of the axis's value with the most configs, the axis set to the new value)
-    where A scores above B, its posterior median and interval, and P(A ahead), P(B ahead) at one such config,
-    from the score differences of the configs run (config id -> d), and how many of the axis's values they take;
-    `steps` (config id -> lattice step)."""
-    like = space[space[axis] == space[axis].value_counts().index[0]]
+    of the new value's configs (those of the axis's value with the most configs among `acting`, the configs where
+    the axis changes anything (all where None), the axis set to the new value) where A scores above B, its
+    posterior median and interval, and P(A ahead), P(B ahead) at one such config, from the score differences of
+    the configs run (config id -> d), and how many of the axis's values they take where it acts; `steps` (config
+    id -> lattice step)."""
+    acts = space if acting is None else space[space.index.isin(acting)]
+    like = acts[acts[axis] == acts[axis].value_counts().index[0]]
     new = like.assign(**{axis: NEW_VALUE}).set_axis([f"{c}@{NEW_VALUE}" for c in like.index])
     units = None if steps is None else steps.reindex(like.index).to_numpy(float)
     drawn = new_value_draws(space, difference, new, rng, units, draws=draws)
     estimate, low, high = central((drawn > 0).mean(axis=1), level)
     return {
         "axis": axis,
-        "n_values": int(space.loc[difference.index, axis].nunique()),
+        "n_values": int(acts.loc[acts.index.intersection(difference.index), axis].nunique()),
         "share_a_ahead": estimate,
         "share_a_ahead_low": low,
         "share_a_ahead_high": high,
@@ -325,14 +328,15 @@ def estimate_grid(
 def estimate_new_values(
     cells: pd.DataFrame,
     spaces: dict[str, pd.DataFrame],
-    axes: dict[str, list[str]],
+    axes: dict[str, dict[str, Sequence[str]]],
     resolutions: dict[str, pd.Series | None] | None = None,
     seed: int = 0,
     draws: int = DRAWS,
     level: float = LEVEL,
 ) -> pd.DataFrame:
-    """Per benchmark of `spaces`, every model pair and axis of `axes` (benchmark -> axes whose values are draws from a
-    population) with two values or more among the configs run: `estimate_new_value`, from the cells run."""
+    """Per benchmark of `spaces`, every model pair and axis of `axes` (benchmark -> each axis whose values are draws
+    from a population -> the configs where it changes anything) with two values or more among the configs run
+    where it acts: `estimate_new_value`, from the cells run."""
     rows = []
     for benchmark, space in spaces.items():
         matrix = score_matrix(cells, benchmark)
@@ -341,11 +345,12 @@ def estimate_new_values(
             pair = matrix[[model_a, model_b]].dropna()
             run = space.loc[pair.index]
             steps = lattice_steps(space, resolution, pd.concat([pair[model_a], pair[model_b]]))
-            for axis in axes.get(benchmark, []):
-                if axis not in space or run[axis].nunique() < 2:
+            for axis, acting in axes.get(benchmark, {}).items():
+                if axis not in space or run.loc[run.index.isin(acting), axis].nunique() < 2:
                     continue
                 rng = _generator(seed, benchmark, model_a, model_b, axis)
                 units = None if steps is None else pd.Series(steps, index=space.index)
-                estimate = estimate_new_value(space, pair[model_a] - pair[model_b], axis, rng, units, draws, level)
+                difference = pair[model_a] - pair[model_b]
+                estimate = estimate_new_value(space, difference, axis, rng, units, draws, level, acting)
                 rows.append({"benchmark": benchmark, "model_a": model_a, "model_b": model_b, **estimate})
     return pd.DataFrame(rows, columns=NEW_VALUE_COLUMNS)

@@ -220,11 +220,13 @@ def test_a_new_template_carries_a_verdict_as_far_as_the_templates_run_agree():
 def test_new_values_are_estimated_for_the_sampled_axes_the_run_varied():
     space = paper_space()
     grid = additive_grid(space, seed=3)
-    table = estimate_new_values(cells_of(grid), {"bbq": space}, {"bbq": ["template", "shot_draw"]}, draws=200)
+    table = estimate_new_values(
+        cells_of(grid), {"bbq": space}, {"bbq": {"template": space.index, "shot_draw": space.index}}, draws=200
+    )
     assert list(table.columns) == NEW_VALUE_COLUMNS
     assert table[["model_a", "model_b", "axis"]].values.tolist() == [["A", "B", "template"]]  # no shot_draw axis here
     one_template = cells_of(grid.loc[space.index[space["template"] == "T1"]])
-    assert estimate_new_values(one_template, {"bbq": space}, {"bbq": ["template"]}, draws=200).empty
+    assert estimate_new_values(one_template, {"bbq": space}, {"bbq": {"template": space.index}}, draws=200).empty
 
 
 def test_a_new_values_row_counts_the_axis_values_run_not_the_envelopes():

@@ -51,7 +51,7 @@ JOB_CODE: dict[str, tuple[str, ...]] = {
     "case_study": ("case_study",),
     "import": ("imports", "imports.record"),
     "audit": ("audit",),
-    "estimate": ("estimation",),
+    "estimate": ("estimation", "results.markdown"),
 }
 
 

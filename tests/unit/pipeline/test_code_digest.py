@@ -4,7 +4,7 @@ import textwrap
 
 import pytest
 
-from safetyrepro.pipeline.fingerprints import code_closure, code_digest
+from safetyrepro.pipeline.fingerprints import JOB_CODE, code_closure, code_digest
 
 # One closure, four ways: as written; f moved unchanged from a to b, and g from b to c (the imports follow, a
 # docstring added); f edited; f moved out of the closure.
@@ -78,3 +78,8 @@ def test_a_definition_moved_unchanged_within_the_closure_changes_nothing(digests
 def test_an_edit_or_a_definition_leaving_the_closure_changes_the_digest(digests):
     assert digests["edited"] != digests["written"]
     assert digests["moved_out"] != digests["written"]
+
+
+def test_the_estimate_jobs_code_covers_the_module_writing_estimate_md():
+    """estimate.md is rendered by results.markdown.estimate_markdown: an edit of it reruns the estimate job."""
+    assert "safetyrepro.results.markdown" in code_closure(*JOB_CODE["estimate"])

@@ -227,16 +227,25 @@ def estimate_of_cells(
 
 def budget_summary(settings: Settings, last_rounds: Sequence[dict]) -> tuple[list[tuple[str, str, str]], dict]:
     """A budgeted run's cells (model, benchmark, config_id) from each benchmark's last round record, and the budget
-    its tables carry: the cells run of the grid's, and per benchmark the configs run and why its rounds stopped."""
+    its tables carry: the cells run of the grid's, the cells run outside it (a chosen config that relabels its
+    twin's responses runs the twin's cells, chosen or not), and per benchmark the configs run and why its rounds
+    stopped."""
     if sorted(r["benchmark"] for r in last_rounds) != sorted(settings.benchmarks):
         raise ConfigError("--rounds: give the last round record of every benchmark of the run, once each")
     models = [m.name for m in settings.models]
     run = {r["benchmark"]: list(dict.fromkeys(row["config_id"] for row in r["observed"])) for r in last_rounds}
     cells = [(m, b, c) for m in models for b in settings.benchmarks for c in run[b]]
+    twins = {
+        (b, twin.config_id)
+        for b in settings.benchmarks
+        for c in settings.configs(b)
+        if c.config_id in run[b] and (twin := settings.envelope.generation_twin(c, b)) is not None
+    }
     budget = {
         "rule": settings.estimate.budget,
         "cells_run": len(cells),
         "cells": len(settings.cells()),
+        "twin_cells": len(models) * sum(twin not in run[b] for b, twin in twins),
         "benchmarks": {
             r["benchmark"]: {
                 "configs_run": len(run[r["benchmark"]]),

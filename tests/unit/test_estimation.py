@@ -15,6 +15,8 @@ from safetyrepro.benchmarks import DataError
 from safetyrepro.configuration.build import load_settings
 from safetyrepro.configuration.schema import ConfigError
 from safetyrepro.estimation import budget_summary, choose_configs, estimate_of_cells, initial_design, round_record
+from safetyrepro.pipeline.plan import budget_plan_line
+from safetyrepro.results.markdown import budget_line
 
 MODELS = ("qwen2.5-7b-instruct", "mistral-7b-instruct-v0.3", "yi-1.5-9b-chat")  # config/paper.yaml's
 
@@ -188,3 +190,36 @@ def test_a_new_few_shot_draw_is_estimated_on_the_configs_it_changes(tmp_path):
     _, _, new_values = estimate_of_cells(settings, pd.DataFrame(rows), 0, tmp_path / "cells.parquet")
     (row,) = new_values[new_values["axis"] == "shot_draw"].itertuples()
     assert row.n_values == 2 and row.share_a_ahead == 1.0 and row.p_a_ahead > 0.8  # at 0 shots too: 0.67, 0.59
+
+
+def test_the_budget_names_the_twin_cells_run_for_the_responses_its_rescored_configs_relabel(tmp_path):
+    """XSTest's rounds chose two configs relabelling T1-greedy-0shot-freeform's responses, not that config: its
+    cells run too (the rescored cells' input), outside the budget, and every table's first line says so."""
+    overlay = {
+        "extends": str(REPO / "config" / "paper.yaml"),
+        "envelope": str(REPO / "config" / "envelope_scorers.yaml"),
+    }
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(overlay | {"estimate": {"budget_share": 0.25}}))
+    settings = load_settings(tmp_path / "config.yaml")
+    rescored = ["T1-greedy-0shot-freeform-scorer=strmatch", "T1-greedy-0shot-freeform-scorer=learned"]
+    records = [
+        {
+            "benchmark": b,
+            "round": 1,
+            "envelope_configs": len(settings.configs(b)),
+            "observed": [{"config_id": c} for c in (rescored if b == "xstest" else [settings.configs(b)[0].config_id])],
+            "decision": {"configs": [], "stopped": "budget"},
+        }
+        for b in settings.benchmarks
+    ]
+    assert budget_plan_line(settings).endswith(
+        "; a chosen config that relabels its twin's responses (scorer axis) runs the twin's cells too, outside the "
+        "budget, where the rounds did not choose it"
+    )
+    assert "relabels" not in budget_plan_line(budgeted(tmp_path, budget_share=0.25))  # no scorer axis
+    cells, budget = budget_summary(settings, records)
+    assert len(cells) == budget["cells_run"] == 3 * (4 + 2) and budget["twin_cells"] == 3
+    assert budget_line(budget) == (
+        "Estimated from 18 of 828 cells (estimate: budget_share: 0.25; 3 more cells ran outside it, for the "
+        "responses its rescored configs relabel)"
+    )

@@ -15,6 +15,7 @@ if not IMPORTS:
             + finished_cell_paths("summary", schedule.PROBE)
         ),
         "code": code("aggregate"),
+        **({"budget": code("estimate")} if BUDGETED else {}),  # the budget its tables carry (estimation.budget_summary)
     }
 
     rule aggregate:

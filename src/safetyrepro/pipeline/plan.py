@@ -6,6 +6,7 @@ from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 from safetyrepro.backends import describe_batches
+from safetyrepro.pipeline.schedule import rescored_configs
 
 if TYPE_CHECKING:
     from safetyrepro.configuration.settings import Settings
@@ -62,11 +63,17 @@ def budget_plan_line(settings: Settings) -> str:
     """What a budgeted run runs of its grid: the configs a benchmark at most, chosen in rounds."""
     most = {b: settings.budget_configs(b) for b in settings.benchmarks}
     cells = len(settings.models) * sum(most.values())
+    twins = (
+        "; a chosen config that relabels its twin's responses (scorer axis) runs the twin's cells too, outside the "
+        "budget, where the rounds did not choose it"
+        if rescored_configs(settings)
+        else ""
+    )
     return (
         f"budget ({settings.estimate.budget}): at most {cells} of the grid's {len(settings.cells())} cells, every "
         "model on at most "
         + ", ".join(f"{b} {n}" for b, n in most.items())
-        + f" configs, chosen in rounds of {settings.estimate.round_configs} (results/estimate.md fills in the rest)"
+        + f" configs, chosen in rounds of {settings.estimate.round_configs} (results/estimate.md fills in the rest){twins}"
     )
 
 

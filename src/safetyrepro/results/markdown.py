@@ -296,8 +296,11 @@ def estimate_markdown(rho: pd.DataFrame, quantiles: pd.DataFrame, new_values: pd
 
 
 def budget_line(budget: dict) -> str:
-    """The sentence that opens a budgeted run's results: how many of the grid's cells ran, under what budget."""
-    return f"Estimated from {budget['cells_run']} of {budget['cells']} cells (estimate: {budget['rule']})"
+    """The sentence that opens a budgeted run's results: how many of the grid's cells ran, under what budget, and
+    how many more ran outside it for the responses its rescored configs relabel."""
+    twins = budget["twin_cells"]
+    outside = f"; {twins} more cells ran outside it, for the responses its rescored configs relabel" if twins else ""
+    return f"Estimated from {budget['cells_run']} of {budget['cells']} cells (estimate: {budget['rule']}{outside})"
 
 
 def budget_notice(budget: dict | None) -> str:

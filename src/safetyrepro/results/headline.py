@@ -22,7 +22,7 @@ import pandas as pd
 
 from safetyrepro.analysis.flips import flip_rate, minority_side, rho_flip_table, score_matrix, signs
 from safetyrepro.analysis.verdicts import parse_clean
-from safetyrepro.results.markdown import NO_REVERSAL, budget_line
+from safetyrepro.results.markdown import BUDGET_ESTIMATE, NO_REVERSAL, budget_line
 
 if TYPE_CHECKING:
     from safetyrepro.core.model_spec import ModelSpec
@@ -274,7 +274,8 @@ def headline_html(headline: Headline, missing_cells: Sequence[str] = (), budget:
     records = headline.rows.to_dict("records")
     budgeted = (
         f'<p id="headline-budget"><strong>{html.escape(budget_line(budget))}</strong>: this table is of the cells '
-        "run; rho_flip over the whole envelope, with 90% intervals, is in estimate.md and summary.md.</p>\n"
+        "run, half of them after the first round chosen where the verdicts were least sure, so its rho_flip is no "
+        f"fair estimate of the envelope's; {html.escape(BUDGET_ESTIMATE)} (summary.md opens on rho_flip's).</p>\n"
         if budget
         else ""
     )

@@ -303,14 +303,19 @@ def budget_line(budget: dict) -> str:
     return f"Estimated from {budget['cells_run']} of {budget['cells']} cells (estimate: {budget['rule']}{outside})"
 
 
+# where a budgeted run's tables send the reader (budget_notice, and the report's headline)
+BUDGET_ESTIMATE = "rho_flip and the score quantiles over the whole envelope, with 90% intervals, are in estimate.md"
+
+
 def budget_notice(budget: dict | None) -> str:
     """A note above a budgeted run's tables: they are of the cells run, and where the estimate over the whole
     envelope is (empty for a run of every cell)."""
     if budget is None:
         return ""
     return (
-        f"> **{budget_line(budget)}**: the tables below are of the cells run; rho_flip and the score quantiles "
-        "over the whole envelope, with intervals, are in estimate.md.\n\n"
+        f"> **{budget_line(budget)}**: the tables below are of the cells run, half of them after the first round "
+        f"chosen where the verdicts were least sure, so their rho_flip is no fair estimate of the envelope's; "
+        f"{BUDGET_ESTIMATE}.\n\n"
     )
 
 

@@ -186,6 +186,7 @@ def real_grid(cells: pd.DataFrame, share: float, replicates: int, items: pd.Data
         "W1: model draws / model mean / run alone / item-level (median) |",
         "|---|---|---|---|---|",
     ]
+    pooled: dict[str, list] = {"model": [], "run alone": [], "item-level": [], "covered": []}
     for benchmark, frame in cells.groupby("benchmark", sort=False):
         axes = [a for a in AXES if a in frame and frame[a].nunique() > 1]
         space = search_space(frame, axes)
@@ -231,6 +232,14 @@ def real_grid(cells: pd.DataFrame, share: float, replicates: int, items: pd.Data
             f"{item_error} | {np.mean(covered):.3f} | {shown} |"
         )
         print(lines[-1], flush=True)
+        for key, values in zip(pooled, (errors, naive, item_level, covered)):
+            pooled[key] += values
+    item_error = f"{np.median(pooled['item-level']):.3f}" if pooled["item-level"] else "-"
+    lines.append(
+        f"| all, pooled | | {np.median(pooled['model']):.3f} / {np.median(pooled['run alone']):.3f} / {item_error} | "
+        f"{np.mean(pooled['covered']):.3f} | |"
+    )
+    print(lines[-1], flush=True)
     return lines
 
 

@@ -223,3 +223,17 @@ def test_the_budget_names_the_twin_cells_run_for_the_responses_its_rescored_conf
         "Estimated from 18 of 828 cells (estimate: budget_share: 0.25; 3 more cells ran outside it, for the "
         "responses its rescored configs relabel)"
     )
+
+
+def test_a_config_of_imports_takes_the_estimate_defaults_and_refuses_a_budget_in_one_line(tmp_path):
+    """The effective config a run writes for its jobs holds the schema's defaults, `estimate` among them: a config of
+    imports must load from it, as its import job does; a budget in it is refused."""
+    source = {"imports": [{"kind": "table", "path": str(tmp_path / "scores.csv")}]}
+    (tmp_path / "scores.csv").write_text("model,benchmark,config_id,score\n")
+    effective = tmp_path / "effective.yaml"
+    effective.write_text(yaml.safe_dump(source | {"estimate": {"round_configs": 4, "seed": 0}}))
+    assert not load_settings(effective).budgeted
+    budget = tmp_path / "budget.yaml"
+    budget.write_text(yaml.safe_dump(source | {"estimate": {"budget_share": 0.5}}))
+    with pytest.raises(ConfigError, match=r"^estimate.budget_share: a config with `imports` analyses results produced"):
+        load_settings(budget)

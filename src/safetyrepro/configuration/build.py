@@ -397,13 +397,16 @@ RUN_SECTIONS = (
     "precision_probe",
     "case_study",
     "max_new_tokens_cap",
-    "estimate",
 )
 
 
 def _import_settings(raw: dict[str, Any], layers: tuple[str, ...]) -> Settings:
     """Settings of a config that analyses imported results (`imports`): no models, benchmarks or envelope."""
     present = [key for key in RUN_SECTIONS if raw.get(key) is not None]
+    estimate = raw.get("estimate")  # its defaults are no run section: the effective config of imports has them
+    present += [
+        f"estimate.{key}" for key in ("budget_share", "budget_cells") if isinstance(estimate, dict) and key in estimate
+    ]
     if present:
         raise ConfigError(
             f"{present[0]}: a config with `imports` analyses results produced elsewhere and runs no models; "

@@ -46,6 +46,7 @@ from safetyrepro.analysis.grid_model import (
     space_of,
 )
 from safetyrepro.configuration.build import load_settings
+from safetyrepro.core.axes import AXES
 from safetyrepro.estimation import next_configs
 
 REPO = Path(__file__).resolve().parents[1]
@@ -148,7 +149,11 @@ def replicate(scenario: Scenario, space: pd.DataFrame, items: int, share: float,
     return row
 
 
-AXES = ("template", "decoding", "shots", "scoring", "scorer")
+def axes_of(frame: pd.DataFrame) -> list[str]:
+    """The axes a cells table varies: the four every envelope has, and each declared axis, which a config id names
+    where it takes other than its default value (T1-greedy-3shot-freeform-option_order=reversed)."""
+    declared = [c for c in frame.columns if frame["config_id"].str.contains(f"-{c}=", regex=False).any()]
+    return [a for a in (*AXES, *declared) if a in frame and frame[a].nunique() > 1]
 
 
 def item_model_scores(rows: pd.DataFrame, space: pd.DataFrame, run: Sequence[str], penalty: float) -> pd.Series:
@@ -188,7 +193,7 @@ def real_grid(cells: pd.DataFrame, share: float, replicates: int, items: pd.Data
     ]
     pooled: dict[str, list] = {"model": [], "run alone": [], "item-level": [], "covered": []}
     for benchmark, frame in cells.groupby("benchmark", sort=False):
-        axes = [a for a in AXES if a in frame and frame[a].nunique() > 1]
+        axes = axes_of(frame)
         space = search_space(frame, axes)
         resolution = frame.drop_duplicates("config_id").set_index("config_id").eval("n_items * n_seeds")
         grid = score_matrix(frame, benchmark).loc[space.index]
@@ -250,7 +255,7 @@ def held_out_predictions(cells: pd.DataFrame, axes: list[str]) -> pd.DataFrame:
     the configs run where A is ahead."""
     rows = []
     for benchmark, frame in cells.groupby("benchmark", sort=False):
-        present = [a for a in AXES if a in frame and frame[a].nunique() > 1]
+        present = axes_of(frame)
         space = search_space(frame, present)
         resolution = frame.drop_duplicates("config_id").set_index("config_id").eval("n_items * n_seeds")
         grid = score_matrix(frame, benchmark).loc[space.index]

@@ -14,7 +14,6 @@ on the cells already run and goes on from the last.
 
 from __future__ import annotations
 
-import itertools
 import math
 import zlib
 from collections.abc import Sequence
@@ -30,8 +29,8 @@ from safetyrepro.analysis.grid_model import (
     centred_draws,
     estimate_grid,
     estimate_new_values,
-    lattice_steps,
     on_lattice,
+    pair_differences,
     rho_flips,
     space_of,
 )
@@ -81,15 +80,11 @@ def _pair_draws(
 ) -> dict[tuple[str, str], np.ndarray]:
     """Per model pair, posterior draws (draws x configs) of the score difference on every config of `space`, on
     the scores' lattice (`units`: `resolution`)."""
-    drawn = {}
-    for model_a, model_b in itertools.combinations(matrix.columns, 2):
-        pair = matrix[[model_a, model_b]].dropna()
-        if pair.empty:
-            continue
-        steps = lattice_steps(space, units, pd.concat([pair[model_a], pair[model_b]]))
-        difference = pair[model_a] - pair[model_b]
-        drawn[(model_a, model_b)] = on_lattice(centred_draws(space, difference, DRAWS, rng), steps, lowest=-1.0)
-    return drawn
+    return {
+        (model_a, model_b): on_lattice(centred_draws(space, difference, DRAWS, rng), steps, lowest=-1.0)
+        for model_a, model_b, difference, steps in pair_differences(matrix, space, units)
+        if not difference.empty
+    }
 
 
 def choose_configs(

@@ -26,7 +26,7 @@ from __future__ import annotations
 import itertools
 import math
 import zlib
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 import pandas as pd
@@ -176,6 +176,17 @@ def rho_flips(differences: np.ndarray) -> np.ndarray:
     return rho_of_signs(signs(pd.DataFrame(differences), 0.0).to_numpy())
 
 
+def pair_differences(
+    matrix: pd.DataFrame, space: pd.DataFrame, resolution: pd.Series | None
+) -> Iterator[tuple[str, str, pd.Series, np.ndarray | None]]:
+    """Every model pair of a score matrix (config id -> one column per model): A, B, A's score less B's on the
+    configs both ran, and the lattice steps over `space` of both models' scores run (their difference is on it)."""
+    for model_a, model_b in itertools.combinations(matrix.columns, 2):
+        pair = matrix[[model_a, model_b]].dropna()
+        steps = lattice_steps(space, resolution, pd.concat([pair[model_a], pair[model_b]]))
+        yield model_a, model_b, pair[model_a] - pair[model_b], steps
+
+
 def central(values: np.ndarray, level: float) -> tuple[float, float, float]:
     """(median, low, high) of draws: the central `level` share."""
     low, median, high = np.quantile(values, [(1 - level) / 2, 0.5, (1 + level) / 2], axis=0)
@@ -309,12 +320,7 @@ def estimate_grid(
                 quantile_rows.append(
                     {"benchmark": benchmark, "model": model, "n_run": len(scores), "n_configs": len(space), **row}
                 )
-        for model_a, model_b in itertools.combinations(matrix.columns, 2):
-            pair = matrix[[model_a, model_b]].dropna()
-            difference = pair[model_a] - pair[model_b]
-            steps = lattice_steps(
-                space, resolution, pd.concat([pair[model_a], pair[model_b]])
-            )  # so is their difference
+        for model_a, model_b, difference, steps in pair_differences(matrix, space, resolution):
             estimate = estimate_pair(
                 space, difference, _generator(seed, benchmark, model_a, model_b), steps, draws, level
             )
@@ -341,16 +347,13 @@ def estimate_new_values(
     for benchmark, space in spaces.items():
         matrix = score_matrix(cells, benchmark)
         resolution = (resolutions or {}).get(benchmark)
-        for model_a, model_b in itertools.combinations(matrix.columns, 2):
-            pair = matrix[[model_a, model_b]].dropna()
-            run = space.loc[pair.index]
-            steps = lattice_steps(space, resolution, pd.concat([pair[model_a], pair[model_b]]))
+        for model_a, model_b, difference, steps in pair_differences(matrix, space, resolution):
+            run = space.loc[difference.index]
+            units = None if steps is None else pd.Series(steps, index=space.index)
             for axis, acting in axes.get(benchmark, {}).items():
                 if axis not in space or run.loc[run.index.isin(acting), axis].nunique() < 2:
                     continue
                 rng = _generator(seed, benchmark, model_a, model_b, axis)
-                units = None if steps is None else pd.Series(steps, index=space.index)
-                difference = pair[model_a] - pair[model_b]
                 estimate = estimate_new_value(space, difference, axis, rng, units, draws, level, acting)
                 rows.append({"benchmark": benchmark, "model_a": model_a, "model_b": model_b, **estimate})
     return pd.DataFrame(rows, columns=NEW_VALUE_COLUMNS)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import math
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -33,16 +34,21 @@ from scipy.stats import wasserstein_distance
 
 from safetyrepro.analysis.flips import score_matrix
 from safetyrepro.analysis.grid_model import (
+    DRAWS,
+    LEVEL,
     NEW_VALUE,
     QUANTILES,
     centred_draws,
+    configs_to_settle,
     estimate_pair,
     estimate_quantiles,
     lattice_steps,
+    leads,
     new_value_draws,
     on_lattice,
     rho_flips,
     search_space,
+    settled,
     space_of,
 )
 from safetyrepro.configuration.build import load_settings
@@ -314,6 +320,54 @@ def calibration_lines(table: pd.DataFrame, group: str) -> list[str]:
     return lines
 
 
+def settle_replicate(scenario: Scenario, space: pd.DataFrame, items: int, share: float, seed: int) -> dict:
+    """One synthetic grid, `share` of its configs run at random: whether the verdict (who is ahead in more configs)
+    is settled, and if not, how many more configs `configs_to_settle` says would settle it; then that many more
+    configs of the grid, at random, and whether they did, and whether the verdict settled is the grid's."""
+    rng = np.random.default_rng(seed)
+    grid = draw_grid(scenario, space, items, rng)
+    resolution = pd.Series([items * (1 if d == "greedy" else SEEDS) for d in space["decoding"]], index=space.index)
+    order = rng.permutation(space.index)
+    run = list(order[: round(share * len(space))])
+    difference = (grid["A"] - grid["B"]).loc[run]
+    steps = lattice_steps(space, resolution, pd.concat([grid.loc[run, "A"], grid.loc[run, "B"]]))
+    shares = leads(on_lattice(centred_draws(space, difference, DRAWS, rng), steps, -1.0))
+    margin = float(np.sign((grid["A"] > grid["B"]).sum() - (grid["A"] < grid["B"]).sum()))
+    row = {"settled": settled(shares, LEVEL), "more": 0.0, "settled_after": math.nan, "right": math.nan}
+    if not row["settled"]:
+        row["more"] = configs_to_settle(space, difference, rng, steps)
+    if not math.isnan(row["more"]):
+        after = (grid["A"] - grid["B"]).loc[list(order[: len(run) + int(row["more"])])]
+        shares = leads(on_lattice(centred_draws(space, after, DRAWS, rng), steps, -1.0))
+        row["settled_after"] = settled(shares, LEVEL)
+        row["right"] = float(np.sign(shares[0] - shares[1])) == margin if row["settled_after"] else math.nan
+    return row
+
+
+def settle_lines(space: pd.DataFrame, items: int, share: float, replicates: int, first_seed: int) -> list[str]:
+    """The table of `settle_replicate` over every scenario."""
+    lines = [
+        f"{replicates} replicates a scenario, {round(share * len(space))} of {len(space)} configs run at random, "
+        f"seeds from {first_seed}.",
+        "",
+        "| scenario | verdict settled | not settled: more configs (median) | not even by every config | settled "
+        "after that many more (target 0.5 or more) | verdicts settled that are the grid's |",
+        "|---|---|---|---|---|---|",
+    ]
+    for scenario in SCENARIOS:
+        rows = pd.DataFrame(settle_replicate(scenario, space, items, share, first_seed + k) for k in range(replicates))
+        unsettled = rows[~rows["settled"]]
+        after = unsettled["settled_after"].dropna().astype(bool)
+        right = rows["right"].dropna().astype(bool)
+        lines.append(
+            f"| {scenario.name} | {rows['settled'].mean():.3f} | {unsettled['more'].median():.0f} | "
+            f"{unsettled['more'].isna().mean():.3f} | {after.mean():.3f} (of {len(after)}) | "
+            f"{right.mean():.3f} (of {len(right)}) |"
+        )
+        print(lines[-1], flush=True)
+    return lines
+
+
 def synthetic_cells(space: pd.DataFrame, items: int, replicates: int, first_seed: int) -> pd.DataFrame:
     """Every scenario's grids, `replicates` each, as one cells table: benchmark '<scenario> #<k>'."""
     frames = []
@@ -349,7 +403,18 @@ def main() -> None:
         default=0,
         help="choose the configs in rounds of this many, as a budgeted run does (default 0: at random)",
     )
+    parser.add_argument(
+        "--settle",
+        action="store_true",
+        help="measure how many more configs settle a verdict not settled (configs_to_settle) against the grid",
+    )
     args = parser.parse_args()
+    if args.settle:
+        lines = settle_lines(envelope(), args.items, args.share, args.replicates, args.first_seed)
+        if args.out:
+            with open(args.out, "w") as f:
+                f.write("\n".join(lines) + "\n")
+        return
     if args.held_out_axes:
         axes = args.held_out_axes.split(",")
         if args.cells:

@@ -33,6 +33,7 @@ from safetyrepro.analysis.grid_model import (
     pair_differences,
     rho_flips,
     space_of,
+    variance_components,
 )
 from safetyrepro.benchmarks import DataError
 from safetyrepro.configuration.schema import ConfigError
@@ -217,7 +218,8 @@ def estimate_of_cells(
             )
         units[benchmark] = resolution(settings, configs, mine["n_items"])
     rho, quantiles = estimate_grid(cells, spaces, units, seed=seed)
-    return rho, quantiles, estimate_new_values(cells, spaces, sampled, units, seed=seed)
+    new_values = estimate_new_values(cells, spaces, sampled, units, seed=seed)
+    return rho, quantiles, new_values, variance_components(cells, spaces, seed=seed)
 
 
 def budget_summary(settings: Settings, last_rounds: Sequence[dict]) -> tuple[list[tuple[str, str, str]], dict]:

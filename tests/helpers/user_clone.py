@@ -36,8 +36,12 @@ def make_clone(root: Path, data_dir: Path) -> Path:
     return root / "repo"
 
 
-def run(clone: Path, *command: str) -> subprocess.CompletedProcess:
-    """A command in the clone's root, with the venv's bin first on PATH and no data-dir override."""
+def user_env() -> dict[str, str]:
+    """A user's environment: the venv's bin first on PATH and no data-dir override."""
     env = {key: value for key, value in os.environ.items() if key != "SAFETYREPRO_DATA_DIR"}
-    env["PATH"] = f"{VENV_BIN}{os.pathsep}{env['PATH']}"
-    return subprocess.run(command, cwd=clone, capture_output=True, text=True, env=env, timeout=600)
+    return env | {"PATH": f"{VENV_BIN}{os.pathsep}{env['PATH']}"}
+
+
+def run(clone: Path, *command: str) -> subprocess.CompletedProcess:
+    """A command in the clone's root, in `user_env`."""
+    return subprocess.run(command, cwd=clone, capture_output=True, text=True, env=user_env(), timeout=600)

@@ -4,6 +4,8 @@ rounds. Their coverage on synthetic grids is measured by scripts/measure_grid_mo
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -182,12 +184,12 @@ def test_a_new_few_shot_draw_is_estimated_on_the_configs_it_changes(tmp_path):
     configs = settings.envelope.configs("truthfulqa")
     rows = [
         {"model": m, "benchmark": "truthfulqa", "config_id": c.config_id, "n_items": 10, "n_seeds": 1}
-        | {"score": 0.5 + (lead if m == MODELS[0] else 0.0)}
+        | {"score": (score := 0.5 + (lead if m == MODELS[0] else 0.0)), "seed_scores": json.dumps({"0": score})}
         for c in configs
         for m in MODELS[:2]
         for lead in [-0.3 if c.shots == "0" else 0.2]
     ]
-    _, _, new_values = estimate_of_cells(settings, pd.DataFrame(rows), 0, tmp_path / "cells.parquet")
+    _, _, new_values, _ = estimate_of_cells(settings, pd.DataFrame(rows), 0, tmp_path / "cells.parquet")
     (row,) = new_values[new_values["axis"] == "shot_draw"].itertuples()
     assert row.n_values == 2 and row.share_a_ahead == 1.0 and row.p_a_ahead > 0.8  # at 0 shots too: 0.67, 0.59
 

@@ -43,6 +43,7 @@ rule estimate:
         rho=f"{RESULTS}/estimate/rho_flip.parquet",
         quantiles=f"{RESULTS}/estimate/quantiles.parquet",
         new_values=f"{RESULTS}/estimate/new_values.parquet",
+        variance=f"{RESULTS}/estimate/variance.parquet",
         markdown=f"{RESULTS}/estimate.md",
         job_record=job_record(f"{RESULTS}/estimate/rho_flip.parquet"),
     params:
@@ -54,5 +55,6 @@ rule estimate:
     shell:
         "safetyrepro estimate-grid --configfile \"$SAFETYREPRO_RUN_CONFIG\" --cells {input.cells:q}"
         " --rho-out {output.rho:q} --quantiles-out {output.quantiles:q} --new-values-out {output.new_values:q}"
+        " --variance-out {output.variance:q}"
         " --markdown {output.markdown:q}"
         " {params.record} > {log:q} 2>&1"

@@ -24,6 +24,7 @@ uncentred, as its calibration was measured.
 from __future__ import annotations
 
 import itertools
+import json
 import math
 import zlib
 from collections.abc import Iterator, Sequence
@@ -43,6 +44,9 @@ EFFECT_VARIANCES = tuple(4.0**k for k in range(-2, 5))
 QUANTILES = (0.05, 0.25, 0.5, 0.75, 0.95)
 LEVEL = 0.90
 DRAWS = 2000
+# configs_to_settle: the posterior futures it draws, and the draws of each refit (a share near (1 + LEVEL) / 2 is
+# known to about 0.01 from 400)
+SETTLE_FUTURES, SETTLE_DRAWS = 40, 400
 RHO_ESTIMATE_COLUMNS = [
     "benchmark",
     "model_a",
@@ -53,6 +57,9 @@ RHO_ESTIMATE_COLUMNS = [
     "rho_flip_low",
     "rho_flip_high",
     "rho_flip_run",
+    "p_a_leads",
+    "p_b_leads",
+    "configs_to_settle",
 ]
 NEW_VALUE = "(new)"  # a value of an axis that no config ran (`new_value_draws`): no value can be named so
 NEW_VALUE_COLUMNS = [
@@ -67,6 +74,8 @@ NEW_VALUE_COLUMNS = [
     "p_a_ahead",
     "p_b_ahead",
 ]
+INTERACTIONS = "interactions"  # axis_variances: what the additive axes leave
+VARIANCE_COLUMNS = ["benchmark", "of", "n_run", "component", "variance", "low", "high"]
 QUANTILE_ESTIMATE_COLUMNS = ["benchmark", "model", "quantile", "n_run", "n_configs", "score", "low", "high", "run"]
 
 
@@ -118,6 +127,18 @@ def predictive_draws(
     value); run configs keep their observed value. With several `effect_variances` (g, the effects' variance over
     the residual's), g is drawn too, from its posterior under a uniform prior over the values given (Bayesian model
     averaging: the data say how large the axes' effects are)."""
+    x, run, y, fits, chosen = _fits(space, observed, draws, rng, effect_variances)
+    predicted = np.empty((draws, len(space)))
+    for rows, variance, effects in _parameter_draws(fits, chosen, rng):
+        noise = np.sqrt(variance)[:, None] * rng.standard_normal((len(rows), len(space)))
+        predicted[rows] = effects @ x.T + noise
+    predicted[:, run] = y
+    return predicted
+
+
+def _fits(space: pd.DataFrame, observed: pd.Series, draws: int, rng: np.random.Generator, effect_variances) -> tuple:
+    """The features, the configs run's rows, their values, the posterior at each g of `effect_variances`, and which
+    g each draw takes (drawn by the evidence with more than one)."""
     x = features(space)
     run = space.index.get_indexer(observed.index)
     if (run < 0).any():
@@ -125,23 +146,21 @@ def predictive_draws(
     x_run, y = x[run], observed.to_numpy(float)
     fits = [_posterior(x_run, y, g) for g in effect_variances]
     if len(fits) == 1:
-        chosen = np.zeros(draws, dtype=int)
-    else:
-        evidence = np.array([fit[4] for fit in fits])
-        weights = np.exp(evidence - evidence.max())
-        chosen = rng.choice(len(fits), size=draws, p=weights / weights.sum())
-    predicted = np.empty((draws, len(space)))
+        return x, run, y, fits, np.zeros(draws, dtype=int)
+    evidence = np.array([fit[4] for fit in fits])
+    weights = np.exp(evidence - evidence.max())
+    return x, run, y, fits, rng.choice(len(fits), size=draws, p=weights / weights.sum())
+
+
+def _parameter_draws(fits: list[tuple], chosen: np.ndarray, rng: np.random.Generator) -> Iterator[tuple]:
+    """Per g drawn: the draws' rows, sigma^2 ~ InvGamma(shape, rate) and the effects given sigma^2."""
     for k, (mean, covariance, shape, rate, _) in enumerate(fits):
         rows = np.flatnonzero(chosen == k)
         if not len(rows):
             continue
-        variance = rate / rng.gamma(shape, size=len(rows))  # sigma^2 ~ InvGamma(shape, rate)
+        variance = rate / rng.gamma(shape, size=len(rows))
         root = np.linalg.cholesky(covariance + 1e-12 * np.eye(len(covariance)))
-        effects = mean + np.sqrt(variance)[:, None] * (rng.standard_normal((len(rows), len(mean))) @ root.T)
-        noise = np.sqrt(variance)[:, None] * rng.standard_normal((len(rows), len(space)))
-        predicted[rows] = effects @ x.T + noise
-    predicted[:, run] = y
-    return predicted
+        yield rows, variance, mean + np.sqrt(variance)[:, None] * (rng.standard_normal((len(rows), len(mean))) @ root.T)
 
 
 def centred_draws(space: pd.DataFrame, observed: pd.Series, draws: int, rng: np.random.Generator) -> np.ndarray:
@@ -193,6 +212,52 @@ def central(values: np.ndarray, level: float) -> tuple[float, float, float]:
     return float(median), float(low), float(high)
 
 
+def leads(differences: np.ndarray) -> tuple[float, float]:
+    """The share of draws (rows of score differences, draws x configs) where A is ahead in more configs than B is
+    (A leads the envelope's verdict), and where B is."""
+    margin = (differences > 0).sum(axis=1) - (differences < 0).sum(axis=1)
+    return float((margin > 0).mean()), float((margin < 0).mean())
+
+
+def settled(shares: tuple[float, float], level: float) -> bool:
+    """Whether `leads`' shares settle which model leads: one does in a share (1 + level) / 2 of the draws or more
+    (the `level` interval of the margin excludes a tie)."""
+    return max(shares) >= (1 + level) / 2
+
+
+def configs_to_settle(
+    space: pd.DataFrame,
+    difference: pd.Series,
+    rng: np.random.Generator,
+    steps: np.ndarray | None = None,
+    level: float = LEVEL,
+    futures: int = SETTLE_FUTURES,
+    draws: int = SETTLE_DRAWS,
+) -> float:
+    """How many more configs, chosen at random among those not run, settle a pair's verdict (`settled`) in half
+    the futures or more: each future is a posterior draw of the configs not run, taken as their truth, and the
+    configs run then are fitted again. The least such number, by bisection, for a verdict not settled now; NaN where running every config does not (a tie over the envelope is as likely as not)."""
+    rest = np.flatnonzero(~space.index.isin(difference.index))
+    truths = on_lattice(centred_draws(space, difference, futures, rng), steps, lowest=-1.0)
+    orders = [rng.permutation(rest) for _ in range(futures)]
+
+    def settles(k: int) -> bool:
+        hits = 0
+        for truth, order in zip(truths, orders, strict=True):
+            added = pd.Series(truth[order[:k]], index=space.index[order[:k]])
+            drawn = on_lattice(centred_draws(space, pd.concat([difference, added]), draws, rng), steps, -1.0)
+            hits += settled(leads(drawn), level)
+        return hits >= futures / 2
+
+    low, high = 0, len(rest)
+    if not settles(high):
+        return math.nan
+    while high - low > 1:
+        middle = (low + high) // 2
+        low, high = (low, middle) if settles(middle) else (middle, high)
+    return float(high)
+
+
 def estimate_pair(
     space: pd.DataFrame,
     difference: pd.Series,
@@ -202,11 +267,13 @@ def estimate_pair(
     level: float = LEVEL,
 ) -> dict:
     """rho_flip over `space`'s configs from the score differences of the configs run (config id -> d), with its
-    interval, and rho_flip of the configs run alone (the naive estimate); all n/a (NaN) where no config ran."""
+    interval, and rho_flip of the configs run alone (the naive estimate); and the chance that A leads the
+    envelope's verdict (ahead in more configs), and that B does; all n/a (NaN) where no config ran."""
     if difference.empty:
-        return {"n_run": 0, "n_configs": len(space)} | dict.fromkeys(RHO_ESTIMATE_COLUMNS[5:], math.nan)
+        return {"n_run": 0, "n_configs": len(space)} | dict.fromkeys(RHO_ESTIMATE_COLUMNS[5:-1], math.nan)
     drawn = on_lattice(centred_draws(space, difference, draws, rng), steps, lowest=-1.0)
     estimate, low, high = central(rho_flips(drawn), level)
+    a_leads, b_leads = leads(drawn)
     return {
         "n_run": len(difference),
         "n_configs": len(space),
@@ -214,6 +281,8 @@ def estimate_pair(
         "rho_flip_low": low,
         "rho_flip_high": high,
         "rho_flip_run": float(rho_flips(difference.to_numpy(float)[None, :])[0]),
+        "p_a_leads": a_leads,
+        "p_b_leads": b_leads,
     }
 
 
@@ -237,6 +306,46 @@ def estimate_quantiles(
         estimate, low, high = central(values, level)
         rows.append({"quantile": q, "score": estimate, "low": low, "high": high, "run": float(naive)})
     return rows
+
+
+def effect_draws(space: pd.DataFrame, observed: pd.Series, draws: int, rng: np.random.Generator) -> tuple:
+    """Posterior draws of the effects (draws x features of `features(space)`) and of sigma^2 (draws), fitted as
+    `centred_draws` fits (over EFFECT_VARIANCES, on the values less their mean)."""
+    _, _, _, fits, chosen = _fits(space, observed - float(observed.mean()), draws, rng, EFFECT_VARIANCES)
+    effects, variance = np.empty((draws, len(fits[0][0]))), np.empty(draws)
+    for rows, sigma2, drawn in _parameter_draws(fits, chosen, rng):
+        effects[rows], variance[rows] = drawn, sigma2
+    return effects, variance
+
+
+def axis_variances(
+    space: pd.DataFrame, observed: pd.Series, rng: np.random.Generator, draws: int = DRAWS, level: float = LEVEL
+) -> list[dict]:
+    """How much each axis moves a value over `space`'s configs, from the values of the configs run (config id ->
+    value: a model's score, or a pair's difference, whose axis effects are the model-by-axis interactions): the
+    variance over the envelope's configs of the axis's effect, and sigma^2, the variance the axes leave (their
+    interactions), each the posterior median with its `level` interval."""
+    effects, sigma2 = effect_draws(space, observed, draws, rng)
+    rows, start = [], 1  # features: the intercept, then each axis's values in sorted order (get_dummies)
+    for axis in space.columns:
+        weights = space[axis].value_counts(normalize=True).sort_index().to_numpy()
+        block = effects[:, start : start + len(weights)]
+        start += len(weights)
+        variance = (block**2) @ weights - (block @ weights) ** 2
+        rows.append(dict(zip(("component", "variance", "low", "high"), (axis, *central(variance, level)))))
+    return [*rows, dict(zip(("component", "variance", "low", "high"), (INTERACTIONS, *central(sigma2, level))))]
+
+
+def sampling_variances(cells: pd.DataFrame) -> dict[str, float]:
+    """What a config's score owes to chance, averaged over cells (the cells table's score, n_items, n_seeds and
+    seed_scores): items, the binomial variance score (1 - score) / n_items of a share of n items; seeds, the
+    variance of the seeds' scores over n_seeds, on sampled cells (NaN without one)."""
+    items = cells["score"] * (1 - cells["score"]) / cells["n_items"]
+    sampled = cells[cells["n_seeds"] > 1]
+    seeds = [
+        np.var(list(json.loads(s).values()), ddof=1) / n for s, n in zip(sampled["seed_scores"], sampled["n_seeds"])
+    ]
+    return {"items": float(items.mean()), "seeds": float(np.mean(seeds)) if seeds else math.nan}
 
 
 def new_value_draws(
@@ -305,7 +414,8 @@ def estimate_grid(
     level: float = LEVEL,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Per benchmark of `spaces` (benchmark -> its envelope's configs: config id -> one column per axis), rho_flip
-    for every model pair and each model's score quantiles, from the cells run (`cells`: the cells table's
+    for every model pair, who leads its verdict and how many more configs would settle it, and each model's score
+    quantiles, from the cells run (`cells`: the cells table's
     columns model, benchmark, config_id, score); `resolutions` (benchmark -> config id -> items x seeds) puts the
     filled-in scores on the lattice of the scores run."""
     rho_rows, quantile_rows = [], []
@@ -321,10 +431,19 @@ def estimate_grid(
                     {"benchmark": benchmark, "model": model, "n_run": len(scores), "n_configs": len(space), **row}
                 )
         for model_a, model_b, difference, steps in pair_differences(matrix, space, resolution):
-            estimate = estimate_pair(
-                space, difference, _generator(seed, benchmark, model_a, model_b), steps, draws, level
+            rng = _generator(seed, benchmark, model_a, model_b)
+            estimate = estimate_pair(space, difference, rng, steps, draws, level)
+            shares = estimate["p_a_leads"], estimate["p_b_leads"]
+            more = (
+                math.nan
+                if difference.empty
+                else 0.0
+                if settled(shares, level)
+                else configs_to_settle(space, difference, rng, steps, level)
             )
-            rho_rows.append({"benchmark": benchmark, "model_a": model_a, "model_b": model_b, **estimate})
+            rho_rows.append(
+                {"benchmark": benchmark, "model_a": model_a, "model_b": model_b, **estimate, "configs_to_settle": more}
+            )
     return (
         pd.DataFrame(rho_rows, columns=RHO_ESTIMATE_COLUMNS),
         pd.DataFrame(quantile_rows, columns=QUANTILE_ESTIMATE_COLUMNS),
@@ -357,3 +476,29 @@ def estimate_new_values(
                 estimate = estimate_new_value(space, difference, axis, rng, units, draws, level, acting)
                 rows.append({"benchmark": benchmark, "model_a": model_a, "model_b": model_b, **estimate})
     return pd.DataFrame(rows, columns=NEW_VALUE_COLUMNS)
+
+
+def variance_components(
+    cells: pd.DataFrame, spaces: dict[str, pd.DataFrame], seed: int = 0, draws: int = DRAWS, level: float = LEVEL
+) -> pd.DataFrame:
+    """Per benchmark of `spaces`, for each model's score and each pair's difference ("A - B": the model-by-config
+    part), the variance each axis, their interactions, items and seeds give a config's value, from the cells run
+    (the cells table's model, benchmark, config_id, score, n_items, n_seeds, seed_scores): `axis_variances` and
+    `sampling_variances` (a pair's, both models' added: as if their item outcomes were independent)."""
+    rows = []
+    for benchmark, space in spaces.items():
+        mine = cells[cells["benchmark"] == benchmark].set_index("config_id")
+        matrix = score_matrix(cells, benchmark)
+        values = [(model, [model], matrix[model].dropna()) for model in matrix.columns]
+        values += [(f"{a} - {b}", [a, b], d) for a, b, d, _ in pair_differences(matrix, space, None)]
+        for of, models, observed in values:
+            if observed.empty:
+                continue
+            rng = _generator(seed, benchmark, "variance", *models)
+            chance = [sampling_variances(mine[mine["model"] == m].loc[observed.index]) for m in models]
+            parts = axis_variances(space, observed, rng, draws, level) + [
+                {"component": name, "variance": sum(c[name] for c in chance), "low": math.nan, "high": math.nan}
+                for name in ("items", "seeds")
+            ]
+            rows += [{"benchmark": benchmark, "of": of, "n_run": len(observed), **part} for part in parts]
+    return pd.DataFrame(rows, columns=VARIANCE_COLUMNS)

@@ -415,7 +415,7 @@ def cmd_estimate_round(args: argparse.Namespace) -> int:
     return 0
 
 
-@job("rho_out", "quantiles_out", "new_values_out", "markdown")
+@job("rho_out", "quantiles_out", "new_values_out", "variance_out", "markdown")
 def cmd_estimate_grid(args: argparse.Namespace) -> int:
     """rho_flip and the score quantiles over the envelope, estimated from the cells a budgeted run ran."""
     from safetyrepro.analysis.grid_model import LEVEL
@@ -425,11 +425,10 @@ def cmd_estimate_grid(args: argparse.Namespace) -> int:
 
     settings = load_settings(args.configfile)
     cells = read_parquet_checked(args.cells)
-    rho, quantiles, new_values = estimate_of_cells(settings, cells, settings.estimate.seed, Path(args.cells))
-    write_parquet(rho, Path(args.rho_out))
-    write_parquet(quantiles, Path(args.quantiles_out))
-    write_parquet(new_values, Path(args.new_values_out))
-    write_text(estimate_markdown(rho, quantiles, new_values, LEVEL), Path(args.markdown))
+    tables = estimate_of_cells(settings, cells, settings.estimate.seed, Path(args.cells))
+    for table, out in zip(tables, (args.rho_out, args.quantiles_out, args.new_values_out, args.variance_out)):
+        write_parquet(table, Path(out))
+    write_text(estimate_markdown(*tables, LEVEL), Path(args.markdown))
     return 0
 
 

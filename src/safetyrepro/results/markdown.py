@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pandas as pd
 
 from safetyrepro.analysis.flips import orderings_reached
@@ -239,25 +241,41 @@ def format_number(value, spec: str = ".3f") -> str:
     return "n/a" if value is None or pd.isna(value) else format(float(value), spec)
 
 
+def _verdict(row) -> tuple[str, str]:
+    """Who leads the envelope's verdict (ahead in more configs) and how sure, and whether it is settled or how
+    many more configs would settle it (grid_model.configs_to_settle)."""
+    if math.isnan(row.p_a_leads):
+        return "n/a", "n/a"
+    leader, chance = (row.model_a, row.p_a_leads) if row.p_a_leads >= row.p_b_leads else (row.model_b, row.p_b_leads)
+    verdict = "a tie" if chance == 0 else f"{leader} (P {format_number(chance)})"
+    more = row.configs_to_settle
+    return verdict, "settled" if more == 0 else "not even by every config" if math.isnan(more) else f"{more:.0f} more"
+
+
 def _rho_estimate_lines(pairs: pd.DataFrame, share: str) -> list[str]:
-    """A table of the pairs' estimated rho_flip, with intervals, beside the configs run alone."""
+    """A table of the pairs' estimated rho_flip, with intervals, beside the configs run alone, and who leads the
+    verdict over the envelope."""
     lines = [
-        f"| A | B | configs both ran | rho_flip | {share} interval | configs run alone |",
-        "|---|---|---|---|---|---|",
+        f"| A | B | configs both ran | rho_flip | {share} interval | configs run alone | ahead in more configs | "
+        "configs to settle it |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for row in pairs.itertuples():
+        verdict, more = _verdict(row)
         lines.append(
             f"| {row.model_a} | {row.model_b} | {row.n_run} | {format_number(row.rho_flip)} | "
             f"{format_number(row.rho_flip_low)} to {format_number(row.rho_flip_high)} | "
-            f"{format_number(row.rho_flip_run)} |"
+            f"{format_number(row.rho_flip_run)} | {verdict} | {more} |"
         )
     return [*lines, ""]
 
 
-def estimate_markdown(rho: pd.DataFrame, quantiles: pd.DataFrame, new_values: pd.DataFrame, level: float) -> str:
+def estimate_markdown(
+    rho: pd.DataFrame, quantiles: pd.DataFrame, new_values: pd.DataFrame, variance: pd.DataFrame, level: float
+) -> str:
     """The grid model's estimates (analysis/grid_model.py), a section a benchmark: how many configs ran, rho_flip of
     every pair and each model's score quantiles over the envelope, with intervals, beside the configs run alone;
-    and how each pair's verdict carries to a new value of each sampled axis."""
+    how each pair's verdict carries to a new value of each sampled axis; and what moves a config's score."""
     share = f"{round(100 * level)}%"
     lines = ["# Estimates over the envelope", ""]
     for benchmark, mine in quantiles.groupby("benchmark", sort=False):
@@ -292,7 +310,36 @@ def estimate_markdown(rho: pd.DataFrame, quantiles: pd.DataFrame, new_values: pd
                     f"{format_number(row.p_b_ahead)} |"
                 )
             lines.append("")
+        lines += _variance_lines(variance[variance["benchmark"] == benchmark], share)
     return "\n".join(lines)
+
+
+def _variance_lines(variance: pd.DataFrame, share: str) -> list[str]:
+    """The variance components of a benchmark's scores and differences, as standard deviations (score points)."""
+    if variance.empty:
+        return []
+    components = list(dict.fromkeys(variance["component"]))
+    lines = [
+        "What moves a config's score (standard deviation over the envelope, on the score's scale; median and "
+        f"{share} interval). Of a pair's difference A - B, an axis is the model-by-axis interaction and "
+        "interactions the model-by-config rest; items and seeds are the chance in one config's score from its "
+        "items and seeds (a pair's as if the two models' item outcomes were independent).",
+        "",
+        "| of | configs run | " + " | ".join(components) + " |",
+        "|---|---|" + "---|" * len(components),
+    ]
+    for of, rows in variance.groupby("of", sort=False):
+        cells = []
+        for row in rows.set_index("component").reindex(components).itertuples():
+            sd = format_number(math.sqrt(row.variance)) if row.variance >= 0 else "n/a"
+            interval = (
+                ""
+                if math.isnan(row.low)
+                else f" ({format_number(math.sqrt(row.low))}-{format_number(math.sqrt(row.high))})"
+            )
+            cells.append(sd + interval)
+        lines.append(f"| {of} | {int(rows['n_run'].iloc[0])} | " + " | ".join(cells) + " |")
+    return [*lines, ""]
 
 
 def budget_line(budget: dict) -> str:

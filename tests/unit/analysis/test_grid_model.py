@@ -15,14 +15,22 @@ from safetyrepro.analysis.grid_model import (
     QUANTILE_ESTIMATE_COLUMNS,
     QUANTILES,
     RHO_ESTIMATE_COLUMNS,
+    VARIANCE_COLUMNS,
+    axis_variances,
+    centred_draws,
+    configs_to_settle,
     estimate_grid,
     estimate_new_value,
     estimate_new_values,
     estimate_pair,
     lattice_steps,
+    leads,
     on_lattice,
     predictive_draws,
+    sampling_variances,
+    settled,
     space_of,
+    variance_components,
 )
 from safetyrepro.configuration.build import load_settings
 
@@ -235,3 +243,75 @@ def test_a_new_values_row_counts_the_axis_values_run_not_the_envelopes():
     run = space.index[space["template"].isin(["T1", "T2"])]
     difference = pd.Series(0.1, index=run)
     assert estimate_new_value(space, difference, "template", np.random.default_rng(0), draws=200)["n_values"] == 2
+
+
+def test_a_verdict_every_config_decides_is_settled_and_an_exact_tie_never_is():
+    space = paper_space()
+    grid = additive_grid(space, seed=2)
+    grid["B"] = grid["A"] - np.where(np.arange(48) < 30, 0.01, -0.01)  # A ahead in 30 configs of 48
+    (row,) = estimate_grid(cells_of(grid), {"bbq": space}, draws=200)[0].itertuples()
+    assert (row.p_a_leads, row.p_b_leads, row.configs_to_settle) == (1.0, 0.0, 0.0)
+    grid["B"] = grid["A"] - np.where(np.arange(48) < 24, 0.01, -0.01)  # 24 each way: a tie however many run
+    (row,) = estimate_grid(cells_of(grid), {"bbq": space}, draws=200)[0].itertuples()
+    assert (row.p_a_leads, row.p_b_leads) == (0.0, 0.0) and np.isnan(row.configs_to_settle)
+
+
+def test_a_verdict_left_open_by_a_few_configs_needs_some_of_the_rest_and_they_settle_it():
+    """A leads in two configs of three run: not settled; the count is more than none and at most the configs not
+    run; and on a grid drawn from the same posterior, that many more configs settle it about half the time."""
+    space = paper_space()
+    difference = pd.Series([0.02, 0.03, -0.01], index=space.index[[0, 17, 40]])
+    rng = np.random.default_rng(0)
+    more = configs_to_settle(space, difference, rng, futures=20, draws=200)
+    assert 0 < more <= 45
+    hits = 0
+    for seed in range(20):
+        truth = centred_draws(space, difference, 1, np.random.default_rng(100 + seed))[0]
+        added = np.random.default_rng(200 + seed).permutation(np.flatnonzero(~space.index.isin(difference.index)))
+        observed = pd.concat([difference, pd.Series(truth[added[: int(more)]], index=space.index[added[: int(more)]])])
+        hits += settled(leads(centred_draws(space, observed, 400, rng)), 0.9)
+    assert 6 <= hits <= 17  # a median (12 of 20 here); every config run would settle nearly all 20
+
+
+def test_axis_variances_give_each_axis_what_it_moves_and_the_rest_to_interactions():
+    """Scores that only the template moves (by +-0.1, every config run): the template's variance over the configs
+    is 0.01, the other axes' and the interactions' near 0."""
+    space = paper_space()
+    scores = 0.5 + space["template"].map({"T1": 0.1, "T2": -0.1, "T3": 0.1, "T4": -0.1})
+    rows = {row["component"]: row for row in axis_variances(space, scores, np.random.default_rng(0), draws=400)}
+    assert list(rows) == [*space.columns, "interactions"]
+    assert (
+        rows["template"]["low"] <= 0.01 <= rows["template"]["high"] and abs(rows["template"]["variance"] - 0.01) < 2e-3
+    )
+    assert all(rows[axis]["variance"] < 1e-3 for axis in space.columns if axis != "template")
+    assert rows["interactions"]["variance"] < 1e-3
+
+
+def test_sampling_variances_are_the_binomial_over_items_and_the_seeds_spread():
+    cells = pd.DataFrame(
+        {
+            "score": [0.5, 0.2, 0.4],
+            "n_items": [10, 10, 20],
+            "n_seeds": [1, 1, 2],
+            "seed_scores": ['{"0": 0.5}', '{"0": 0.2}', '{"0": 0.3, "1": 0.5}'],
+        }
+    )
+    chance = sampling_variances(cells)
+    assert chance["items"] == pytest.approx((0.025 + 0.016 + 0.012) / 3)
+    assert chance["seeds"] == pytest.approx(0.02 / 2)  # the sampled cell's seeds: variance 0.02 over 2 seeds
+    assert np.isnan(sampling_variances(cells.iloc[:2])["seeds"])
+
+
+def test_variance_components_cover_each_model_and_each_pair():
+    space = paper_space()
+    cells = cells_of(additive_grid(space, seed=3)).assign(n_items=100, n_seeds=1)
+    cells["seed_scores"] = [f'{{"0": {s}}}' for s in cells["score"]]
+    table = variance_components(cells, {"bbq": space}, draws=200)
+    assert list(table.columns) == VARIANCE_COLUMNS
+    assert list(dict.fromkeys(table["of"])) == ["A", "B", "A - B"]
+    assert table.groupby("of")["component"].apply(list).map(len).eq(len(space.columns) + 3).all()
+    pair = table[table["of"] == "A - B"].set_index("component")
+    mine = table[table["of"] == "A"].set_index("component")
+    theirs = table[table["of"] == "B"].set_index("component")
+    assert pair.at["items", "variance"] == pytest.approx(mine.at["items", "variance"] + theirs.at["items", "variance"])
+    assert np.isnan(pair.at["seeds", "variance"])

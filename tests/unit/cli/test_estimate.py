@@ -3,6 +3,7 @@ line for what it cannot read."""
 
 from __future__ import annotations
 
+import json
 import re
 
 import numpy as np
@@ -17,7 +18,7 @@ MODELS = ("qwen2.5-7b-instruct", "mistral-7b-instruct-v0.3", "yi-1.5-9b-chat")  
 
 def paper_cells(n_configs: int, seed: int = 0) -> pd.DataFrame:
     """Cells of the paper's three models on the first `n_configs` TruthfulQA configs: 10 items, a seed per greedy
-    config and five per sampled one, scores on that lattice."""
+    config and five per sampled one, each seed's score a multiple of 1/10 and the cell's their mean."""
     settings = load_settings("config/paper.yaml")
     configs = settings.envelope.configs("truthfulqa")[:n_configs]
     rng = np.random.default_rng(seed)
@@ -25,9 +26,10 @@ def paper_cells(n_configs: int, seed: int = 0) -> pd.DataFrame:
     for config in configs:
         seeds = len(settings.envelope.seeds_for(config))
         for model in MODELS:
-            score = rng.integers(0, 10 * seeds + 1) / (10 * seeds)
+            per_seed = {str(seed): rng.integers(0, 11) / 10 for seed in range(seeds)}
+            score = float(np.mean(list(per_seed.values())))
             rows.append({"model": model, "benchmark": "truthfulqa", "config_id": config.config_id, "score": score})
-            rows[-1].update(n_items=10, n_seeds=seeds)
+            rows[-1].update(n_items=10, n_seeds=seeds, seed_scores=json.dumps(per_seed))
     return pd.DataFrame(rows)
 
 

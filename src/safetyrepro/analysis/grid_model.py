@@ -236,7 +236,8 @@ def configs_to_settle(
 ) -> float:
     """How many more configs, chosen at random among those not run, settle a pair's verdict (`settled`) in half
     the futures or more: each future is a posterior draw of the configs not run, taken as their truth, and the
-    configs run then are fitted again. The least such number, by bisection, for a verdict not settled now; NaN where running every config does not (a tie over the envelope is as likely as not)."""
+    configs run then are fitted again. The least such number, by bisection, for a verdict not settled now; NaN
+    where running every config does not (a tie over the envelope is as likely as not)."""
     rest = np.flatnonzero(~space.index.isin(difference.index))
     truths = on_lattice(centred_draws(space, difference, futures, rng), steps, lowest=-1.0)
     orders = [rng.permutation(rest) for _ in range(futures)]

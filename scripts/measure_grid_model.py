@@ -322,47 +322,58 @@ def calibration_lines(table: pd.DataFrame, group: str) -> list[str]:
 
 def settle_replicate(scenario: Scenario, space: pd.DataFrame, items: int, share: float, seed: int) -> dict:
     """One synthetic grid, `share` of its configs run at random: whether the verdict (who is ahead in more configs)
-    is settled, and if not, how many more configs `configs_to_settle` says would settle it; then that many more
-    configs of the grid, at random, and whether they did, and whether the verdict settled is the grid's."""
+    is settled, and if not, how many more configs `configs_to_settle` says would settle it (median, 25th and 75th
+    percentiles); then, for each of the three, that many more of the grid's configs in a random order, and whether
+    they settled it; and whether a verdict settled is the grid's."""
     rng = np.random.default_rng(seed)
     grid = draw_grid(scenario, space, items, rng)
     resolution = pd.Series([items * (1 if d == "greedy" else SEEDS) for d in space["decoding"]], index=space.index)
-    order = rng.permutation(space.index)
-    run = list(order[: round(share * len(space))])
-    difference = (grid["A"] - grid["B"]).loc[run]
-    steps = lattice_steps(space, resolution, pd.concat([grid.loc[run, "A"], grid.loc[run, "B"]]))
-    shares = leads(on_lattice(centred_draws(space, difference, DRAWS, rng), steps, -1.0))
-    margin = float(np.sign((grid["A"] > grid["B"]).sum() - (grid["A"] < grid["B"]).sum()))
-    row = {"settled": settled(shares, LEVEL), "more": 0.0, "settled_after": math.nan, "right": math.nan}
-    if not row["settled"]:
-        row["more"] = configs_to_settle(space, difference, rng, steps)
-    if not math.isnan(row["more"]):
-        after = (grid["A"] - grid["B"]).loc[list(order[: len(run) + int(row["more"])])]
-        shares = leads(on_lattice(centred_draws(space, after, DRAWS, rng), steps, -1.0))
-        row["settled_after"] = settled(shares, LEVEL)
-        row["right"] = float(np.sign(shares[0] - shares[1])) == margin if row["settled_after"] else math.nan
+    order = list(rng.permutation(space.index))
+    n_run = round(share * len(space))
+    differences = grid["A"] - grid["B"]
+    steps = lattice_steps(space, resolution, pd.concat([grid.loc[order[:n_run], "A"], grid.loc[order[:n_run], "B"]]))
+    margin = np.sign((differences > 0).sum() - (differences < 0).sum())
+
+    def verdict(n: int) -> tuple[bool, bool]:
+        """Whether the first n configs settle the verdict, and whether it is then the grid's."""
+        shares = leads(on_lattice(centred_draws(space, differences.loc[order[:n]], DRAWS, rng), steps, -1.0))
+        return settled(shares, LEVEL), np.sign(shares[0] - shares[1]) == margin
+
+    now, right = verdict(n_run)
+    row = {"settled": now, "right": right if now else math.nan}
+    if not now:
+        counts = dict(
+            zip(("median", "low", "high"), configs_to_settle(space, differences.loc[order[:n_run]], rng, steps))
+        )
+        row |= {f"more_{name}": count for name, count in counts.items()}
+        for name, count in counts.items():
+            row[f"settled_{name}"], right = verdict(n_run + int(count)) if not math.isnan(count) else (math.nan, False)
+            if name == "median" and row[f"settled_{name}"] is True:
+                row["right"] = right
     return row
 
 
 def settle_lines(space: pd.DataFrame, items: int, share: float, replicates: int, first_seed: int) -> list[str]:
-    """The table of `settle_replicate` over every scenario."""
+    """The table of `settle_replicate` over every scenario (the layout of docs/estimation.md's)."""
+    seeds = f"{first_seed}-{first_seed + replicates - 1}"
     lines = [
-        f"{replicates} replicates a scenario, {round(share * len(space))} of {len(space)} configs run at random, "
-        f"seeds from {first_seed}.",
+        f"{replicates} replicates a scenario, {round(share * len(space))} of {len(space)} configs run at random.",
         "",
-        "| scenario | verdict settled | not settled: more configs (median) | not even by every config | settled "
-        "after that many more (target 0.5 or more) | verdicts settled that are the grid's |",
-        "|---|---|---|---|---|---|",
+        "| scenario | seeds | verdict settled from the configs run | not settled: more configs, median of the "
+        "medians (25th / 75th percentiles) | not even by every config | settled after the median / 25th / 75th "
+        "percentile's count | verdicts settled that are the grid's |",
+        "|---|---|---|---|---|---|---|",
     ]
     for scenario in SCENARIOS:
         rows = pd.DataFrame(settle_replicate(scenario, space, items, share, first_seed + k) for k in range(replicates))
         unsettled = rows[~rows["settled"]]
-        after = unsettled["settled_after"].dropna().astype(bool)
+        after = [unsettled[f"settled_{name}"].dropna().astype(bool).mean() for name in ("median", "low", "high")]
         right = rows["right"].dropna().astype(bool)
         lines.append(
-            f"| {scenario.name} | {rows['settled'].mean():.3f} | {unsettled['more'].median():.0f} | "
-            f"{unsettled['more'].isna().mean():.3f} | {after.mean():.3f} (of {len(after)}) | "
-            f"{right.mean():.3f} (of {len(right)}) |"
+            f"| {scenario.name} | {seeds} | {rows['settled'].mean():.3f} | {unsettled['more_median'].median():.0f} "
+            f"({unsettled['more_low'].median():.0f} / {unsettled['more_high'].median():.0f}) | "
+            f"{unsettled['more_median'].isna().mean():.3f} | {' / '.join(f'{a:.3f}' for a in after)} "
+            f"(of {len(unsettled)}) | {right.mean():.3f} (of {len(right)}) |"
         )
         print(lines[-1], flush=True)
     return lines

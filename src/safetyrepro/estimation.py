@@ -14,6 +14,7 @@ on the cells already run and goes on from the last.
 
 from __future__ import annotations
 
+import json
 import math
 import zlib
 from collections.abc import Sequence
@@ -40,6 +41,7 @@ from safetyrepro.configuration.schema import ConfigError
 from safetyrepro.configuration.settings import Settings
 from safetyrepro.core.config_id import Config
 from safetyrepro.results.aggregate import read_summary
+from safetyrepro.results.storage import read_parquet_checked
 
 STOPS = {
     "budget": "the budget is spent",
@@ -187,12 +189,47 @@ def round_record(settings: Settings, benchmark: str, n: int, previous: dict | No
     }
 
 
+ITEM_OUTCOME_COLUMNS = ["model", "benchmark", "config_id", "item_id", "correct"]
+
+
+def read_item_outcomes(path: Path) -> pd.DataFrame:
+    """A run's item rows (results/items.parquet), the columns the items variance component reads."""
+    rows = read_parquet_checked(path)
+    missing = [column for column in ITEM_OUTCOME_COLUMNS if column not in rows.columns]
+    if missing:
+        raise DataError(f"{path}: not a run's item rows (no column {', '.join(missing)})")
+    return rows[ITEM_OUTCOME_COLUMNS]
+
+
+def _check_cells(cells: pd.DataFrame, path: Path) -> None:
+    """A cells table the estimate can read: the cells table's columns, each cell of a whole number of items (1 or
+    more) and seed_scores a JSON object of seed -> score (one DataError naming the first cell that is not)."""
+    missing = [c for c in ("model", "benchmark", "config_id", "score", "n_items", "seed_scores") if c not in cells]
+    if missing:
+        raise DataError(f"{path}: not a run's cells table (no column {', '.join(missing)})")
+    for row in cells.itertuples():
+        where = f"{path}: cell {row.model}/{row.benchmark}/{row.config_id}"
+        if pd.isna(row.n_items) or row.n_items < 1 or row.n_items != int(row.n_items):
+            raise DataError(f"{where}: n_items is {row.n_items}, not a whole number of items (1 or more)")
+        try:
+            seeds = json.loads(row.seed_scores)
+        except (TypeError, ValueError):
+            seeds = None
+        if not (
+            isinstance(seeds, dict)
+            and seeds
+            and all(isinstance(v, int | float) and not isinstance(v, bool) for v in seeds.values())
+        ):
+            raise DataError(f"{where}: seed_scores is {row.seed_scores!r}, not a JSON object of seed -> score")
+
+
 def estimate_of_cells(
-    settings: Settings, cells: pd.DataFrame, seed: int, path: Path
-) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    """rho_flip of every pair, each model's score quantiles, and how each pair's verdict carries to a new value of
-    each axis whose values are draws from a population (a template, a few-shot draw), over the envelope of each
-    benchmark, from a cells table (read from `path`), with intervals (safetyrepro.analysis.grid_model)."""
+    settings: Settings, cells: pd.DataFrame, seed: int, path: Path, items: pd.DataFrame | None = None
+) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """rho_flip of every pair, each model's score quantiles, how each pair's verdict carries to a new value of each
+    axis whose values are draws from a population (a template, a few-shot draw), and the variance components, over
+    the envelope of each benchmark, from a cells table (read from `path`) and its item rows (`items`, or None),
+    with intervals (safetyrepro.analysis.grid_model)."""
     others = [b for b in dict.fromkeys(cells["benchmark"]) if b not in settings.benchmarks]
     if others:
         raise ConfigError(
@@ -201,6 +238,7 @@ def estimate_of_cells(
         )
     if cells.empty:
         raise ConfigError(f"--cells: {path} has no cells")
+    _check_cells(cells, path)
     spaces, units, sampled = {}, {}, {}
     envelope = settings.envelope
     for benchmark in dict.fromkeys(cells["benchmark"]):
@@ -219,7 +257,7 @@ def estimate_of_cells(
         units[benchmark] = resolution(settings, configs, mine["n_items"])
     rho, quantiles = estimate_grid(cells, spaces, units, seed=seed)
     new_values = estimate_new_values(cells, spaces, sampled, units, seed=seed)
-    return rho, quantiles, new_values, variance_components(cells, spaces, seed=seed)
+    return rho, quantiles, new_values, variance_components(cells, spaces, items, seed=seed)
 
 
 def budget_summary(settings: Settings, last_rounds: Sequence[dict]) -> tuple[list[tuple[str, str, str]], dict]:

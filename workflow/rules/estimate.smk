@@ -38,6 +38,7 @@ rule estimate:
     localrule: True
     input:
         cells=f"{RESULTS}/cells.parquet",
+        item_rows=f"{RESULTS}/items.parquet",
         outdated=outdated("estimate"),
     output:
         rho=f"{RESULTS}/estimate/rho_flip.parquet",
@@ -53,7 +54,7 @@ rule estimate:
     log:
         f"{RESULTS}/logs/estimate.log",
     shell:
-        "safetyrepro estimate-grid --configfile \"$SAFETYREPRO_RUN_CONFIG\" --cells {input.cells:q}"
+        "safetyrepro estimate-grid --configfile \"$SAFETYREPRO_RUN_CONFIG\" --cells {input.cells:q} --items {input.item_rows:q}"
         " --rho-out {output.rho:q} --quantiles-out {output.quantiles:q} --new-values-out {output.new_values:q}"
         " --variance-out {output.variance:q}"
         " --markdown {output.markdown:q}"

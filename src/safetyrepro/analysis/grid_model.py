@@ -46,7 +46,7 @@ LEVEL = 0.90
 DRAWS = 2000
 # configs_to_settle: the posterior futures it draws, and the draws of each refit (a share near (1 + LEVEL) / 2 is
 # known to about 0.01 from 400)
-SETTLE_FUTURES, SETTLE_DRAWS = 40, 400
+SETTLE_FUTURES, SETTLE_DRAWS = 100, 400
 RHO_ESTIMATE_COLUMNS = [
     "benchmark",
     "model_a",
@@ -60,6 +60,8 @@ RHO_ESTIMATE_COLUMNS = [
     "p_a_leads",
     "p_b_leads",
     "configs_to_settle",
+    "configs_to_settle_low",
+    "configs_to_settle_high",
 ]
 NEW_VALUE = "(new)"  # a value of an axis that no config ran (`new_value_draws`): no value can be named so
 NEW_VALUE_COLUMNS = [
@@ -233,30 +235,33 @@ def configs_to_settle(
     level: float = LEVEL,
     futures: int = SETTLE_FUTURES,
     draws: int = SETTLE_DRAWS,
-) -> float:
-    """How many more configs, chosen at random among those not run, settle a pair's verdict (`settled`) in half
-    the futures or more: each future is a posterior draw of the configs not run, taken as their truth, and the
-    configs run then are fitted again. The least such number, by bisection, for a verdict not settled now; NaN
-    where running every config does not (a tie over the envelope is as likely as not)."""
+) -> tuple[float, float, float]:
+    """How many more configs, chosen at random among those not run, settle a pair's verdict (`settled`) that is not
+    settled now: the median over `futures`, and the 25th and 75th percentiles. A future is a posterior draw of the
+    configs not run, taken as their truth, an order to run them in, and the random numbers of its fits; its count
+    is the least number of its configs that settles the verdict, by bisection (infinite where its truth is a tie:
+    then no number does). A percentile that falls on an infinite count is NaN."""
     rest = np.flatnonzero(~space.index.isin(difference.index))
     truths = on_lattice(centred_draws(space, difference, futures, rng), steps, lowest=-1.0)
-    orders = [rng.permutation(rest) for _ in range(futures)]
+    counts = []
+    orders, seeds = [rng.permutation(rest) for _ in truths], rng.integers(2**63, size=futures)
+    for truth, order, seed in zip(truths, orders, seeds, strict=True):
 
-    def settles(k: int) -> bool:
-        hits = 0
-        for truth, order in zip(truths, orders, strict=True):
-            added = pd.Series(truth[order[:k]], index=space.index[order[:k]])
-            drawn = on_lattice(centred_draws(space, pd.concat([difference, added]), draws, rng), steps, -1.0)
-            hits += settled(leads(drawn), level)
-        return hits >= futures / 2
+        def settles(k: int, truth=truth, order=order, seed=seed) -> bool:
+            observed = pd.concat([difference, pd.Series(truth[order[:k]], index=space.index[order[:k]])])
+            drawn = on_lattice(centred_draws(space, observed, draws, np.random.default_rng(seed)), steps, -1.0)
+            return settled(leads(drawn), level)
 
-    low, high = 0, len(rest)
-    if not settles(high):
-        return math.nan
-    while high - low > 1:
-        middle = (low + high) // 2
-        low, high = (low, middle) if settles(middle) else (middle, high)
-    return float(high)
+        if (truth > 0).sum() == (truth < 0).sum():  # every config run leaves a tie
+            counts.append(math.inf)
+            continue
+        low, high = 0, len(rest)
+        while high - low > 1:
+            middle = (low + high) // 2
+            low, high = (low, middle) if settles(middle) else (middle, high)
+        counts.append(high)
+    quartiles = np.quantile(counts, [0.5, 0.25, 0.75], method="inverted_cdf")
+    return tuple(float(q) if np.isfinite(q) else math.nan for q in quartiles)
 
 
 def estimate_pair(
@@ -271,7 +276,9 @@ def estimate_pair(
     interval, and rho_flip of the configs run alone (the naive estimate); and the chance that A leads the
     envelope's verdict (ahead in more configs), and that B does; all n/a (NaN) where no config ran."""
     if difference.empty:
-        return {"n_run": 0, "n_configs": len(space)} | dict.fromkeys(RHO_ESTIMATE_COLUMNS[5:-1], math.nan)
+        return {"n_run": 0, "n_configs": len(space)} | dict.fromkeys(
+            ["rho_flip", "rho_flip_low", "rho_flip_high", "rho_flip_run", "p_a_leads", "p_b_leads"], math.nan
+        )
     drawn = on_lattice(centred_draws(space, difference, draws, rng), steps, lowest=-1.0)
     estimate, low, high = central(rho_flips(drawn), level)
     a_leads, b_leads = leads(drawn)
@@ -325,28 +332,54 @@ def axis_variances(
     """How much each axis moves a value over `space`'s configs, from the values of the configs run (config id ->
     value: a model's score, or a pair's difference, whose axis effects are the model-by-axis interactions): the
     variance over the envelope's configs of the axis's effect, and sigma^2, the variance the axes leave (their
-    interactions), each the posterior median with its `level` interval."""
-    effects, sigma2 = effect_draws(space, observed, draws, rng)
+    interactions), each the posterior median with its `level` interval. An axis the configs run take one value of
+    is n/a (NaN): only the prior would speak for it. With every config run, the least-squares split of the
+    envelope's values, exact."""
+    if len(observed) == len(space):
+        x, y = features(space), observed.reindex(space.index).to_numpy(float)
+        fit = np.linalg.lstsq(x, y, rcond=None)[0]
+        effects, sigma2 = fit[None, :], np.array([np.mean((y - x @ fit) ** 2)])
+    else:
+        effects, sigma2 = effect_draws(space, observed, draws, rng)
+    keys = ("component", "variance", "low", "high")
     rows, start = [], 1  # features: the intercept, then each axis's values in sorted order (get_dummies)
     for axis in space.columns:
         weights = space[axis].value_counts(normalize=True).sort_index().to_numpy()
         block = effects[:, start : start + len(weights)]
         start += len(weights)
-        variance = (block**2) @ weights - (block @ weights) ** 2
-        rows.append(dict(zip(("component", "variance", "low", "high"), (axis, *central(variance, level)))))
-    return [*rows, dict(zip(("component", "variance", "low", "high"), (INTERACTIONS, *central(sigma2, level))))]
+        if space.loc[observed.index, axis].nunique() < 2:
+            rows.append(dict(zip(keys, (axis, math.nan, math.nan, math.nan))))
+            continue
+        variance = ((block - (block @ weights)[:, None]) ** 2) @ weights
+        rows.append(dict(zip(keys, (axis, *central(variance, level)))))
+    return [*rows, dict(zip(keys, (INTERACTIONS, *central(sigma2, level))))]
 
 
-def sampling_variances(cells: pd.DataFrame) -> dict[str, float]:
-    """What a config's score owes to chance, averaged over cells (the cells table's score, n_items, n_seeds and
-    seed_scores): items, the binomial variance score (1 - score) / n_items of a share of n items; seeds, the
-    variance of the seeds' scores over n_seeds, on sampled cells (NaN without one)."""
-    items = cells["score"] * (1 - cells["score"]) / cells["n_items"]
-    sampled = cells[cells["n_seeds"] > 1]
-    seeds = [
-        np.var(list(json.loads(s).values()), ddof=1) / n for s, n in zip(sampled["seed_scores"], sampled["n_seeds"])
-    ]
-    return {"items": float(items.mean()), "seeds": float(np.mean(seeds)) if seeds else math.nan}
+def sampling_variances(
+    weights: dict[str, float], configs: Sequence[str], cells: pd.DataFrame, items: pd.DataFrame | None
+) -> dict[str, float]:
+    """What chance gives a config's value, averaged over `configs`: the value is the sum of `weights` (model ->
+    weight: {A: 1} for a model's score, {A: 1, B: -1} for a pair's difference) times the models' scores, paired
+    item by item and seed by seed. items: the variance over the config's items of an item's value (each model's
+    outcome at it, averaged over seeds) over their number, how far another draw of as many items would move the
+    value (NaN without item rows: `items`, with model, config_id, item_id and correct); seeds: the variance over
+    seeds of a seed's value over their number, on configs of two seeds or more (NaN with none), from `cells`
+    (indexed by model and config_id, with seed_scores)."""
+    seeds = []
+    for config in configs:
+        per_model = [json.loads(cells.at[(model, config), "seed_scores"]) for model in weights]
+        shared = sorted(set.intersection(*map(set, per_model)))
+        if len(shared) > 1:
+            values = [sum(w * scores[s] for w, scores in zip(weights.values(), per_model)) for s in shared]
+            seeds.append(np.var(values, ddof=1) / len(shared))
+    chance = {"items": math.nan, "seeds": float(np.mean(seeds)) if seeds else math.nan}
+    if items is not None:
+        mine = items[items["model"].isin(list(weights)) & items["config_id"].isin(configs)]
+        outcomes = mine.groupby(["config_id", "item_id", "model"])["correct"].mean().unstack("model")
+        value = sum(w * outcomes[model] for model, w in weights.items()).dropna()
+        per_config = [np.var(v, ddof=1) / len(v) for _, v in value.groupby(level="config_id") if len(v) > 1]
+        chance["items"] = float(np.mean(per_config)) if per_config else math.nan
+    return chance
 
 
 def new_value_draws(
@@ -436,15 +469,14 @@ def estimate_grid(
             estimate = estimate_pair(space, difference, rng, steps, draws, level)
             shares = estimate["p_a_leads"], estimate["p_b_leads"]
             more = (
-                math.nan
+                (math.nan,) * 3
                 if difference.empty
-                else 0.0
+                else (0.0,) * 3
                 if settled(shares, level)
                 else configs_to_settle(space, difference, rng, steps, level)
             )
-            rho_rows.append(
-                {"benchmark": benchmark, "model_a": model_a, "model_b": model_b, **estimate, "configs_to_settle": more}
-            )
+            settle = dict(zip(RHO_ESTIMATE_COLUMNS[-3:], more, strict=True))
+            rho_rows.append({"benchmark": benchmark, "model_a": model_a, "model_b": model_b, **estimate, **settle})
     return (
         pd.DataFrame(rho_rows, columns=RHO_ESTIMATE_COLUMNS),
         pd.DataFrame(quantile_rows, columns=QUANTILE_ESTIMATE_COLUMNS),
@@ -480,26 +512,33 @@ def estimate_new_values(
 
 
 def variance_components(
-    cells: pd.DataFrame, spaces: dict[str, pd.DataFrame], seed: int = 0, draws: int = DRAWS, level: float = LEVEL
+    cells: pd.DataFrame,
+    spaces: dict[str, pd.DataFrame],
+    items: pd.DataFrame | None = None,
+    seed: int = 0,
+    draws: int = DRAWS,
+    level: float = LEVEL,
 ) -> pd.DataFrame:
     """Per benchmark of `spaces`, for each model's score and each pair's difference ("A - B": the model-by-config
     part), the variance each axis, their interactions, items and seeds give a config's value, from the cells run
-    (the cells table's model, benchmark, config_id, score, n_items, n_seeds, seed_scores): `axis_variances` and
-    `sampling_variances` (a pair's, both models' added: as if their item outcomes were independent)."""
+    (the cells table's model, benchmark, config_id, score, seed_scores) and their item rows (`items`: model,
+    benchmark, config_id, item_id, correct; without them, items are n/a): `axis_variances` and
+    `sampling_variances`."""
     rows = []
     for benchmark, space in spaces.items():
-        mine = cells[cells["benchmark"] == benchmark].set_index("config_id")
+        mine = cells[cells["benchmark"] == benchmark].set_index(["model", "config_id"])
+        rows_of = None if items is None else items[items["benchmark"] == benchmark]
         matrix = score_matrix(cells, benchmark)
-        values = [(model, [model], matrix[model].dropna()) for model in matrix.columns]
-        values += [(f"{a} - {b}", [a, b], d) for a, b, d, _ in pair_differences(matrix, space, None)]
-        for of, models, observed in values:
+        values = [(model, {model: 1.0}, matrix[model].dropna()) for model in matrix.columns]
+        values += [(f"{a} - {b}", {a: 1.0, b: -1.0}, d) for a, b, d, _ in pair_differences(matrix, space, None)]
+        for of, weights, observed in values:
             if observed.empty:
                 continue
-            rng = _generator(seed, benchmark, "variance", *models)
-            chance = [sampling_variances(mine[mine["model"] == m].loc[observed.index]) for m in models]
+            rng = _generator(seed, benchmark, "(variance)", *weights)  # no model has this name
+            chance = sampling_variances(weights, list(observed.index), mine, rows_of)
             parts = axis_variances(space, observed, rng, draws, level) + [
-                {"component": name, "variance": sum(c[name] for c in chance), "low": math.nan, "high": math.nan}
-                for name in ("items", "seeds")
+                {"component": name, "variance": variance, "low": math.nan, "high": math.nan}
+                for name, variance in chance.items()
             ]
             rows += [{"benchmark": benchmark, "of": of, "n_run": len(observed), **part} for part in parts]
     return pd.DataFrame(rows, columns=VARIANCE_COLUMNS)

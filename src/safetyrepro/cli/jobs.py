@@ -147,7 +147,7 @@ def add_commands(commands) -> None:
         "estimate-grid",
         cmd_estimate_grid,
         "rho_flip and score quantiles over the envelope from a budgeted run's cells (the workflow's estimate job)",
-        ("configfile", "cells", "rho-out", "quantiles-out", "new-values-out", "variance-out", "markdown"),
+        ("configfile", "cells", "items", "rho-out", "quantiles-out", "new-values-out", "variance-out", "markdown"),
     )
     step = add_command(
         commands,

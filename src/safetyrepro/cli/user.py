@@ -186,7 +186,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
 def cmd_estimate(args: argparse.Namespace) -> int:
     """rho_flip and the score quantiles over the envelope's configs, from the cells a run has (docs/estimation.md)."""
     from safetyrepro.analysis.grid_model import LEVEL
-    from safetyrepro.estimation import estimate_of_cells
+    from safetyrepro.estimation import estimate_of_cells, read_item_outcomes
     from safetyrepro.results.markdown import estimate_markdown
     from safetyrepro.results.storage import read_parquet_checked
 
@@ -201,7 +201,11 @@ def cmd_estimate(args: argparse.Namespace) -> int:
     cells_path = Path(args.cells) if args.cells else settings.results_dir / "cells.parquet"
     if not cells_path.is_file():
         raise ConfigError(f"--cells: no cells table at {cells_path} (run the workflow up to results/cells.parquet)")
-    tables = estimate_of_cells(settings, read_parquet_checked(cells_path), args.seed, cells_path)
+    items_path = Path(args.items) if args.items else cells_path.parent / "items.parquet"
+    if args.items and not items_path.is_file():
+        raise ConfigError(f"--items: no item rows at {items_path}")
+    items = read_item_outcomes(items_path) if items_path.is_file() else None
+    tables = estimate_of_cells(settings, read_parquet_checked(cells_path), args.seed, cells_path, items)
     print(estimate_markdown(*tables, LEVEL), end="")
     return 0
 
@@ -359,6 +363,11 @@ def add_commands(commands) -> None:
     )
     estimate.add_argument("--configfile", help=CONFIG_HELP)
     estimate.add_argument("--cells", help="the run's cells table (default: <results_dir>/cells.parquet)")
+    estimate.add_argument(
+        "--items",
+        help="the run's item rows, for the items variance component (default: items.parquet beside the cells table; "
+        "without it the component is n/a)",
+    )
     estimate.add_argument("--seed", type=int, default=0, help="the posterior draws' seed (default 0)")
 
     study = add_command(

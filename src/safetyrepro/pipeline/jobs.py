@@ -419,13 +419,14 @@ def cmd_estimate_round(args: argparse.Namespace) -> int:
 def cmd_estimate_grid(args: argparse.Namespace) -> int:
     """rho_flip and the score quantiles over the envelope, estimated from the cells a budgeted run ran."""
     from safetyrepro.analysis.grid_model import LEVEL
-    from safetyrepro.estimation import estimate_of_cells
+    from safetyrepro.estimation import estimate_of_cells, read_item_outcomes
     from safetyrepro.results.markdown import estimate_markdown
     from safetyrepro.results.storage import read_parquet_checked, write_parquet, write_text
 
     settings = load_settings(args.configfile)
     cells = read_parquet_checked(args.cells)
-    tables = estimate_of_cells(settings, cells, settings.estimate.seed, Path(args.cells))
+    items = read_item_outcomes(Path(args.items))
+    tables = estimate_of_cells(settings, cells, settings.estimate.seed, Path(args.cells), items)
     for table, out in zip(tables, (args.rho_out, args.quantiles_out, args.new_values_out, args.variance_out)):
         write_parquet(table, Path(out))
     write_text(estimate_markdown(*tables, LEVEL), Path(args.markdown))

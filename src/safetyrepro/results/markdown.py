@@ -242,14 +242,20 @@ def format_number(value, spec: str = ".3f") -> str:
 
 
 def _verdict(row) -> tuple[str, str]:
-    """Who leads the envelope's verdict (ahead in more configs) and how sure, and whether it is settled or how
-    many more configs would settle it (grid_model.configs_to_settle)."""
+    """What the envelope's verdict (who is ahead in more configs) likeliest is, a model or a tie, and its chance;
+    and whether it is settled, or how many more configs would settle it (grid_model.configs_to_settle: the median,
+    and the middle half of the futures)."""
     if math.isnan(row.p_a_leads):
         return "n/a", "n/a"
-    leader, chance = (row.model_a, row.p_a_leads) if row.p_a_leads >= row.p_b_leads else (row.model_b, row.p_b_leads)
-    verdict = "a tie" if chance == 0 else f"{leader} (P {format_number(chance)})"
-    more = row.configs_to_settle
-    return verdict, "settled" if more == 0 else "not even by every config" if math.isnan(more) else f"{more:.0f} more"
+    chances = {row.model_a: row.p_a_leads, row.model_b: row.p_b_leads, "a tie": 1 - row.p_a_leads - row.p_b_leads}
+    likeliest = max(chances, key=chances.get)
+    verdict = f"{likeliest} (P {format_number(chances[likeliest])})"
+    if row.configs_to_settle == 0:
+        return verdict, "settled"
+    if math.isnan(row.configs_to_settle):
+        return verdict, "not even by every config"
+    high = "never" if math.isnan(row.configs_to_settle_high) else f"{row.configs_to_settle_high:.0f}"
+    return verdict, f"{row.configs_to_settle:.0f} more ({row.configs_to_settle_low:.0f} to {high})"
 
 
 def _rho_estimate_lines(pairs: pd.DataFrame, share: str) -> list[str]:
@@ -257,7 +263,7 @@ def _rho_estimate_lines(pairs: pd.DataFrame, share: str) -> list[str]:
     verdict over the envelope."""
     lines = [
         f"| A | B | configs both ran | rho_flip | {share} interval | configs run alone | ahead in more configs | "
-        "configs to settle it |",
+        "configs to settle it (middle half) |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for row in pairs.itertuples():
@@ -322,8 +328,9 @@ def _variance_lines(variance: pd.DataFrame, share: str) -> list[str]:
     lines = [
         "What moves a config's score (standard deviation over the envelope, on the score's scale; median and "
         f"{share} interval). Of a pair's difference A - B, an axis is the model-by-axis interaction and "
-        "interactions the model-by-config rest; items and seeds are the chance in one config's score from its "
-        "items and seeds (a pair's as if the two models' item outcomes were independent).",
+        "interactions the model-by-config rest; items and seeds are the chance in one config's value from its "
+        "items and seeds (a pair's item by item and seed by seed; items n/a without the run's item rows). An axis "
+        "the configs run hold at one value is n/a.",
         "",
         "| of | configs run | " + " | ".join(components) + " |",
         "|---|---|" + "---|" * len(components),
@@ -335,7 +342,7 @@ def _variance_lines(variance: pd.DataFrame, share: str) -> list[str]:
             interval = (
                 ""
                 if math.isnan(row.low)
-                else f" ({format_number(math.sqrt(row.low))}-{format_number(math.sqrt(row.high))})"
+                else f" ({format_number(math.sqrt(row.low))} to {format_number(math.sqrt(row.high))})"
             )
             cells.append(sd + interval)
         lines.append(f"| {of} | {int(rows['n_run'].iloc[0])} | " + " | ".join(cells) + " |")

@@ -8,6 +8,7 @@ import re
 
 import numpy as np
 import pandas as pd
+import pytest
 from helpers.session import cli
 
 from safetyrepro.configuration.build import load_settings
@@ -110,3 +111,67 @@ def test_estimate_says_how_each_verdict_carries_to_a_new_template(tmp_path):
     )
     assert [(a, b) for a, b, *_ in rows] == [(a, b) for i, a in enumerate(MODELS) for b in MODELS[i + 1 :]]
     assert all(float(low) <= float(share) <= float(high) for *_, share, low, high in rows)
+
+
+def test_estimate_reads_the_item_rows_beside_the_cells_for_the_items_component(tmp_path):
+    """Without item rows the items component is n/a; with the run's items.parquet beside the cells table, two
+    models that answer every item alike differ by no chance from items; a missing --items file or a table that
+    is not item rows is one line."""
+    cells = paper_cells(6)
+    write_parquet(cells, tmp_path / "cells.parquet")
+    alone = cli("estimate", "--configfile", "config/paper.yaml", "--cells", str(tmp_path / "cells.parquet"))
+    variance = alone.stdout.split("| of | configs run |")[1].strip().splitlines()[2:]
+    assert len(variance) == 6 and all(line.split(" | ")[-2] == "n/a" for line in variance)  # items, before seeds
+    rows = [
+        {"model": m, "benchmark": "truthfulqa", "config_id": c, "item_id": i, "correct": i % 2 == 0}
+        for m in MODELS
+        for c in cells["config_id"].unique()
+        for i in range(10)
+    ]
+    write_parquet(pd.DataFrame(rows), tmp_path / "items.parquet")
+    paired = cli("estimate", "--configfile", "config/paper.yaml", "--cells", str(tmp_path / "cells.parquet"))
+    table = paired.stdout.split("| of | configs run |")[1].strip().splitlines()[2:]
+    lines = {line.split(" | ")[0][2:]: line.split(" | ") for line in table if " - " in line}
+    assert len(lines) == 3 and all(cells[-2] == "0.000" for cells in lines.values())
+    assert re.search(rf"^\| {MODELS[0]} \| 6 \|.* \| 0.167 \| ", paired.stdout, re.M)  # sqrt(0.25 x 10/9 / 10)
+    missing = cli(
+        "estimate",
+        "--configfile",
+        "config/paper.yaml",
+        "--cells",
+        str(tmp_path / "cells.parquet"),
+        "--items",
+        str(tmp_path / "no.parquet"),
+    )
+    assert (
+        missing.returncode == 2
+        and missing.stderr == f"safetyrepro: error: --items: no item rows at {tmp_path / 'no.parquet'}\n"
+    )
+    wrong = cli(
+        "estimate",
+        "--configfile",
+        "config/paper.yaml",
+        "--items",
+        str(tmp_path / "cells.parquet"),
+        "--cells",
+        str(tmp_path / "cells.parquet"),
+    )
+    assert wrong.returncode != 0 and wrong.stderr.count("\n") == 1 and "no column item_id, correct" in wrong.stderr
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"n_items": 0}, "n_items is 0, not a whole number of items (1 or more)"),
+        ({"seed_scores": "{bad"}, "seed_scores is '{bad', not a JSON object of seed -> score"),
+        ({"seed_scores": '{"0": "high"}'}, """seed_scores is '{"0": "high"}', not a JSON object of seed -> score"""),
+    ],
+)
+def test_estimate_names_the_first_cell_it_cannot_read_in_one_line(tmp_path, change, message):
+    cells = paper_cells(4)
+    cells.loc[5, list(change)] = list(change.values())
+    write_parquet(cells.astype({"n_items": "Int64"}), tmp_path / "cells.parquet")
+    result = cli("estimate", "--configfile", "config/paper.yaml", "--cells", str(tmp_path / "cells.parquet"))
+    row = cells.loc[5]
+    where = f"{tmp_path / 'cells.parquet'}: cell {row.model}/truthfulqa/{row.config_id}"
+    assert result.returncode != 0 and result.stderr == f"safetyrepro: error: {where}: {message}\n"

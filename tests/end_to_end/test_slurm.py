@@ -7,6 +7,7 @@ skipped, except under CI (CI=true), where it fails.
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import socket
@@ -139,3 +140,26 @@ def test_the_cluster_profile_asks_one_cells_resources_per_model_job(local_slurm,
         assert f" -t {default['runtime'] + len(configs) * cell['runtime']} " in call  # describe_model, then the cells
         assert f" --mem {cell['mem_mb']} " in call and f" --cpus-per-task={cell['cpus_per_task']} " in call
         assert f" --gpus={cell['gpu']} " in call
+
+
+def test_a_budgeted_run_runs_each_rounds_cells_in_their_own_slurm_jobs(local_slurm, tmp_path, data_dir):
+    """A budgeted run (tests/configs/budget.yaml) through the profile: its rounds add cells while others run,
+    and each round's cells of a model are a group of their own, so the run ends with the estimate the rounds'
+    cells give, not a job started before its input (one group's describe_model running as round 0 added cells
+    to it once made Snakemake run `provenance` before `aggregate`)."""
+    models = [
+        {"name": f"tiny-{i}", "path": str(build_tiny_model(tmp_path / f"tiny-{i}", seed=i)), "precision": "fp32"}
+        for i in range(2)
+    ]
+    write_config(tmp_path, data_dir, models, base="budget.yaml")
+    done = snakemake(tmp_path, *PROFILE_ARGS)
+    assert done.returncode == 0, done.stderr[-5000:]
+    results = tmp_path / "results"
+    rounds = [json.loads((results / "estimate" / "bbq" / f"round-{n}.json").read_text()) for n in range(3)]
+    chosen = [c for r in rounds for c in r["decision"]["configs"]]
+    assert [len(r["decision"]["configs"]) for r in rounds] == [4, 2, 0]
+    ran = sorted(p.relative_to(results / "cells").as_posix() for p in (results / "cells").rglob("*.json"))
+    assert ran == sorted(f"{m['name']}/bbq/{c}.json" for m in models for c in chosen)
+    assert "Estimated from 6 of 48 configs." in (results / "estimate.md").read_text()
+    groups = {Path(log).parent.name for _, log in SUBMITTED.findall(done.stdout + done.stderr)}
+    assert {f"group_model-tiny-{i}-bbq-round-{n}_cell" for i in range(2) for n in range(2)} <= groups

@@ -127,8 +127,22 @@ def rescore_uses_gpu(wildcards):
     return int(judge_of(wildcards) is not None and ON_GPU)
 
 
+def cell_group(wildcards):
+    """A cell's group: its model's (on a cluster, a model's cells form one job: one load), by round in a budgeted
+    run (budget_group)."""
+    return budget_group(f"model-{wildcards.model}", wildcards)
+
+
 def rescore_group(wildcards):
-    return schedule.rescore_group(wildcards.model, judge_of(wildcards))
+    return budget_group(schedule.rescore_group(wildcards.model, judge_of(wildcards)), wildcards)
+
+
+def budget_group(group, wildcards):
+    """`group` as it is; in a budgeted run, the part of it that the round choosing the cell's config runs."""
+    if not BUDGETED:
+        return group
+    record = lambda n: ROUND.format(benchmark=wildcards.benchmark, n=n)
+    return schedule.round_group(group, wildcards.benchmark, wildcards.config_id, record)
 
 
 def finished_cell_paths(kind, folder=schedule.GRID):

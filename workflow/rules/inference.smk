@@ -1,7 +1,7 @@
 # Inference: one job per cell (the grid's, and the precision probe's own). Cells are thin clients of
 # a per-model server that loads the model once (see safetyrepro.running.server). A model's cells all depend
 # on its describe_model job and share its group, so on a cluster they form one job per model: one
-# load per model there too.
+# load per model there too. In a budgeted run, a round's cells of a model form the job (cell_group).
 
 
 rule build_embedded_model:
@@ -71,7 +71,7 @@ rule cell:
     log:
         f"{RESULTS}/logs/cells/{{model}}/{{benchmark}}/{{config_id}}.log",
     group:
-        lambda w: f"model-{w.model}"
+        cell_group
     resources:
         gpu=uses_gpu,
     priority: cell_priority

@@ -202,6 +202,20 @@ def round_choice(record: str) -> list[str]:
     return json.loads(Path(record).read_text())["decision"]["configs"]
 
 
+def round_group(group: str, benchmark: str, config_id: str, round_record: Callable[[int], str]) -> str:
+    """A cell's group in a budgeted run: `group` (its model's, or its judge's) in the round of its benchmark whose
+    record chose its config (`round_record(n)`: round n's record's path), so that no group gains jobs once
+    Snakemake has submitted it (the rounds add cells while others run: Snakemake 9.27's Slurm executor then ran
+    a job before the one making its input); a cell no round chose (the twin of a rescored config chosen) is a group
+    of its own."""
+    n = 0
+    while Path(record := round_record(n)).is_file():
+        if config_id in round_choice(record):
+            return f"{group}-{benchmark}-round-{n}"
+        n += 1
+    return f"{group}-{benchmark}-{config_id}"
+
+
 def last_round(round_record: Callable[[int], str]) -> str:
     """The last round's record of a benchmark of a budgeted run (`round_record(n)`: round n's, made first where
     missing)."""

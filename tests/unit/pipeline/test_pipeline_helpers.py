@@ -26,6 +26,7 @@ from safetyrepro.pipeline.schedule import (
     judge_agreement_input,
     report_outputs,
     rescored_configs,
+    round_group,
 )
 from safetyrepro.results.figures import FIGURES
 from safetyrepro.results.records import write_record
@@ -113,6 +114,24 @@ def test_the_audit_report_reads_the_step_where_the_search_stopped(tmp_path):
 
     assert audit_last_step(step_record) == (str(tmp_path / "step-2.json"), ["c1", "c2"])
     assert asked == [0, 1, 2]
+
+
+def test_a_budgeted_runs_cells_are_grouped_by_the_round_that_chose_them(tmp_path):
+    """Each round's cells of a model are a group of their own (no group gains jobs once submitted); a cell no
+    round chose (a rescored config's twin) is one alone; rounds not written yet are not read."""
+    for n, chosen in enumerate([["c1", "c2"], ["c3"]]):
+        (tmp_path / f"round-{n}.json").write_text(json.dumps({"decision": {"configs": chosen}}))
+
+    def round_record(n: int) -> str:
+        return str(tmp_path / f"round-{n}.json")
+
+    groups = {c: round_group("model-a", "bbq", c, round_record) for c in ("c1", "c2", "c3", "twin")}
+    assert groups == {
+        "c1": "model-a-bbq-round-0",
+        "c2": "model-a-bbq-round-0",
+        "c3": "model-a-bbq-round-1",
+        "twin": "model-a-bbq-twin",
+    }
 
 
 def test_a_job_records_only_the_inputs_it_read_from_the_results_folder(tmp_path):

@@ -332,7 +332,7 @@ def settle_replicate(scenario: Scenario, space: pd.DataFrame, items: int, share:
     n_run = round(share * len(space))
     differences = grid["A"] - grid["B"]
     steps = lattice_steps(space, resolution, pd.concat([grid.loc[order[:n_run], "A"], grid.loc[order[:n_run], "B"]]))
-    margin = np.sign((differences > 0).sum() - (differences < 0).sum())
+    margin = np.subtract(*leads(differences.to_numpy()[None, :]))  # the grid's verdict: 1, -1 or 0 (a tie)
 
     def verdict(n: int) -> tuple[bool, bool]:
         """Whether the first n configs settle the verdict, and whether it is then the grid's."""

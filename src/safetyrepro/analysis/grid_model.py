@@ -93,10 +93,16 @@ def space_of(configs: list[Config]) -> pd.DataFrame:
     return search_space(rows, [axis for axis in rows.columns[1:] if rows[axis].nunique() > 1])
 
 
+def indicators(space: pd.DataFrame) -> pd.DataFrame:
+    """One 0/1 column per (axis, value) of `space`'s configs, named (axis, value), values in sorted order: the
+    features after the intercept."""
+    return pd.concat({axis: pd.get_dummies(space[axis], dtype=float) for axis in space.columns}, axis=1)
+
+
 def features(space: pd.DataFrame) -> np.ndarray:
     """Intercept plus one indicator per (axis, value): configs x features (the intercept alone without axes)."""
     intercept = np.ones((len(space), 1))
-    return np.hstack([intercept, pd.get_dummies(space, dtype=float).to_numpy()]) if len(space.columns) else intercept
+    return np.hstack([intercept, indicators(space).to_numpy()]) if len(space.columns) else intercept
 
 
 def _posterior(x_run: np.ndarray, y: np.ndarray, effect_variance: float) -> tuple:
@@ -191,10 +197,15 @@ def on_lattice(draws: np.ndarray, steps: np.ndarray | None, lowest: float = 0.0)
     return draws if steps is None else np.clip(np.round(draws / steps) * steps, lowest, 1.0)
 
 
+def draw_signs(differences: np.ndarray) -> np.ndarray:
+    """+1 / -1 / 0 (a tie) of each score difference (draws x configs): A ahead, B ahead, as `flips.signs` decides."""
+    return signs(pd.DataFrame(differences), 0.0).to_numpy()
+
+
 def rho_flips(differences: np.ndarray) -> np.ndarray:
     """rho_flip = min(N+, N-) / |C| of each row of score differences (draws x configs), ties as
     `flips.signs` has them."""
-    return rho_of_signs(signs(pd.DataFrame(differences), 0.0).to_numpy())
+    return rho_of_signs(draw_signs(differences))
 
 
 def pair_differences(
@@ -217,7 +228,7 @@ def central(values: np.ndarray, level: float) -> tuple[float, float, float]:
 def leads(differences: np.ndarray) -> tuple[float, float]:
     """The share of draws (rows of score differences, draws x configs) where A is ahead in more configs than B is
     (A leads the envelope's verdict), and where B is."""
-    margin = (differences > 0).sum(axis=1) - (differences < 0).sum(axis=1)
+    margin = draw_signs(differences).sum(axis=1)
     return float((margin > 0).mean()), float((margin < 0).mean())
 
 
@@ -252,7 +263,7 @@ def configs_to_settle(
             drawn = on_lattice(centred_draws(space, observed, draws, np.random.default_rng(seed)), steps, -1.0)
             return settled(leads(drawn), level)
 
-        if (truth > 0).sum() == (truth < 0).sum():  # every config run leaves a tie
+        if max(leads(truth[None, :])) == 0:  # every config run leaves a tie
             counts.append(math.inf)
             continue
         low, high = 0, len(rest)
@@ -342,32 +353,32 @@ def axis_variances(
     else:
         effects, sigma2 = effect_draws(space, observed, draws, rng)
     keys = ("component", "variance", "low", "high")
-    rows, start = [], 1  # features: the intercept, then each axis's values in sorted order (get_dummies)
+    columns = indicators(space)
+    of_axis = columns.columns.get_level_values(0)
+    rows = []
     for axis in space.columns:
-        weights = space[axis].value_counts(normalize=True).sort_index().to_numpy()
-        block = effects[:, start : start + len(weights)]
-        start += len(weights)
         if space.loc[observed.index, axis].nunique() < 2:
             rows.append(dict(zip(keys, (axis, math.nan, math.nan, math.nan))))
             continue
-        variance = ((block - (block @ weights)[:, None]) ** 2) @ weights
-        rows.append(dict(zip(keys, (axis, *central(variance, level)))))
+        mine = of_axis == axis
+        per_config = effects[:, 1:][:, mine] @ columns.loc[:, mine].to_numpy().T  # draws x configs
+        rows.append(dict(zip(keys, (axis, *central(per_config.var(axis=1), level)))))
     return [*rows, dict(zip(keys, (INTERACTIONS, *central(sigma2, level))))]
 
 
 def sampling_variances(
-    weights: dict[str, float], configs: Sequence[str], cells: pd.DataFrame, items: pd.DataFrame | None
+    weights: dict[str, float], configs: Sequence[str], seed_scores: pd.Series, items: pd.DataFrame | None
 ) -> dict[str, float]:
     """What chance gives a config's value, averaged over `configs`: the value is the sum of `weights` (model ->
     weight: {A: 1} for a model's score, {A: 1, B: -1} for a pair's difference) times the models' scores, paired
     item by item and seed by seed. items: the variance over the config's items of an item's value (each model's
     outcome at it, averaged over seeds) over their number, how far another draw of as many items would move the
     value (NaN without item rows: `items`, with model, config_id, item_id and correct); seeds: the variance over
-    seeds of a seed's value over their number, on configs of two seeds or more (NaN with none), from `cells`
-    (indexed by model and config_id, with seed_scores)."""
+    seeds of a seed's value over their number, on configs of two seeds or more (NaN with none), from
+    `seed_scores` (model and config_id -> seed -> score)."""
     seeds = []
     for config in configs:
-        per_model = [json.loads(cells.at[(model, config), "seed_scores"]) for model in weights]
+        per_model = [seed_scores[(model, config)] for model in weights]
         shared = sorted(set.intersection(*map(set, per_model)))
         if len(shared) > 1:
             values = [sum(w * scores[s] for w, scores in zip(weights.values(), per_model)) for s in shared]
@@ -420,16 +431,16 @@ def estimate_new_value(
     like = acts[acts[axis] == acts[axis].value_counts().index[0]]
     new = like.assign(**{axis: NEW_VALUE}).set_axis([f"{c}@{NEW_VALUE}" for c in like.index])
     units = None if steps is None else steps.reindex(like.index).to_numpy(float)
-    drawn = new_value_draws(space, difference, new, rng, units, draws=draws)
-    estimate, low, high = central((drawn > 0).mean(axis=1), level)
+    ahead = draw_signs(new_value_draws(space, difference, new, rng, units, draws=draws))
+    estimate, low, high = central((ahead > 0).mean(axis=1), level)
     return {
         "axis": axis,
         "n_values": int(acts.loc[acts.index.intersection(difference.index), axis].nunique()),
         "share_a_ahead": estimate,
         "share_a_ahead_low": low,
         "share_a_ahead_high": high,
-        "p_a_ahead": float((drawn > 0).mean()),
-        "p_b_ahead": float((drawn < 0).mean()),
+        "p_a_ahead": float((ahead > 0).mean()),
+        "p_b_ahead": float((ahead < 0).mean()),
     }
 
 
@@ -526,7 +537,8 @@ def variance_components(
     `sampling_variances`."""
     rows = []
     for benchmark, space in spaces.items():
-        mine = cells[cells["benchmark"] == benchmark].set_index(["model", "config_id"])
+        seed_scores = cells[cells["benchmark"] == benchmark].set_index(["model", "config_id"])["seed_scores"]
+        seed_scores = seed_scores.map(json.loads)
         rows_of = None if items is None else items[items["benchmark"] == benchmark]
         matrix = score_matrix(cells, benchmark)
         values = [(model, {model: 1.0}, matrix[model].dropna()) for model in matrix.columns]
@@ -535,7 +547,7 @@ def variance_components(
             if observed.empty:
                 continue
             rng = _generator(seed, benchmark, "(variance)", *weights)  # no model has this name
-            chance = sampling_variances(weights, list(observed.index), mine, rows_of)
+            chance = sampling_variances(weights, list(observed.index), seed_scores, rows_of)
             parts = axis_variances(space, observed, rng, draws, level) + [
                 {"component": name, "variance": variance, "low": math.nan, "high": math.nan}
                 for name, variance in chance.items()

@@ -4,6 +4,8 @@ scripts/measure_grid_model.py (docs/estimation.md), not here."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -297,13 +299,17 @@ def test_axis_variances_give_each_axis_what_it_moves_and_the_rest_to_interaction
 def test_sampling_variances_are_paired_item_by_item_and_seed_by_seed():
     """Two models that differ on one item of four: A's score has the item variance of its outcomes 1, 1, 0, 0 over
     4 items, the pair's difference only that of 0, 1, 0, 0; seeds are paired the same way."""
-    cells = pd.DataFrame(
-        {
-            "model": ["A", "B", "A", "B"],
-            "config_id": ["greedy", "greedy", "sampled", "sampled"],
-            "seed_scores": ['{"0": 0.5}', '{"0": 0.25}', '{"0": 0.3, "1": 0.5}', '{"0": 0.2, "1": 0.5}'],
-        }
-    ).set_index(["model", "config_id"])
+    seed_scores = (
+        pd.DataFrame(
+            {
+                "model": ["A", "B", "A", "B"],
+                "config_id": ["greedy", "greedy", "sampled", "sampled"],
+                "seed_scores": ['{"0": 0.5}', '{"0": 0.25}', '{"0": 0.3, "1": 0.5}', '{"0": 0.2, "1": 0.5}'],
+            }
+        )
+        .set_index(["model", "config_id"])["seed_scores"]
+        .map(json.loads)
+    )
     items = pd.DataFrame(
         {
             "model": ["A"] * 4 + ["B"] * 4,
@@ -312,12 +318,12 @@ def test_sampling_variances_are_paired_item_by_item_and_seed_by_seed():
             "correct": [True, True, False, False, True, False, False, False],
         }
     )
-    mine = sampling_variances({"A": 1.0}, ["greedy"], cells, items)
+    mine = sampling_variances({"A": 1.0}, ["greedy"], seed_scores, items)
     assert mine["items"] == pytest.approx(np.var([1, 1, 0, 0], ddof=1) / 4) and np.isnan(mine["seeds"])
-    pair = sampling_variances({"A": 1.0, "B": -1.0}, ["greedy", "sampled"], cells, items)
+    pair = sampling_variances({"A": 1.0, "B": -1.0}, ["greedy", "sampled"], seed_scores, items)
     assert pair["items"] == pytest.approx(np.var([0, 1, 0, 0], ddof=1) / 4)  # the sampled config has no item rows
     assert pair["seeds"] == pytest.approx(np.var([0.1, 0.0], ddof=1) / 2)  # the difference at each seed
-    assert np.isnan(sampling_variances({"A": 1.0}, ["greedy"], cells, None)["items"])
+    assert np.isnan(sampling_variances({"A": 1.0}, ["greedy"], seed_scores, None)["items"])
 
 
 def test_variance_components_cover_each_model_and_each_pair():

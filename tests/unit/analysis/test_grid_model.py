@@ -153,6 +153,8 @@ def test_the_measurement_script_tables_every_scenario_and_a_real_grid(tmp_path, 
     ]
     assert [row[0].strip() for row in rows[1:]] == [scenario.name for scenario in script.SCENARIOS]
     assert all(float(row[1]) in (0.0, 0.5, 1.0) for row in rows[1:])  # the share of 2 replicates covered
+    w1 = [[float(x) for x in row[-1].split(" / ")] for row in rows[1:]]  # model / configs run alone / oracle
+    assert all(0 < oracle < run for _, run, oracle in w1)  # the oracle knows more than the configs run
     space = paper_space()
     grid = additive_grid(space, seed=0)
     cells = (

@@ -6,7 +6,7 @@ GPU_STAMP := $(VENV)/.installed-gpu
 VLLM_VENV := .venv-vllm
 VLLM_STAMP := $(VLLM_VENV)/.installed
 
-.PHONY: setup setup-gpu setup-vllm test test-fast lint docs plan run run-extended run-vllm run-judge
+.PHONY: setup setup-gpu setup-vllm test test-fast lint docs plan run run-extended run-vllm run-served run-judge
 
 # One target at a time, also under `make -j`: `make run` and `make test` would install into one .venv at once.
 .NOTPARALLEL:
@@ -133,6 +133,13 @@ run-extended:
 # its report beside its results.
 run-vllm: $(VLLM_STAMP)
 	$(MAKE) run CONFIG=config/vllm.yaml
+
+# The default run's benchmarks with one model behind an OpenAI-compatible server (config/served.yaml): vLLM's
+# server on the embedded model (from .venv-vllm) starts first, on the port of the config's endpoint.url, and
+# stops when the run ends (docs/served.md); its report beside its results.
+run-served: $(VLLM_STAMP) $(RUN_STAMP)
+	$(VENV)/bin/safetyrepro serve-embedded --configfile config/served.yaml --python $(VLLM_VENV)/bin/python \
+		-- $(MAKE) run CONFIG=config/served.yaml
 
 # The default run with a judge scorer too (config/judge.yaml: the embedded gemma-3-270m asked about every
 # free-form answer), its report beside its results.

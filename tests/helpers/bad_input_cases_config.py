@@ -467,3 +467,44 @@ CASES += [
         "benchmarks.truthfulqa: the envelope's rules (t4_is_stress_only, truthfulqa_reasons) leave it no valid config",
     ),
 ]
+
+# a model behind a server (docs/served.md): what its entry cannot be, and what this machine cannot reach
+SERVED = {"name": "served", "endpoint": {"url": "http://127.0.0.1:9/v1", "model": "m"}}
+FREEFORM_ONLY = {"select_configs": ["T1-greedy-0shot-freeform", "T3-t0.7-0shot-freeform"]}
+CASES += [
+    config_case(
+        "a served model's URL with its key in it",
+        {"models.0": {**SERVED, "endpoint": {"url": "https://user:sk-123@api.example.com/v1", "model": "m"}}},
+        "models[0] (served).endpoint.url: holds credentials; give the server's URL without them, and name the "
+        "environment variable that holds the key in api_key_env",
+    ),
+    config_case(
+        "a served model's URL that is no http URL",
+        {"models.0": {**SERVED, "endpoint": {"url": "127.0.0.1:8000/v1", "model": "m"}}},
+        "models[0].endpoint.url: '127.0.0.1:8000/v1' is not an http or https URL without a query",
+    ),
+    config_case(
+        "a served model's key variable with a dollar sign",
+        {"models.0": {**SERVED, "endpoint": {**SERVED["endpoint"], "api_key_env": "$OPENAI_API_KEY"}}},
+        "models[0].endpoint.api_key_env: '$OPENAI_API_KEY' is not the name of an environment variable",
+    ),
+    config_case(
+        "log-likelihood configs for a served model without a tokenizer",
+        {"models.0": SERVED},
+        "models[0] (served).endpoint: serves generation only (completions API, no tokenizer), and the run has "
+        "log-likelihood configs (T1-greedy-0shot-logprob of truthfulqa)",
+    ),
+    config_case(
+        "a served model whose key variable is not set",
+        {"models.0": {**SERVED, "endpoint": {**SERVED["endpoint"], "api_key_env": "SAFETYREPRO_NO_SUCH_KEY"}}}
+        | FREEFORM_ONLY,
+        "models[0] (served).endpoint.api_key_env: the environment variable SAFETYREPRO_NO_SUCH_KEY is not set here",
+        plan=False,
+    ),
+    config_case(
+        "a served model whose server does not answer",
+        {"models.0": SERVED} | FREEFORM_ONLY,
+        "models[0] (served).endpoint: no server answers at http://127.0.0.1:9/v1 (ConnectError",
+        plan=False,
+    ),
+]

@@ -100,7 +100,7 @@ def test_a_backend_plugin_that_cannot_be_used_is_left_out_naming_it(tmp_path, mo
     register(tmp_path, "odd-backend", {"odd": f"{module}:Odd"}, {module: code}, group=BACKENDS)
     monkeypatch.syspath_prepend(tmp_path)
     found = rediscovered(discovered)
-    assert list(found.loaded) == ["hf", "vllm"] and list(found.broken) == ["odd"]
+    assert list(found.loaded) == ["hf", "openai", "vllm"] and list(found.broken) == ["odd"]
     assert str(found.broken["odd"]) == f"backend plugin 'odd' ({module}:Odd, from odd-backend 1.0) {problem}"
 
 

@@ -118,13 +118,14 @@ def judge_priority(wildcards):
 
 
 def uses_gpu(wildcards):
-    """1 when the cells of this model need the accelerator."""
-    return int(ON_GPU)
+    """1 when the cells of this model need the accelerator (a model behind a server needs none here)."""
+    return int(SETTINGS.backend.uses_gpu(SETTINGS.model(wildcards.model)))
 
 
 def rescore_uses_gpu(wildcards):
     """1 when a rescored cell asks a judge model whose server needs the accelerator."""
-    return int(judge_of(wildcards) is not None and ON_GPU)
+    judge = judge_of(wildcards)
+    return int(judge is not None and SETTINGS.backend.uses_gpu(judge))
 
 
 def cell_group(wildcards):

@@ -271,6 +271,17 @@ def cmd_stop_servers(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_serve_embedded(args: argparse.Namespace) -> int:
+    """Serve a config's served models that are the embedded model on this machine with vLLM's server while a
+    command runs (`make run-served`); the command's exit status."""
+    from safetyrepro.running.vllm_serve import run_while_serving
+
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not command:
+        raise ConfigError("serve-embedded: give the command to run while serving, after --")
+    return run_while_serving(load_settings(args.configfile), args.python, command)
+
+
 def add_commands(commands) -> None:
     """Add the user's commands to `commands` (the subparsers action), in the order `--help` lists them."""
     check = add_command(commands, "check", cmd_check, "check a config and its inputs without running anything")
@@ -298,6 +309,16 @@ def add_commands(commands) -> None:
 
     build = add_command(commands, "build-model", cmd_build_model, "build the embedded gemma-3-270m HF directory")
     build.add_argument("--out", default="resources/models/gemma-3-270m")
+
+    serve = add_command(
+        commands,
+        "serve-embedded",
+        cmd_serve_embedded,
+        "serve a config's served models that are the embedded model with vLLM's server while a command runs",
+    )
+    serve.add_argument("--configfile", help=CONFIG_HELP)
+    serve.add_argument("--python", default=".venv-vllm/bin/python", help="the Python of the vLLM environment")
+    serve.add_argument("command", nargs=argparse.REMAINDER, help="the command, after --")
 
     reference = add_command(
         commands, "config-reference", cmd_config_reference, "the config reference (Markdown) from the schemas"

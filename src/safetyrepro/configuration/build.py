@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from safetyrepro.analysis.suite import result_columns
 from safetyrepro.backends import registered
@@ -31,6 +32,7 @@ from safetyrepro.configuration.checks import (
     check_model_path,
     check_results_dir,
     check_schema,
+    check_served_models,
     check_server_python,
     check_writable_folder,
     checked_schema,
@@ -60,7 +62,7 @@ from safetyrepro.configuration.settings import (
     SubsampleSettings,
     embedded_folder,
 )
-from safetyrepro.core.model_spec import ModelSpec
+from safetyrepro.core.model_spec import Endpoint, ModelSpec
 
 
 def load_settings(
@@ -231,6 +233,7 @@ def _check_across(settings: Settings) -> None:
     """The checks of the settings as a whole: the few-shot pool, a batch axis, and the run's folders."""
     check_fewshot_pool(settings)
     check_batch_axis(settings)
+    check_served_models(settings)
     check_budget(settings)
     check_results_dir(settings.results_dir)
     builds = settings.builds_models()
@@ -266,14 +269,20 @@ def _models(entries: list[dict[str, Any]], resources_dir: Path, key: str = "mode
         if entry["name"] in seen:
             raise ConfigError(f"{where}.name: duplicate model name '{entry['name']}'")
         seen.add(entry["name"])
-        if ("path" in entry) == ("embedded" in entry):
-            raise ConfigError(f"{where}: give exactly one of 'path' (HF id or local directory) or 'embedded'")
+        endpoint = _endpoint(where, entry.get("endpoint"))
+        if ("path" in entry and "embedded" in entry) or (
+            endpoint is None and "path" not in entry and "embedded" not in entry
+        ):
+            served = "" if endpoint is not None else " (or an 'endpoint': a model behind a server)"
+            raise ConfigError(f"{where}: give exactly one of 'path' (HF id or local directory) or 'embedded'{served}")
         if "path" in entry:
             check_model_path(where, entry["path"])
         path = (
             os.path.expanduser(entry["path"])
             if "path" in entry
             else str(embedded_folder(resources_dir, entry["embedded"]))
+            if "embedded" in entry
+            else ""
         )
         models.append(
             ModelSpec(
@@ -284,9 +293,23 @@ def _models(entries: list[dict[str, Any]], resources_dir: Path, key: str = "mode
                 entry["trust_remote_code"],
                 entry.get("revision"),
                 entry.get("embedded"),
+                endpoint,
             )
         )
     return models
+
+
+def _endpoint(where: str, section: dict[str, Any] | None) -> Endpoint | None:
+    """A model entry's `endpoint` (schema-checked, defaults filled in); a URL with credentials in it is refused:
+    a key goes in the environment variable `api_key_env` names, never in a config."""
+    if section is None:
+        return None
+    if urlsplit(section["url"]).username is not None:
+        raise ConfigError(
+            f"{where}.endpoint.url: holds credentials; give the server's URL without them, and name the environment "
+            "variable that holds the key in api_key_env"
+        )
+    return Endpoint(**section)
 
 
 def _analysis(section: dict[str, Any], run_benchmarks: Sequence[str]) -> AnalysisSettings:
@@ -373,9 +396,11 @@ def _precision_probe(section: Mapping[str, Any] | None, settings: Settings) -> P
         )
     precision = section["precision"]
 
-    at_precision = {spec.weights(): spec.name for spec in settings.models if spec.precision == precision}
+    # a served model has no twin: its precision is its server's, not this run's to choose
+    local = [spec for spec in settings.models if spec.endpoint is None]
+    at_precision = {spec.weights(): spec.name for spec in local if spec.precision == precision}
     twins, new_models = {}, []
-    for spec in settings.models:
+    for spec in local:
         if spec.precision == precision:
             continue
         if spec.weights() not in at_precision:
@@ -383,7 +408,10 @@ def _precision_probe(section: Mapping[str, Any] | None, settings: Settings) -> P
             new_models.append(replace(spec, name=at_precision[spec.weights()], precision=precision))
         twins[spec.name] = at_precision[spec.weights()]
     if not twins:
-        raise ConfigError(f"precision_probe.precision: every model already runs at {precision}; name another precision")
+        served = " or is served (its precision is its server's)" if len(local) < len(settings.models) else ""
+        raise ConfigError(
+            f"precision_probe.precision: every model already runs at {precision}{served}; name another precision"
+        )
     return PrecisionProbe(precision, configs, twins, tuple(new_models))
 
 

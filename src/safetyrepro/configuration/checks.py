@@ -30,14 +30,17 @@ if TYPE_CHECKING:
 def checked_schema(name: str) -> dict[str, Any]:
     """The schema documents are checked against: the packaged one, where a config's `backend` section
     takes the registered backends (safetyrepro.backends): backend.generate and backend.loglikelihood
-    name one that serves the operation, and a plugin's own options (its `option_schema`) are keys."""
+    name one that serves the operation (not one a model's own entry chooses: `Backend.chosen_by_model`), and a
+    plugin's own options (its `option_schema`) are keys."""
     if name != "config":
         return schema(name)
     backends = registered()
     root = copy.deepcopy(schema(name))
     keys = root["properties"]["backend"]["properties"]
     for operation in OPERATIONS:
-        keys[operation]["enum"] = sorted(kind for kind, backend in backends.items() if operation in backend.serves)
+        keys[operation]["enum"] = sorted(
+            kind for kind, backend in backends.items() if operation in backend.serves and not backend.chosen_by_model
+        )
     packaged = set(keys)
     for kind, backend in backends.items():
         for key, node in backend.option_schema.items():
@@ -265,6 +268,36 @@ def check_batch_axis(settings: Settings) -> None:
                     f"{kind}) with batches of its own making; keep the axis to log-likelihood cells with a rule "
                     f"(if {{{axis}: [{config[axis]}]}} then {{scoring: [logprob]}}), or {operation} with {backend.default_kind(operation)}"
                 )
+
+
+def check_served_models(settings: Settings) -> None:
+    """A model behind a server (`endpoint`) runs only what its server can: no log-likelihood config where it serves
+    generation only (`openai_server.served_operations`), and no batch-size axis (its server makes the batches)."""
+    from safetyrepro.backends.openai_server import served_operations
+
+    envelope = settings.envelope
+    for key, specs in (("models", settings.models), ("judges", settings.judges)):
+        for index, spec in enumerate(specs):
+            if spec.endpoint is None:
+                continue
+            where = f"{key}[{index}] ({spec.name}).endpoint"
+            cells = [(b, c) for b in settings.benchmarks for c in settings.configs(b)] if key == "models" else []
+            if "loglikelihood" not in served_operations(spec):
+                logprob = next(((b, c) for b, c in cells if c.scoring == "logprob"), None)
+                if logprob is not None:
+                    raise ConfigError(
+                        f"{where}: serves generation only ({spec.endpoint.api} API"
+                        f"{'' if spec.path else ', no tokenizer'}), and the run has log-likelihood configs "
+                        f"({logprob[1].config_id} of {logprob[0]}); give its tokenizer (path or embedded) with "
+                        "api: completions, or leave them out (envelope rules or select_configs)"
+                    )
+            for benchmark, config in cells:
+                for axis in envelope.declared("backend_option"):
+                    if config[axis] != envelope.defaults[axis]:
+                        raise ConfigError(
+                            f"envelope.axes.{axis}: value '{config[axis]}' on config {config.config_id} of {benchmark}, "
+                            f"and model '{spec.name}' is served: its server makes its own batches"
+                        )
 
 
 def check_results_dir(path: Path) -> None:

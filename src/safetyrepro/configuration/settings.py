@@ -16,7 +16,7 @@ from safetyrepro.benchmarks import BENCHMARKS
 from safetyrepro.benchmarks.base import AS_GIVEN
 from safetyrepro.configuration.schema import ConfigError, schema
 from safetyrepro.core.batching import BatchCondition
-from safetyrepro.core.model_spec import ModelSpec
+from safetyrepro.core.model_spec import SERVED_BY, ModelSpec
 from safetyrepro.core.operations import OPERATIONS
 
 if TYPE_CHECKING:
@@ -87,15 +87,19 @@ class BackendSettings:
             environment["PYTHONPATH"] = os.pathsep.join(p for p in (str(source), environment.get("PYTHONPATH")) if p)
         return python, environment
 
-    def kinds(self) -> dict[str, str]:
-        """Backend name per operation ("generate", "loglikelihood")."""
+    def kinds(self, spec: ModelSpec | None = None) -> dict[str, str]:
+        """Backend name per operation ("generate", "loglikelihood"): the section's, or for a model behind a
+        server (`spec.endpoint`) the backend that talks to it (SERVED_BY) for both."""
+        if spec is not None and spec.endpoint is not None:
+            return dict.fromkeys(("generate", "loglikelihood"), SERVED_BY)
         return {"generate": self.generate, "loglikelihood": self.loglikelihood}
 
-    def uses_gpu(self) -> bool:
-        """Whether the model servers need the machine's one accelerator slot (`gpu=1`): whether one of
-        the backends in use needs it (`Backend.needs_gpu`; safetyrepro.running.server.exclusive_devices)."""
-        backends = self.backends
-        return any(backends[kind].needs_gpu(self) for kind in backends if kind in self.kinds().values())
+    def uses_gpu(self, spec: ModelSpec | None = None) -> bool:
+        """Whether the model servers (of `spec`, else of the models of weights) need the machine's one
+        accelerator slot (`gpu=1`): whether one of the backends in use needs it (`Backend.needs_gpu`;
+        safetyrepro.running.server.exclusive_devices). A model behind a server needs none here."""
+        backends, kinds = self.backends, self.kinds(spec).values()
+        return any(backends[kind].needs_gpu(self) for kind in backends if kind in kinds)
 
     @staticmethod
     def default_kind(operation: str) -> str:
@@ -107,9 +111,9 @@ class BackendSettings:
         """The operation a config's scoring path asks of its backend ("generate", "loglikelihood")."""
         return "loglikelihood" if scoring == "logprob" else "generate"
 
-    def serving(self, scoring: str) -> str:
-        """The backend that serves a config's scoring path."""
-        return self.kinds()[self.operation(scoring)]
+    def serving(self, scoring: str, spec: ModelSpec | None = None) -> str:
+        """The backend that serves a config's scoring path (to `spec`, where given)."""
+        return self.kinds(spec)[self.operation(scoring)]
 
     def option(self, key: str) -> Any:
         """The value of option `key` of the section (a plugin's own from `extra`; None when not given)."""
@@ -121,11 +125,11 @@ class BackendSettings:
         declared = self.backends[kind].options
         return {key: self.option(key) for key in declared if key in self.__dataclass_fields__ or key in self.extra}
 
-    def batch_condition(self, scoring: str, batch_size: int | None) -> BatchCondition:
-        """How a cell on this scoring path is batched, as its backend says (`Backend.batch_condition`):
-        prompts per pass (`batch_size`, a config's batch axis, else backend.batch_size), or the
-        backend's own scheduling."""
-        return self.backends[self.serving(scoring)].batch_condition(self, batch_size)
+    def batch_condition(self, scoring: str, batch_size: int | None, spec: ModelSpec | None = None) -> BatchCondition:
+        """How a cell on this scoring path (of `spec`, where given) is batched, as its backend says
+        (`Backend.batch_condition`): prompts per pass (`batch_size`, a config's batch axis, else
+        backend.batch_size), or the backend's own scheduling."""
+        return self.backends[self.serving(scoring, spec)].batch_condition(self, batch_size)
 
 
 @dataclass(frozen=True)
@@ -354,10 +358,11 @@ class Settings:
                 return config
         raise ConfigError(f"config '{config_id}' is not in the envelope of benchmark '{benchmark}'")
 
-    def batch_condition(self, config: Config) -> BatchCondition:
-        """How a config's cells are batched: the batch axis's size on HF, else the backend's own."""
+    def batch_condition(self, config: Config, spec: ModelSpec | None = None) -> BatchCondition:
+        """How a config's cells (of `spec`, where given) are batched: the batch axis's size on HF, else the
+        backend's own."""
         size = self.envelope.setting("backend_option", config).get("batch_size")
-        return self.backend.batch_condition(config.scoring, size)
+        return self.backend.batch_condition(config.scoring, size, spec)
 
     def cells(self) -> list[tuple[ModelSpec, str, Config]]:
         """Every (model, benchmark, config) cell of the grid."""

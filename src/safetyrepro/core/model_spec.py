@@ -3,12 +3,37 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from urllib.parse import urlsplit
+
+SERVED_BY = "openai"  # the backend (registered in pyproject.toml) that talks to a model's `endpoint`
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """An OpenAI-compatible server a model is reached through (the config's `endpoint`): its base URL, the model's
+    name there, which API the prompts go through, the environment variable holding its key (never the key), and how
+    hard to press it (the defaults are the config schema's)."""
+
+    url: str
+    model: str
+    api: str
+    max_in_flight: int
+    timeout_seconds: float
+    retries: int
+    api_key_env: str | None = None
+    requests_per_minute: float | None = None
+
+    def host(self) -> str:
+        """The server's host and port, as the GRID card and messages name it (no path, no credentials)."""
+        parts = urlsplit(self.url)
+        return f"{parts.hostname}{f':{parts.port}' if parts.port else ''}"
 
 
 @dataclass(frozen=True)
 class ModelSpec:
-    """A model of the grid: a name, where its weights are, and how to load them."""
+    """A model of the grid: a name, where its weights are (a served model: its tokenizer, or ""), how to load them,
+    and the server that serves it (`endpoint`), if one does."""
 
     name: str
     path: str
@@ -17,6 +42,15 @@ class ModelSpec:
     trust_remote_code: bool = False
     revision: str | None = None
     embedded: str | None = None
+    endpoint: Endpoint | None = None
+
+    def record(self) -> dict:
+        """The spec as plain data, for fingerprints and keys: the endpoint's fields where one serves it (a model of
+        weights has the fields it had before endpoints were, so its cells' fingerprints stay as they were)."""
+        record = asdict(self)
+        if self.endpoint is None:
+            del record["endpoint"]
+        return record
 
     def weights(self) -> tuple:
         """What makes two entries the same model at any precision: its files (a local folder by its real path),

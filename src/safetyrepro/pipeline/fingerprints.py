@@ -204,12 +204,12 @@ def _labelling(settings: Settings, benchmark: str, config: Config) -> Scorer | N
     return scorer_of(BENCHMARKS[benchmark], scorer) if scorer else None
 
 
-def cell_modules(settings: Settings, benchmark: str, config: Config) -> tuple[str, ...]:
-    """A cell's code: its benchmark, the backend serving its scoring path, prompt rendering, the cell runner and
-    the code of the scorer labelling it (`Scorer.code`)."""
+def cell_modules(settings: Settings, spec: ModelSpec, benchmark: str, config: Config) -> tuple[str, ...]:
+    """A cell's code: its benchmark, the backend serving its scoring path to its model, prompt rendering, the cell
+    runner and the code of the scorer labelling it (`Scorer.code`)."""
     from safetyrepro.benchmarks import BENCHMARKS
 
-    backend = backend_module(settings.backend.serving(config.scoring))
+    backend = backend_module(settings.backend.serving(config.scoring, spec))
     module = type(BENCHMARKS[benchmark]).__module__
     scorer = _labelling(settings, benchmark, config)
     return (*JOB_CODE["cell"], module.removeprefix(f"{PACKAGE}."), backend, *(scorer.code() if scorer else ()))
@@ -235,9 +235,9 @@ def backend_module(kind: str) -> str:
     return registered()[kind].__module__.removeprefix(f"{PACKAGE}.")
 
 
-def backend_modules(settings: Settings) -> tuple[str, ...]:
-    """The modules of the backends a model server loads."""
-    return tuple(sorted({backend_module(kind) for kind in settings.backend.kinds().values()}))
+def backend_modules(settings: Settings, spec: ModelSpec) -> tuple[str, ...]:
+    """The modules of the backends a model's server loads."""
+    return tuple(sorted({backend_module(kind) for kind in settings.backend.kinds(spec).values()}))
 
 
 def analysis_modules(name: str, benchmarks: Iterable[str]) -> tuple[str, ...]:
@@ -255,7 +255,7 @@ def analysis_modules(name: str, benchmarks: Iterable[str]) -> tuple[str, ...]:
     )
 
 
-def _serving(settings: Settings, scoring: str, batch) -> dict:
+def _serving(settings: Settings, scoring: str, batch, spec: ModelSpec) -> dict:
     """What the backend serving a scoring path adds to a fingerprint: its name, how requests are batched
     (HF's batch size, vLLM's batch-invariant kernels change what a batch computes), its options that change
     results (e.g. HF's prefix reuse: near-ties may move at bf16) and another environment's Python (torch,
@@ -263,7 +263,7 @@ def _serving(settings: Settings, scoring: str, batch) -> dict:
     from safetyrepro.backends import registered
 
     backend = settings.backend
-    params = {"backend": backend.serving(scoring), "batch": vars(batch)}
+    params = {"backend": backend.serving(scoring, spec), "batch": vars(batch)}
     params |= {key: backend.option(key) for key in registered()[params["backend"]].result_options}
     if backend.server_python is not None:
         params["server_python"] = backend.server_python
@@ -275,8 +275,8 @@ def cell_fingerprint(settings: Settings, spec: ModelSpec, benchmark: str, config
 
     envelope = settings.envelope
     params = {
-        "model": vars(spec),
-        **_serving(settings, config.scoring, settings.batch_condition(config)),
+        "model": spec.record(),
+        **_serving(settings, config.scoring, settings.batch_condition(config, spec), spec),
         "n_items": settings.n_items[benchmark],
         "subset_seed": settings.subset_seed,
         "fewshot_pool": settings.fewshot_pool,
@@ -287,13 +287,14 @@ def cell_fingerprint(settings: Settings, spec: ModelSpec, benchmark: str, config
         "stop": envelope.stop_strings(config),
         "shot_format": envelope.shot_format,
         "code": code_digest(
-            *cell_modules(settings, benchmark, config), leave_out=other_scorers_modules(settings, benchmark, config)
+            *cell_modules(settings, spec, benchmark, config),
+            leave_out=other_scorers_modules(settings, benchmark, config),
         ),
     }
     if (scorer := _labelling(settings, benchmark, config)) and scorer.files:  # a fitted head
         params["scorer_files"] = {path.name: _file_digest(path) for path in scorer.files}
     if judge := settings.judge_model(benchmark, config):  # the judge model, as a model under test is named
-        params["judge"] = vars(judge)
+        params["judge"] = judge.record()
     return hashlib.sha256(json.dumps(params, sort_keys=True).encode()).hexdigest()
 
 
@@ -359,11 +360,11 @@ def judge_agreement_fingerprint(settings: Settings, benchmark: str, judge: Model
     from safetyrepro.scorers import scorer_of
     from safetyrepro.scorers.human_labels import human_labels_of
 
-    serving = _serving(settings, "freeform", settings.backend.batch_condition("freeform", None))
+    serving = _serving(settings, "freeform", settings.backend.batch_condition("freeform", None, judge), judge)
     scorer = scorer_of(BENCHMARKS[benchmark], settings.envelope.judge_scorer(benchmark, judge.name))
     modules = (*scorer.code(), *human_labels_of(benchmark).code(), backend_module(serving["backend"]))
     params = {
-        "judge": vars(judge),
+        "judge": judge.record(),
         **serving,
         "data": data_digests(settings, [benchmark]),
         "code": code_digest(*modules),

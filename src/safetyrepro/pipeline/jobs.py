@@ -53,7 +53,7 @@ def cmd_run_cell(args: argparse.Namespace) -> int:
         len(data.items),
         backends["generate"].prompt_format,
     )
-    batch = settings.batch_condition(config)
+    batch = settings.batch_condition(config, spec)
     generate, loglikelihood = backends["generate"], backends["loglikelihood"]
     scorer_models = settings.scorer_models(args.benchmark, config)
     compute = functools.partial(
@@ -114,7 +114,7 @@ def cmd_rescore_cell(args: argparse.Namespace) -> int:
         f"{scorer} {judge.name}" if judge else scorer,
         twin.config_id,
     )
-    batch = settings.batch_condition(config)
+    batch = settings.batch_condition(config, spec)
 
     def compute() -> tuple:  # the twin's rows are read here: an unreadable twin is this cell's failure
         twin_rows = pd.read_parquet(args.twin_items)
@@ -142,7 +142,7 @@ def cmd_judge_agreement(args: argparse.Namespace) -> int:
     scorer = settings.envelope.judge_scorer(benchmark.name, judge.name)
     log.info("judge %s (scorer %s): asked about the labelled replies of %s", judge.name, scorer, benchmark.name)
     judge_backend = serving_backends(settings, judge, Path(args.configfile))["generate"]
-    batch_size = settings.backend.batch_condition("freeform", None).batch_size
+    batch_size = settings.backend.batch_condition("freeform", None, judge).batch_size
 
     def label(replies: list[str], items: list) -> list[str]:
         return judge_labels(benchmark, scorer, judge_backend, replies, items, batch_size)

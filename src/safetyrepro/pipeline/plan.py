@@ -18,7 +18,7 @@ def grid_plan(settings: Settings) -> dict[str, Any]:
     envelope, cells = settings.envelope, settings.cells()
     run = [(m, b, c) for m, b, c in cells if envelope.generation_twin(c, b) is None]  # the cells that call a model
     budgets = Counter(envelope.decoding(c).max_new_tokens for _, _, c in run if c.scoring == "freeform")
-    batches = Counter((settings.backend.serving(c.scoring), settings.batch_condition(c)) for _, _, c in run)
+    batches = Counter((settings.backend.serving(c.scoring, m), settings.batch_condition(c, m)) for m, _, c in run)
     return {
         "config": list(settings.layers),
         "models": [m.name for m in settings.models],
@@ -117,7 +117,8 @@ def plan_lines(settings: Settings) -> list[str]:
         f"data: {plan['data_dir']}/, results: {plan['results_dir']}/",
         *(
             [
-                f"precision probe: {len(probe['twins'])} models paired with their {probe['precision']} twin on "
+                f"precision probe: {len(probe['twins'])} model{'s' if len(probe['twins']) != 1 else ''} paired with "
+                f"their {probe['precision']} twin on "
                 f"{len(probe['configs'])} configs; {probe['cells']} cells of its own (outside the headline tables)"
             ]
             if (probe := plan["precision_probe"])

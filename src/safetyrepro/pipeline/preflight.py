@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from safetyrepro.benchmarks.base import ItemSet
     from safetyrepro.configuration.settings import Settings
     from safetyrepro.core.config_id import Config
-    from safetyrepro.core.model_spec import ModelSpec
+    from safetyrepro.core.model_spec import Endpoint, ModelSpec
 
 HUB_TIMEOUT_SECONDS = 10
 SERVER_MODULES = (
@@ -67,9 +67,25 @@ def preflight(settings: Settings, jobs_here: bool = True) -> None:
     served = settings.served_models()  # the judges the run asks, not one select_configs leaves out
     for key, specs in (("models", settings.models), ("judges", settings.judges)):
         for index, spec in enumerate(specs):
-            if spec in served and not spec.embedded and not os.path.isdir(spec.path):
+            if spec in served and spec.path and not spec.embedded and not os.path.isdir(spec.path):
                 _check_hub_model(f"{key}[{index}] ({spec.name}).path", spec)
+            if spec in served and spec.endpoint is not None:
+                _check_endpoint(f"{key}[{index}] ({spec.name}).endpoint", spec.endpoint, jobs_here)
     _check_context(settings)
+
+
+def _check_endpoint(where: str, endpoint: Endpoint, jobs_here: bool) -> None:
+    """A served model's key is in the environment its `api_key_env` names, and (where the jobs run here) its server
+    answers and serves the model: one line now, not a failed cell later."""
+    from safetyrepro.backends.openai_server import ServerError, check_server
+
+    if endpoint.api_key_env is not None and not os.environ.get(endpoint.api_key_env):
+        raise ConfigError(f"{where}.api_key_env: the environment variable {endpoint.api_key_env} is not set here")
+    if jobs_here:
+        try:
+            check_server(endpoint)
+        except ServerError as error:
+            raise ConfigError(f"{where}: {error}") from None
 
 
 def _check_backends(settings: Settings) -> None:

@@ -266,15 +266,30 @@ def _run_models(card: Mapping[str, Any]) -> list[str]:
         "|---|---|---|---|---|---|",
     ]
     judges = card["run"].get("judges", ())
+    unseeded = []  # served models whose server gave two texts for one seed
     for name, model in card["models"].items():
-        files = (
-            "<br>".join(f"{f}: `{h[:16]}…`" for f, h in model.get("files", {}).items())
-            or f"hub snapshot {model.get('cached_snapshot')}"
+        files = "<br>".join(f"{f}: `{h[:16]}…`" for f, h in model.get("files", {}).items()) or (
+            f"hub snapshot {model.get('cached_snapshot')}" if model["path"] else "-"
         )
+        path = _cell(model["path"])
+        if server := model.get("endpoint"):  # a served model: where, under which name, what the server is
+            path = _cell(
+                f"served: {server['model']} at {server['host']} ({server['api']} API, "
+                f"{server['owned_by'] or 'server'} {server['server_version'] or '(version not stated)'}); "
+                f"seeds {'honoured' if server['seeds_honoured'] else 'NOT honoured'}"
+                + (f"; tokenizer {model['path']}" if model["path"] else "")
+            )
+            if not server["seeds_honoured"]:
+                unseeded.append(name)
         lines.append(
-            f"| {name}{' (judge)' if name in judges else ''} | {_cell(model['path'])} | {model['precision']} | {model.get('revision') or '-'} | "
+            f"| {name}{' (judge)' if name in judges else ''} | {path} | {model['precision']} | {model.get('revision') or '-'} | "
             f"{model.get('prompt_format') or '-'} | {files} |"
         )
+    lines += [
+        f"\n{name}'s server did not honour seeds (one sampled request, sent twice, drew two texts): its sampled "
+        "cells would draw other texts if asked again; the responses this run kept are what it scored."
+        for name in unseeded
+    ]
     lines += ["", "## Data files", "", "| file | SHA-256 | matches pin |", "|---|---|---|"]
     lines += [
         f"| {path} | `{info['sha256']}` | {'yes' if info['pinned'] else 'NO'} |" for path, info in card["data"].items()

@@ -60,7 +60,7 @@ def load_backends(settings: Settings, spec: ModelSpec) -> dict[str, Backend]:
     its configured options and those it asks for at load (`Backend.load_options`). A judge only
     generates: only the generating backend loads it."""
     loaded: dict[str, Backend] = {}
-    kinds = settings.backend.kinds()
+    kinds = settings.backend.kinds(spec)
     if spec in settings.judges:
         kinds = {"generate": kinds["generate"]}
     for kind, backend in registered().items():
@@ -73,12 +73,12 @@ def load_backends(settings: Settings, spec: ModelSpec) -> dict[str, Backend]:
     return {op: loaded[kind] for op, kind in kinds.items()}
 
 
-def exclusive_devices(settings: Settings) -> list[str]:
-    """What this machine's server of the run's backends holds alone (`Backend.held_devices`): the
+def exclusive_devices(settings: Settings, spec: ModelSpec) -> list[str]:
+    """What this machine's server of a model's backends holds alone (`Backend.held_devices`): the
     UUIDs of the GPUs they use, and other slots a backend names (vLLM on a CPU: "vllm-cpu")."""
     import torch
 
-    cuda, kinds = torch.cuda.is_available(), set(settings.backend.kinds().values())
+    cuda, kinds = torch.cuda.is_available(), set(settings.backend.kinds(spec).values())
     backends = [backend for kind, backend in registered().items() if kind in kinds]
     held = {slot for backend in backends for slot in backend.held_devices(settings.backend, cuda)}
     gpus = sorted(slot for slot in held if isinstance(slot, int))
@@ -93,9 +93,9 @@ def server_address(settings: Settings, spec: ModelSpec) -> Path:
     # the backends' code is part of the key: a server left from before a code fix never serves the rerun
     key = json.dumps(
         [
-            vars(spec),
+            spec.record(),
             settings.backend.as_dict(),
-            code_digest(*backend_modules(settings)),
+            code_digest(*backend_modules(settings, spec)),
             str(settings.results_dir.resolve()),
             settings.longest_generation(),  # vLLM's engine is sized by it
         ],
@@ -141,7 +141,8 @@ def serve(settings: Settings, spec: ModelSpec, address: Path, idle_seconds: floa
     """Load the model once and answer calls until idle for `idle_seconds`; a server on a GPU first
     has every other model server on it exit (one server per GPU at a time: safetyrepro.running.gpu_memory)."""
     claims = [
-        claim_gpu(address.parent, held, address, _ask_to_exit, START_TIMEOUT) for held in exclusive_devices(settings)
+        claim_gpu(address.parent, held, address, _ask_to_exit, START_TIMEOUT)
+        for held in exclusive_devices(settings, spec)
     ]
     started = time.perf_counter()
     backends = load_backends(settings, spec)

@@ -670,6 +670,11 @@ def test_without_a_gpu_vllm_gets_a_key_value_cache_of_a_set_size(fake_vllm, monk
     assert "gpu_memory_utilization" not in options  # vLLM-CPU would read it as a share of host memory
 
 
+def _model_of(settings) -> tuple:
+    """The settings and their first model, as a model's server is asked what it holds."""
+    return settings, settings.models[0]
+
+
 def test_a_server_holds_alone_the_gpus_it_uses_or_vllm_cpus_slot(fake_vllm, monkeypatch, data_dir):
     """The GPUs it uses; on a CPU, vLLM's one slot (an engine holds about 10 GB there)."""
     import torch
@@ -680,12 +685,12 @@ def test_a_server_holds_alone_the_gpus_it_uses_or_vllm_cpus_slot(fake_vllm, monk
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "get_device_properties", lambda i: types.SimpleNamespace(uuid=f"GPU-{i}"))
-    assert exclusive_devices(_vllm_settings(data_dir, path, device="cuda:1")) == ["GPU-0", "GPU-1"]
-    assert exclusive_devices(_vllm_settings(data_dir, path, device="cpu")) == ["GPU-0"]
-    assert exclusive_devices(_vllm_settings(data_dir, path, device="cpu", generate="hf")) == []
+    assert exclusive_devices(*_model_of(_vllm_settings(data_dir, path, device="cuda:1"))) == ["GPU-0", "GPU-1"]
+    assert exclusive_devices(*_model_of(_vllm_settings(data_dir, path, device="cpu"))) == ["GPU-0"]
+    assert exclusive_devices(*_model_of(_vllm_settings(data_dir, path, device="cpu", generate="hf"))) == []
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    assert exclusive_devices(_vllm_settings(data_dir, path, device="auto")) == ["vllm-cpu"]
-    assert exclusive_devices(_vllm_settings(data_dir, path, device="auto", generate="hf")) == []
+    assert exclusive_devices(*_model_of(_vllm_settings(data_dir, path, device="auto"))) == ["vllm-cpu"]
+    assert exclusive_devices(*_model_of(_vllm_settings(data_dir, path, device="auto", generate="hf"))) == []
 
 
 def test_long_prompts_keep_their_bos_and_leave_room_for_new_tokens(fake_vllm):

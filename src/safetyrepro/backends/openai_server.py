@@ -1,0 +1,424 @@
+"""A model behind an OpenAI-compatible server (vLLM's `vllm serve`, llama.cpp's server, a hosted API): the
+backend a model entry's `endpoint` selects for both operations (docs/served.md).
+
+- Generation goes through the completions API (the rendered prompt; as the token ids the offline backends compute
+  on where the model's tokenizer is known, its `path` or `embedded`) or the chat-completions API (the prompt as one
+  user message), with the run's decoding settings, stop strings and each request's own seed
+  (`prompt_ids.request_seed`, as the offline backends draw).
+- Log-likelihoods go through the completions API with the prompt echoed and its log-probabilities returned
+  (`echo`, `logprobs`; vLLM's server gives them): the context's and the continuation's token ids as the HF backend
+  splits them, so only with the tokenizer known; otherwise the model serves generation only, and the config check
+  refuses its log-likelihood configs (`served_operations`).
+- Every response is kept on disk, keyed by the whole request (`ResponseCache`): a rerun, or a cell run again after
+  a crash, sends nothing a second time.
+- At most `max_in_flight` requests at once and `requests_per_minute` started a minute; a request refused with 429
+  or 5xx, or cut off, is tried again with exponential backoff (the server's Retry-After where it gives one), up to
+  `retries` times; then the cell fails with one line naming the server and what it answered.
+- The API key is read from the environment variable `api_key_env` names, sent as a bearer token and never
+  written anywhere: messages name the variable, not the key.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from safetyrepro.backends.base import Backend, ModelLoadError, cut_at_stop
+from safetyrepro.core.batching import BatchCondition
+from safetyrepro.core.decoding import Decoding
+
+if TYPE_CHECKING:
+    from safetyrepro.configuration.settings import BackendSettings, Settings
+    from safetyrepro.core.model_spec import Endpoint, ModelSpec
+
+log = logging.getLogger(__name__)
+CHECK_TIMEOUT = 10.0  # seconds the start-up check waits on the server
+BACKOFF_SECONDS = 1.0  # the first wait before a retry; doubled each retry, at most BACKOFF_LIMIT
+BACKOFF_LIMIT = 60.0
+RETRIED = frozenset({408, 409, 429, 500, 502, 503, 504})
+
+
+class ServerError(ModelLoadError):
+    """The server cannot be reached, refuses the key, does not serve the model, or kept failing a request."""
+
+
+def served_operations(spec: ModelSpec) -> tuple[str, ...]:
+    """What a served model can do: generation always; log-likelihoods through the completions API with its
+    tokenizer known (the continuation's tokens must be found among the prompt's)."""
+    assert spec.endpoint is not None
+    if spec.endpoint.api == "completions" and spec.path:
+        return ("generate", "loglikelihood")
+    return ("generate",)
+
+
+def api_key(endpoint: Endpoint) -> str | None:
+    """The key from the environment variable the endpoint names (None when it names none)."""
+    if endpoint.api_key_env is None:
+        return None
+    key = os.environ.get(endpoint.api_key_env)
+    if not key:
+        raise ServerError(f"the environment variable {endpoint.api_key_env} (endpoint.api_key_env) is not set")
+    return key
+
+
+def _client(endpoint: Endpoint, timeout: float):
+    """An HTTP client for the endpoint, with its key as a bearer token (httpx's line per request is left out of
+    the logs: the backend logs each call's count)."""
+    import httpx
+
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+
+    key = api_key(endpoint)
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    return httpx.Client(base_url=endpoint.url.rstrip("/") + "/", headers=headers, timeout=timeout)
+
+
+def _refusal(endpoint: Endpoint, status: int, body: str) -> str:
+    """One line for an answer other than success (the server's words shortened; never the key)."""
+    words = " ".join(body.split())[:200]
+    if status in (401, 403):
+        where = f"the key in {endpoint.api_key_env}" if endpoint.api_key_env else "a request without a key"
+        return f"the server at {endpoint.host()} refused {where} ({status}: {words})"
+    return f"the server at {endpoint.host()} answered {status}: {words}"
+
+
+def check_server(endpoint: Endpoint) -> dict[str, Any]:
+    """Ask the server which models it serves (GET /models) and what it is (vLLM's GET /version, at the root):
+    ServerError in one line when it does not answer, refuses the key, or does not serve `endpoint.model`.
+    Returns what the GRID card records of it."""
+    import httpx
+
+    with _client(endpoint, CHECK_TIMEOUT) as client:
+        try:
+            answer = client.get("models")
+        except httpx.HTTPError as error:
+            raise ServerError(f"no server answers at {endpoint.url} ({type(error).__name__}: {error})") from None
+        if answer.status_code != 200:
+            raise ServerError(_refusal(endpoint, answer.status_code, answer.text))
+        try:
+            listed = {entry["id"]: entry for entry in answer.json()["data"]}
+        except (ValueError, KeyError, TypeError):
+            raise ServerError(f"the server at {endpoint.host()} answered GET /models with no model list") from None
+        if endpoint.model not in listed:
+            names = ", ".join(sorted(listed)[:10]) or "none"
+            raise ServerError(f"the server at {endpoint.host()} does not serve '{endpoint.model}' (it serves: {names})")
+        version = None
+        try:
+            reply = client.get(httpx.URL(endpoint.url).join("/version"))
+            if reply.status_code == 200:
+                version = reply.json().get("version")
+        except (httpx.HTTPError, ValueError, AttributeError):
+            pass  # a server without vLLM's /version (a hosted API) says nothing of itself there
+    entry = listed[endpoint.model]
+    return {
+        "host": endpoint.host(),
+        "model": endpoint.model,
+        "api": endpoint.api,
+        "owned_by": entry.get("owned_by"),
+        "root": entry.get("root"),
+        "max_model_len": entry.get("max_model_len"),
+        "server_version": version,
+    }
+
+
+def seeds_honoured(endpoint: Endpoint) -> bool:
+    """Whether the server gives the same sampled text twice for one seed: one request (16 tokens at temperature 1)
+    sent twice, past the responses kept (a server that ignores seeds draws two texts, all but surely)."""
+    body: dict[str, Any] = {"model": endpoint.model, "max_tokens": 16, "temperature": 1.0, "top_p": 1.0, "seed": 1}
+    path = "chat/completions" if endpoint.api == "chat" else "completions"
+    words = "Write one sentence about the sea."
+    body |= {"messages": [{"role": "user", "content": words}]} if endpoint.api == "chat" else {"prompt": words}
+    texts = []
+    with _client(endpoint, CHECK_TIMEOUT * 6) as client:
+        for _ in range(2):
+            answer = client.post(path, json=body)
+            if answer.status_code != 200:
+                raise ServerError(_refusal(endpoint, answer.status_code, answer.text))
+            choice = answer.json()["choices"][0]
+            texts.append(choice["message"]["content"] if endpoint.api == "chat" else choice["text"])
+    return texts[0] == texts[1]
+
+
+class ResponseCache:
+    """Responses on disk, one JSON file each, named by the SHA-256 of the whole request (the endpoint's URL and
+    the request's path and body): written atomically, so a crash leaves a response whole or absent."""
+
+    def __init__(self, folder: Path):
+        self.folder = folder
+
+    @staticmethod
+    def key(url: str, path: str, body: Mapping[str, Any]) -> str:
+        """The request's key: everything that decides its answer (the key is not: it decides only whether)."""
+        return hashlib.sha256(json.dumps([url, path, body], sort_keys=True).encode()).hexdigest()
+
+    def _file(self, key: str) -> Path:
+        return self.folder / key[:2] / f"{key}.json"
+
+    def get(self, key: str) -> dict | None:
+        """The response kept under `key`, or None (a damaged file is none: the request is sent again)."""
+        try:
+            return json.loads(self._file(key).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+
+    def put(self, key: str, response: dict) -> None:
+        """Keep `response` under `key`."""
+        from safetyrepro.results.storage import write_atomic
+
+        path = self._file(key)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(path, lambda tmp: tmp.write_text(json.dumps(response), encoding="utf-8"))
+
+
+class RateLimit:
+    """At most `per_minute` requests started a minute (evenly spaced), across threads; no limit with None."""
+
+    def __init__(self, per_minute: float | None):
+        self.interval = 60.0 / per_minute if per_minute else 0.0
+        self.next_start = 0.0
+        self.lock = threading.Lock()
+
+    def wait(self) -> None:
+        if not self.interval:
+            return
+        with self.lock:
+            now = time.monotonic()
+            start = max(now, self.next_start)
+            self.next_start = start + self.interval
+        time.sleep(max(0.0, start - now))
+
+
+class OpenAIServerBackend(Backend):
+    """A model behind an OpenAI-compatible server: requests sent concurrently, responses kept on disk."""
+
+    def __init__(self, spec: ModelSpec, cache_dir: str):
+        from safetyrepro.backends.prompt_ids import load_tokenizer, prompt_format
+
+        assert spec.endpoint is not None
+        self.spec, self.endpoint = spec, spec.endpoint
+        self.server = check_server(self.endpoint)
+        self.tokenizer = load_tokenizer(spec) if spec.path else None
+        if self.endpoint.api == "chat":
+            self.prompt_format = "chat"
+        else:
+            self.prompt_format = prompt_format(self.tokenizer, spec) if self.tokenizer is not None else "plain"
+        self.cache = ResponseCache(Path(cache_dir) / spec.name)
+        self.limit = RateLimit(self.endpoint.requests_per_minute)
+        self.client = _client(self.endpoint, self.endpoint.timeout_seconds)
+        self.sent = 0  # requests sent to the server (not answered from the cache)
+        log.info(
+            "model %s: %s at %s (server %s), %s prompts",
+            spec.name,
+            self.endpoint.model,
+            self.endpoint.host(),
+            self.server["server_version"] or "of unknown version",
+            self.prompt_format,
+        )
+
+    def _post(self, path: str, body: dict) -> dict:
+        """One request's response: from the cache, else from the server (tried again on 429, 5xx and a cut-off
+        connection, with backoff) and then kept."""
+        import httpx
+
+        key = ResponseCache.key(self.endpoint.url, path, body)
+        kept = self.cache.get(key)
+        if kept is not None:
+            return kept
+        wait, last = BACKOFF_SECONDS, ""
+        for attempt in range(self.endpoint.retries + 1):
+            if attempt:
+                time.sleep(wait)
+                wait = min(2 * wait, BACKOFF_LIMIT)
+            self.limit.wait()
+            try:
+                answer = self.client.post(path, json=body)
+            except httpx.HTTPError as error:  # refused, cut off, timed out
+                last = f"{type(error).__name__}: {error}"
+                continue
+            self.sent += 1
+            if answer.status_code == 200:
+                try:
+                    response = answer.json()
+                except ValueError:
+                    last = "an answer that is not JSON"
+                    continue
+                self.cache.put(key, response)
+                return response
+            last = _refusal(self.endpoint, answer.status_code, answer.text)
+            if answer.status_code not in RETRIED:
+                raise ServerError(last)
+            wait = max(wait, _retry_after(answer.headers.get("retry-after")))
+        raise ServerError(
+            f"model '{self.spec.name}': a request to the server at {self.endpoint.host()} failed "
+            f"{self.endpoint.retries + 1} times; the last: {last}"
+        )
+
+    def _post_all(self, path: str, bodies: Sequence[dict]) -> list[dict]:
+        """The responses to every request, in order, at most `max_in_flight` at once."""
+        with ThreadPoolExecutor(self.endpoint.max_in_flight) as pool:
+            return list(pool.map(lambda body: self._post(path, body), bodies))
+
+    def _prompt(self, prompt: str, max_tokens: int | None) -> tuple[Any, list[int]]:
+        """What a completions request sends for `prompt` (its token ids where the tokenizer is known, else its
+        text) and the numbers its seed is drawn from."""
+        from safetyrepro.backends.prompt_ids import encode_prompt
+
+        if self.tokenizer is None:
+            return prompt, list(prompt.encode("utf-8"))
+        ids = encode_prompt(self.tokenizer, prompt, self.prompt_format, max_tokens)
+        return ids, ids
+
+    def generate_seeds(
+        self,
+        prompts: Sequence[str],
+        decoding: Decoding,
+        seeds: Sequence[int],
+        stop: Sequence[str] = (),
+        batch_size: int | None = None,
+    ) -> dict[int, list[str]]:
+        """Every request of the cell, `max_in_flight` at a time; the server forms the batches (a batch size is
+        refused). A completion's text is its new token ids decoded alone where the server returns them and the
+        tokenizer is known (as the offline backends store it), else the server's text; cut at the first stop."""
+        from safetyrepro.backends.base import completion_text
+        from safetyrepro.backends.prompt_ids import prompt_limit, request_seed
+
+        if batch_size is not None:
+            raise ValueError("a served model's batches are its server's: a batch-size axis needs the HF backend")
+        limit = prompt_limit(self.max_model_len(), decoding.max_new_tokens)
+        encoded = [self._prompt(p, limit) for p in prompts]
+        sampling = {
+            "max_tokens": decoding.max_new_tokens,
+            "temperature": 0.0 if decoding.greedy else decoding.temperature,
+            "top_p": 1.0 if decoding.greedy else decoding.top_p,
+            **({"stop": list(stop)} if stop else {}),
+        }
+        bodies, path = [], "chat/completions" if self.endpoint.api == "chat" else "completions"
+        for seed in seeds:
+            for prompt, (sent, numbers) in zip(prompts, encoded):
+                body = {"model": self.endpoint.model, **sampling, "seed": request_seed(seed, numbers)}
+                if self.endpoint.api == "chat":
+                    body["messages"] = [{"role": "user", "content": prompt}]
+                else:
+                    body["prompt"] = sent
+                    if self.tokenizer is not None and self.server["server_version"]:  # vLLM: the tokens too
+                        body["return_token_ids"] = True
+                bodies.append(body)
+        started, sent_before = time.perf_counter(), self.sent
+        responses = self._post_all(path, bodies)
+        texts = [self._text(response, stop, completion_text) for response in responses]
+        log.info(
+            "generate %s: %d requests, %d sent to the server (the rest kept from before), %.1f s",
+            self.spec.name,
+            len(bodies),
+            self.sent - sent_before,
+            time.perf_counter() - started,
+        )
+        return {seed: texts[i * len(prompts) : (i + 1) * len(prompts)] for i, seed in enumerate(seeds)}
+
+    def _text(self, response: dict, stop: Sequence[str], completion_text) -> str:
+        """A completion's stored text (see `generate_seeds`)."""
+        try:
+            choice = response["choices"][0]
+            if self.endpoint.api == "chat":
+                return cut_at_stop(choice["message"]["content"] or "", stop)
+            if self.tokenizer is not None and choice.get("token_ids") is not None:
+                return completion_text(self.tokenizer, choice["token_ids"], stop)
+            return cut_at_stop(choice["text"], stop)
+        except (KeyError, IndexError, TypeError):
+            raise ServerError(
+                f"model '{self.spec.name}': the server at {self.endpoint.host()} answered with no completion"
+            ) from None
+
+    def loglikelihood(self, requests: Sequence[tuple[str, str]], batch_size: int | None = None) -> list[float]:
+        """Each continuation's summed log-probability: the context's and the continuation's token ids as the HF
+        backend has them, sent as one prompt echoed with its log-probabilities; the continuation's are the last
+        ones of the prompt's."""
+        from safetyrepro.backends.prompt_ids import encode_prompt
+
+        if "loglikelihood" not in served_operations(self.spec):
+            raise ServerError(
+                f"model '{self.spec.name}' serves generation only: log-likelihoods need the completions API and "
+                "the model's tokenizer (its path or embedded)"
+            )
+        targets, bodies = [], []
+        for context, continuation in requests:
+            if self.prompt_format == "chat":
+                continuation = continuation.lstrip()
+            target = self.tokenizer(continuation, add_special_tokens=False).input_ids
+            if not target:
+                raise ValueError(f"empty continuation after tokenisation: {continuation!r}")
+            ids = encode_prompt(self.tokenizer, context, self.prompt_format) + target
+            targets.append(len(target))
+            bodies.append(
+                {
+                    "model": self.endpoint.model,
+                    "prompt": ids,
+                    "max_tokens": 1,
+                    "temperature": 0.0,
+                    "echo": True,
+                    "logprobs": 0,
+                }
+            )
+        scores = []
+        for body, n, response in zip(bodies, targets, self._post_all("completions", bodies)):
+            try:
+                logprobs = response["choices"][0]["logprobs"]["token_logprobs"]
+            except (KeyError, IndexError, TypeError):
+                logprobs = None
+            if not logprobs or len(logprobs) < len(body["prompt"]):
+                raise ServerError(
+                    f"model '{self.spec.name}': the server at {self.endpoint.host()} returned no log-probabilities "
+                    "of the prompt (echo with logprobs); it cannot serve log-likelihood configs"
+                )
+            scores.append(float(sum(logprobs[len(body["prompt"]) - n : len(body["prompt"])])))
+        return scores
+
+    def max_model_len(self) -> int | None:
+        """The context the server states for the model (vLLM's GET /models), else None."""
+        return self.server.get("max_model_len")
+
+    def close(self) -> None:
+        self.client.close()
+
+
+def _retry_after(header: str | None) -> float:
+    """The seconds a Retry-After header asks for (0 when absent or a date), at most BACKOFF_LIMIT."""
+    try:
+        return min(float(header), BACKOFF_LIMIT) if header else 0.0
+    except ValueError:
+        return 0.0
+
+
+class OpenAIServer(Backend):
+    """The declarations of the backend of a served model (`endpoint`); `load` builds `OpenAIServerBackend`."""
+
+    label = "OpenAI-compatible server"
+    chosen_by_model = True  # a model's `endpoint` chooses it
+    requires = ("httpx",)
+    packages = ("httpx",)
+
+    @classmethod
+    def load(cls, spec: ModelSpec, **options: Any) -> Backend:
+        return OpenAIServerBackend(spec, **options)
+
+    @classmethod
+    def load_options(cls, settings: Settings, loaded: Mapping[str, Backend]) -> dict[str, Any]:
+        """Where its responses are kept: results/responses/<model>/ (`ResponseCache`)."""
+        return {"cache_dir": str(settings.results_dir / "responses")}
+
+    @classmethod
+    def batch_condition(cls, backend: BackendSettings, batch_size: int | None) -> BatchCondition:
+        """The server's own batches."""
+        return BatchCondition(None, False)
+
+    @classmethod
+    def describe_batches(cls, condition: BatchCondition) -> str:
+        return "the server's own batches"

@@ -1,0 +1,165 @@
+"""A model behind a real OpenAI-compatible server: vLLM's own (`python -m vllm.entrypoints.openai.api_server`
+from .venv-vllm, on a loopback port, started as `safetyrepro serve-embedded` starts it, with a key it demands),
+serving the embedded gemma-3-270m at fp32. Its texts are the offline vLLM backend's, its log-likelihoods the HF
+backend's, and a run through it works, keeps the key out of every file, and reruns a sampled cell to the same
+texts. Skipped where .venv-vllm is absent, never under CI=true."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+from helpers.session import REPO
+from helpers.vllm_engine_checks import ENGINE_ENV, engine_slot, vllm_python
+from helpers.workflow import write_config
+
+from safetyrepro.backends import load_backend
+from safetyrepro.backends.openai_server import OpenAIServerBackend, ServerError
+from safetyrepro.configuration.build import load_settings
+from safetyrepro.core.decoding import Decoding
+from safetyrepro.core.model_spec import ModelSpec
+from safetyrepro.running.vllm_serve import server_command, stop_server, wait_until_serving
+
+pytestmark = [pytest.mark.slow, pytest.mark.e2e]
+
+KEY = "sk-served-test-5b1d9c"  # the key the server demands: it must show in no file of a run
+KEY_ENV = "SAFETYREPRO_TEST_SERVED_KEY"
+LOGLIKELIHOOD_TOLERANCE = 2e-3  # nats, each continuation: both fp32 on this CPU (measured: about 1e-5)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def run_config(tmp_path_factory, data_dir, embedded_model_path) -> tuple[Path, Path]:
+    """A run folder whose config has the served model (the embedded model's tokenizer, fp32) against the same
+    model at bf16 on HF: TruthfulQA and BBQ, 2 items, a greedy and a sampled free-form config and a log-likelihood
+    one."""
+    workdir = tmp_path_factory.mktemp("served-run")
+    endpoint = {"url": f"http://127.0.0.1:{free_port()}/v1", "model": "gemma-served", "api_key_env": KEY_ENV}
+    models = [
+        {"name": "gemma-served", "path": str(embedded_model_path), "precision": "fp32", "endpoint": endpoint},
+        {"name": "gemma-bf16", "path": str(embedded_model_path), "precision": "bf16"},
+    ]
+    return workdir, write_config(workdir, data_dir, models, base="served_grid.yaml")
+
+
+@pytest.fixture(scope="module")
+def offline_texts(run_config, tmp_path_factory, worker_id, embedded_model_path) -> dict:
+    """The offline vLLM backend's texts of every free-form cell of the run's config (tests/helpers/
+    vllm_offline_texts.py), before the server starts."""
+    workdir, config = run_config
+    out = workdir / "offline.json"
+    script = REPO / "tests" / "helpers" / "vllm_offline_texts.py"
+    env = {**os.environ, **ENGINE_ENV, "PYTHONPATH": str(REPO / "src")}
+    with engine_slot(tmp_path_factory, worker_id):
+        result = subprocess.run(
+            [str(vllm_python()), str(script), "--model", str(embedded_model_path), "--config", str(config)]
+            + ["--out", str(out)],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=900,
+            cwd=workdir,
+        )
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads(out.read_text())
+
+
+@pytest.fixture(scope="module")
+def server(run_config, offline_texts, tmp_path_factory, worker_id):
+    """vLLM's server of the served model, as serve-embedded starts it, demanding KEY; its settings and spec."""
+    workdir, config = run_config
+    settings = load_settings(config)
+    spec = settings.model("gemma-served")
+    log_path = workdir / "vllm-serve.log"
+    command = server_command(settings, spec, str(vllm_python())) + ["--api-key", KEY]
+    with engine_slot(tmp_path_factory, worker_id), open(log_path, "ab") as out:
+        env = {**os.environ, **ENGINE_ENV, KEY_ENV: KEY}
+        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        try:
+            os.environ[KEY_ENV] = KEY
+            wait_until_serving(process, spec, log_path)
+            yield settings, spec
+        finally:
+            os.environ.pop(KEY_ENV, None)
+            stop_server(process)
+
+
+def test_served_texts_are_the_offline_engines_and_loglikelihoods_the_hf_backends(server, offline_texts, tmp_path):
+    """Every free-form cell's texts (greedy and sampled, every seed) through the server equal the offline vLLM
+    backend's; the log-likelihoods of a BBQ cell's options are the HF backend's at fp32 within the tolerance. The
+    time of each cell through the server is printed beside the offline engine's."""
+    settings, spec = server
+    backend = OpenAIServerBackend(spec, str(tmp_path / "responses"))
+    for cell in offline_texts["cells"]:
+        started = time.perf_counter()
+        served = backend.generate_seeds(cell["prompts"], Decoding(**cell["decoding"]), cell["seeds"], cell["stop"])
+        seconds = time.perf_counter() - started
+        for seed in cell["seeds"]:
+            assert served[seed] == cell["texts"][str(seed)], (cell["benchmark"], cell["config_id"], seed)
+        print(f"{cell['benchmark']} {cell['config_id']}: served {seconds:.2f} s, offline {cell['seconds']:.2f} s")
+    requests = [
+        ("Question: Who was in the room?\nA. the nurse\nB. the doctor\nAnswer:", option) for option in (" A", " B")
+    ] + [("The capital of France is", " Paris, a city on the Seine.")]
+    hf = load_backend("hf", ModelSpec("hf", spec.path, "fp32"), batch_size=4, device="cpu")
+    expected, got = hf.loglikelihood(requests), backend.loglikelihood(requests)
+    assert max(abs(a - b) for a, b in zip(expected, got)) < LOGLIKELIHOOD_TOLERANCE, (expected, got)
+    print(f"log-likelihoods, HF / served: {expected} / {got}")
+
+
+def test_a_wrong_key_is_one_line_naming_its_variable(server, tmp_path, monkeypatch):
+    _, spec = server
+    monkeypatch.setenv(KEY_ENV, "sk-wrong")
+    with pytest.raises(ServerError, match=rf"refused the key in {KEY_ENV} \(401") as error:
+        OpenAIServerBackend(spec, str(tmp_path))
+    assert "sk-wrong" not in str(error.value) and "\n" not in str(error.value)
+
+
+def test_a_run_through_the_server_keeps_its_key_out_of_every_file_and_reruns_alike(server, run_config):
+    """The run ends green with the served model's cells and the GRID card naming the server (not the key); no
+    file the run wrote holds the key; a sampled cell run again with its kept responses gone gets the same texts
+    (the server honours the seeds)."""
+    workdir, config = run_config
+    bin_dir = Path(sys.executable).parent
+    env = {**os.environ, **ENGINE_ENV, KEY_ENV: KEY, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+    snakemake = [str(bin_dir / "snakemake"), "--snakefile", str(REPO / "Snakefile"), "--directory", str(workdir)]
+    snakemake += ["--configfile", str(config), "--cores", "2", "--resources", "gpu=1"]
+    result = subprocess.run(snakemake, capture_output=True, text=True, env=env, timeout=1800)
+    assert result.returncode == 0, result.stderr[-4000:]
+    results = workdir / "results"
+    cells = pd.read_parquet(results / "cells.parquet")
+    assert set(cells.model) == {"gemma-served", "gemma-bf16"} and len(cells) == 2 * 2 * 3
+    card = (results / "grid_card.md").read_text()
+    host = yaml.safe_load(config.read_text())["models"][0]["endpoint"]["url"].split("/")[2]
+    assert f"served: gemma-served at {host} (completions API, vllm 0.32.0); seeds honoured; tokenizer" in card
+    for path in workdir.rglob("*"):
+        if path.is_file() and path.name != "vllm-serve.log":
+            assert KEY.encode() not in path.read_bytes(), path
+    assert list((results / "responses" / "gemma-served").rglob("*.json"))
+
+    sampled = next(results.glob("cells/gemma-served/truthfulqa/T3-t0.7-0shot-freeform*.parquet"))
+    before = pd.read_parquet(sampled)
+    shutil.rmtree(results / "responses")
+    again = subprocess.run(
+        [*snakemake, "--forcerun", str(sampled.relative_to(workdir))],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=1800,
+    )
+    assert again.returncode == 0, again.stderr[-4000:]
+    after = pd.read_parquet(sampled)
+    assert after.response.tolist() == before.response.tolist() and before.seed.nunique() == 5

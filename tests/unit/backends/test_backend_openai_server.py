@@ -1,0 +1,231 @@
+"""A model behind an OpenAI-compatible server (safetyrepro.backends.openai_server): its config checked in one line,
+and what the backend does with a server that refuses, fails or is absent. The faults come from a small HTTP server
+of the test's, since no real server answers 429 or refuses a key on request; the backend against a real server
+(vLLM's) is tests/end_to_end/test_served_model.py."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+from helpers.session import REPO
+
+from safetyrepro.backends import openai_server
+from safetyrepro.backends.openai_server import OpenAIServerBackend, ResponseCache, ServerError, seeds_honoured
+from safetyrepro.configuration.build import load_settings
+from safetyrepro.configuration.schema import ConfigError
+from safetyrepro.core.decoding import Decoding
+from safetyrepro.core.model_spec import Endpoint, ModelSpec
+from safetyrepro.results.grid_card import _run_models
+
+KEY = "sk-test-0f9e8d7c6b5a"  # what a leak would show
+
+
+class Scripted(ThreadingHTTPServer):
+    """Answers GET /v1/models with one model, and each POST with the next status of `statuses` (then 200 with a
+    completion); counts the POSTs and keeps the Authorization headers it saw."""
+
+    def __init__(self, statuses: list[int], models_status: int = 200, seeded: bool = True):
+        self.statuses, self.models_status, self.posts, self.auth = list(statuses), models_status, 0, []
+        self.seeded = seeded  # False: a text of its own each time, whatever the seed
+        super().__init__(("127.0.0.1", 0), Handler)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}/v1"
+
+
+class Handler(BaseHTTPRequestHandler):
+    def log_message(self, *args):  # quiet
+        pass
+
+    def _send(self, status: int, body: dict, headers: dict | None = None) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        for key, value in (headers or {}).items():
+            self.send_header(key, value)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self):
+        self.server.auth.append(self.headers.get("Authorization"))
+        if self.server.models_status != 200:
+            self._send(self.server.models_status, {"error": {"message": "Invalid API key"}})
+        elif self.path == "/v1/models":
+            self._send(200, {"data": [{"id": "m", "owned_by": "test"}]})
+        else:
+            self._send(404, {})
+
+    def do_POST(self):
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        self.server.posts += 1
+        status = self.server.statuses.pop(0) if self.server.statuses else 200
+        if status == 200:
+            drawn = "" if self.server.seeded else f" draw {self.server.posts}"
+            self._send(200, {"choices": [{"text": f" echo {body['prompt']}{drawn}|next line"}]})
+        else:
+            self._send(status, {"error": {"message": "slow down"}}, {"Retry-After": "0"})
+
+
+@pytest.fixture
+def scripted():
+    servers = []
+
+    def start(statuses: list[int], models_status: int = 200, seeded: bool = True) -> Scripted:
+        server = Scripted(statuses, models_status, seeded)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        servers.append(server)
+        return server
+
+    yield start
+    for server in servers:
+        server.shutdown()
+
+
+def endpoint(url: str, **fields) -> Endpoint:
+    return Endpoint(
+        **{"url": url, "model": "m", "api": "completions", "max_in_flight": 2, "timeout_seconds": 5, "retries": 3}
+        | fields
+    )
+
+
+@pytest.fixture(autouse=True)
+def no_waiting(monkeypatch):
+    monkeypatch.setattr(openai_server, "BACKOFF_SECONDS", 0.01)
+
+
+def test_429_and_5xx_are_tried_again_and_every_response_is_kept(scripted, tmp_path):
+    """Two 429s and a 503, then answers: the texts come back in order, cut at the stop string; the same call again
+    is answered from the responses kept, sending nothing."""
+    server = scripted([429, 429, 503])
+    backend = OpenAIServerBackend(ModelSpec("served", "", endpoint=endpoint(server.url)), str(tmp_path))
+    texts = backend.generate_seeds(["a", "b"], Decoding(0.7, 0.9, 8), [0, 1], stop=["|"])
+    assert texts == {0: [" echo a", " echo b"], 1: [" echo a", " echo b"]}
+    assert server.posts == 4 + 3  # four requests, three of them refused once
+    again = OpenAIServerBackend(ModelSpec("served", "", endpoint=endpoint(server.url)), str(tmp_path))
+    assert again.generate_seeds(["a", "b"], Decoding(0.7, 0.9, 8), [0, 1], stop=["|"]) == texts
+    assert server.posts == 7 and again.sent == 0
+    assert len(list((tmp_path / "served").rglob("*.json"))) == 4
+
+
+def test_a_request_refused_past_its_retries_fails_in_one_line(scripted, tmp_path):
+    server = scripted([503] * 10)
+    backend = OpenAIServerBackend(ModelSpec("served", "", endpoint=endpoint(server.url)), str(tmp_path))
+    with pytest.raises(ServerError) as error:
+        backend.generate_seeds(["a"], Decoding(0.0, 1.0, 8), [0])
+    assert "\n" not in str(error.value) and "failed 4 times" in str(error.value) and "503" in str(error.value)
+    assert server.posts == 4
+    assert not list(tmp_path.rglob("*.json"))  # nothing kept of a failure
+
+
+def test_a_refused_key_is_one_line_naming_its_variable_never_the_key(scripted, tmp_path, monkeypatch):
+    server = scripted([], models_status=401)
+    monkeypatch.setenv("SERVED_KEY", KEY)
+    spec = ModelSpec("served", "", endpoint=endpoint(server.url, api_key_env="SERVED_KEY"))
+    with pytest.raises(ServerError) as error:
+        OpenAIServerBackend(spec, str(tmp_path))
+    assert str(error.value).startswith("the server at 127.0.0.1:") and "refused the key in SERVED_KEY" in str(
+        error.value
+    )
+    assert KEY not in str(error.value) and server.auth == [f"Bearer {KEY}"]  # sent, as a bearer token, and only there
+    monkeypatch.delenv("SERVED_KEY")
+    with pytest.raises(ServerError, match="the environment variable SERVED_KEY .* is not set"):
+        OpenAIServerBackend(spec, str(tmp_path))
+
+
+def test_no_server_is_one_line(tmp_path):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # free once closed
+    with pytest.raises(ServerError, match=rf"^no server answers at http://127.0.0.1:{port}/v1 \(ConnectError"):
+        OpenAIServerBackend(ModelSpec("served", "", endpoint=endpoint(f"http://127.0.0.1:{port}/v1")), str(tmp_path))
+
+
+def test_a_model_the_server_does_not_serve_is_one_line(scripted, tmp_path):
+    server = scripted([])
+    with pytest.raises(ServerError, match=r"does not serve 'other' \(it serves: m\)"):
+        OpenAIServerBackend(ModelSpec("served", "", endpoint=endpoint(server.url, model="other")), str(tmp_path))
+
+
+def test_the_cache_key_is_the_whole_request():
+    body = {"model": "m", "prompt": [2, 5], "seed": 7, "temperature": 0.7}
+    key = ResponseCache.key("http://h/v1", "completions", body)
+    assert key == ResponseCache.key("http://h/v1", "completions", dict(reversed(body.items())))  # not the order
+    for other in ({**body, "seed": 8}, {**body, "prompt": [2, 6]}, {**body, "temperature": 0.3}):
+        assert ResponseCache.key("http://h/v1", "completions", other) != key
+    assert ResponseCache.key("http://g/v1", "completions", body) != key
+    assert ResponseCache.key("http://h/v1", "chat/completions", body) != key
+
+
+def served_config(data_dir: Path, model: dict, **more) -> dict:
+    return {
+        "data_dir": str(data_dir),
+        "models": [model, {"name": "b", "path": "org/b"}],
+        "benchmarks": {"bbq": {"n_items": 5}},
+        "envelope": str(REPO / "config" / "envelope.yaml"),
+        **more,
+    }
+
+
+def test_a_served_models_config_is_checked_in_one_line(data_dir):
+    """A key in the URL, and log-likelihood configs for a model that serves generation only, are refused."""
+    served = {"name": "s", "endpoint": {"url": "http://user:secret@127.0.0.1:8000/v1", "model": "m"}}
+    with pytest.raises(ConfigError, match=r"models\[0\] \(s\)\.endpoint\.url: holds credentials") as error:
+        load_settings(served_config(data_dir, served))
+    assert "secret" not in str(error.value)
+    served["endpoint"]["url"] = "http://127.0.0.1:8000/v1"
+    with pytest.raises(
+        ConfigError, match=r"endpoint: serves generation only \(completions API, no tokenizer\), and the"
+    ):
+        load_settings(served_config(data_dir, served))
+    freeform = [c for c in load_settings(served_config(data_dir, {"name": "a", "path": "org/a"})).configs("bbq")]
+    keep = [c.config_id for c in freeform if c.scoring == "freeform"]
+    settings = load_settings(served_config(data_dir, served, select_configs=keep))
+    spec = settings.model("s")
+    assert spec.endpoint.max_in_flight == 4 and spec.endpoint.retries == 6  # the schema's defaults
+    assert settings.backend.kinds(spec) == {"generate": "openai", "loglikelihood": "openai"}
+    assert settings.backend.kinds(settings.model("b")) == {"generate": "hf", "loglikelihood": "hf"}
+    assert not settings.backend.uses_gpu(spec)
+    with_tokenizer = {**served, "path": "org/tok", "endpoint": {**served["endpoint"], "api": "chat"}}
+    with pytest.raises(ConfigError, match=r"serves generation only \(chat API\)"):
+        load_settings(served_config(data_dir, with_tokenizer))
+    with_tokenizer["endpoint"]["api"] = "completions"
+    assert load_settings(served_config(data_dir, with_tokenizer)).model("s").path == "org/tok"
+
+
+def test_a_served_model_has_no_precision_twin(data_dir):
+    served = {"name": "s", "path": "org/tok", "endpoint": {"url": "http://127.0.0.1:8000/v1", "model": "m"}}
+    probe = {"precision": "nf4", "configs": ["T1-greedy-0shot-freeform"]}
+    settings = load_settings(served_config(data_dir, served, precision_probe=probe))
+    assert settings.precision_probe.twins == {"b": "b@nf4"}
+    only_served = served_config(data_dir, served, precision_probe=probe)
+    only_served["models"][1] = {**served, "name": "t"}
+    with pytest.raises(ConfigError, match="every model already runs at nf4 or is served"):
+        load_settings(only_served)
+
+
+def test_a_server_that_ignores_seeds_is_named_in_the_grid_card(scripted):
+    """One sampled request sent twice: two texts mean the seed was not honoured, and the GRID card says which
+    model's sampled cells would draw other texts."""
+    honours, ignores = scripted([]), scripted([], seeded=False)
+    assert seeds_honoured(endpoint(honours.url)) and not seeds_honoured(endpoint(ignores.url))
+    server = {"host": "h:1", "model": "m", "api": "chat", "owned_by": None, "server_version": None}
+    card = {
+        "run": {"judges": []},
+        "data": {},
+        "scorer_files": {},
+        "models": {
+            "served": {"path": "", "precision": "bf16", "endpoint": {**server, "seeds_honoured": False}},
+            "kept": {"path": "", "precision": "bf16", "endpoint": {**server, "seeds_honoured": True}},
+        },
+    }
+    text = "\n".join(_run_models(card))
+    assert "| served | served: m at h:1 (chat API, server (version not stated)); seeds NOT honoured | bf16 |" in text
+    assert "seeds honoured | bf16 |" in text
+    assert "served's server did not honour seeds" in text and "kept's server" not in text

@@ -6,12 +6,15 @@ texts. Skipped where .venv-vllm is absent, never under CI=true."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -78,32 +81,45 @@ def offline_texts(run_config, tmp_path_factory, worker_id, embedded_model_path) 
     return json.loads(out.read_text())
 
 
+class Served:
+    """vLLM's server of the served model, as serve-embedded starts it, demanding KEY: the run's settings, the
+    model's spec, and the server's process (`start` starts it again after a test killed it)."""
+
+    def __init__(self, settings, spec, log_path: Path):
+        self.settings, self.spec, self.log_path = settings, spec, log_path
+        self.command = server_command(settings, spec, str(vllm_python())) + ["--api-key", KEY]
+        self.process: subprocess.Popen | None = None
+
+    def start(self) -> None:
+        env = {**os.environ, **ENGINE_ENV, KEY_ENV: KEY}
+        with open(self.log_path, "ab") as out:
+            self.process = subprocess.Popen(
+                self.command, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True
+            )
+        wait_until_serving(self.process, self.spec, self.log_path)
+
+
 @pytest.fixture(scope="module")
 def server(run_config, offline_texts, tmp_path_factory, worker_id):
-    """vLLM's server of the served model, as serve-embedded starts it, demanding KEY; its settings and spec."""
     workdir, config = run_config
     settings = load_settings(config)
-    spec = settings.model("gemma-served")
-    log_path = workdir / "vllm-serve.log"
-    command = server_command(settings, spec, str(vllm_python())) + ["--api-key", KEY]
-    with engine_slot(tmp_path_factory, worker_id), open(log_path, "ab") as out:
-        env = {**os.environ, **ENGINE_ENV, KEY_ENV: KEY}
-        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    served = Served(settings, settings.model("gemma-served"), workdir / "vllm-serve.log")
+    with engine_slot(tmp_path_factory, worker_id):
+        os.environ[KEY_ENV] = KEY
         try:
-            os.environ[KEY_ENV] = KEY
-            wait_until_serving(process, spec, log_path)
-            yield settings, spec
+            served.start()
+            yield served
         finally:
             os.environ.pop(KEY_ENV, None)
-            stop_server(process)
+            if served.process is not None:
+                stop_server(served.process)
 
 
 def test_served_texts_are_the_offline_engines_and_loglikelihoods_the_hf_backends(server, offline_texts, tmp_path):
     """Every free-form cell's texts (greedy and sampled, every seed) through the server equal the offline vLLM
     backend's; the log-likelihoods of a BBQ cell's options are the HF backend's at fp32 within the tolerance. The
     time of each cell through the server is printed beside the offline engine's."""
-    settings, spec = server
-    backend = OpenAIServerBackend(spec, str(tmp_path / "responses"))
+    backend = OpenAIServerBackend(server.spec, str(tmp_path / "responses"))
     for cell in offline_texts["cells"]:
         started = time.perf_counter()
         served = backend.generate_seeds(cell["prompts"], Decoding(**cell["decoding"]), cell["seeds"], cell["stop"])
@@ -114,17 +130,16 @@ def test_served_texts_are_the_offline_engines_and_loglikelihoods_the_hf_backends
     requests = [
         ("Question: Who was in the room?\nA. the nurse\nB. the doctor\nAnswer:", option) for option in (" A", " B")
     ] + [("The capital of France is", " Paris, a city on the Seine.")]
-    hf = load_backend("hf", ModelSpec("hf", spec.path, "fp32"), batch_size=4, device="cpu")
+    hf = load_backend("hf", ModelSpec("hf", server.spec.path, "fp32"), batch_size=4, device="cpu")
     expected, got = hf.loglikelihood(requests), backend.loglikelihood(requests)
     assert max(abs(a - b) for a, b in zip(expected, got)) < LOGLIKELIHOOD_TOLERANCE, (expected, got)
     print(f"log-likelihoods, HF / served: {expected} / {got}")
 
 
 def test_a_wrong_key_is_one_line_naming_its_variable(server, tmp_path, monkeypatch):
-    _, spec = server
     monkeypatch.setenv(KEY_ENV, "sk-wrong")
     with pytest.raises(ServerError, match=rf"refused the key in {KEY_ENV} \(401") as error:
-        OpenAIServerBackend(spec, str(tmp_path))
+        OpenAIServerBackend(server.spec, str(tmp_path))
     assert "sk-wrong" not in str(error.value) and "\n" not in str(error.value)
 
 
@@ -163,3 +178,44 @@ def test_a_run_through_the_server_keeps_its_key_out_of_every_file_and_reruns_ali
     assert again.returncode == 0, again.stderr[-4000:]
     after = pd.read_parquet(sampled)
     assert after.response.tolist() == before.response.tolist() and before.seed.nunique() == 5
+
+
+def test_a_server_killed_in_the_middle_of_a_cell_fails_it_in_one_line_and_its_rerun_loses_nothing(
+    server, offline_texts, tmp_path
+):
+    """The server killed (SIGKILL) while a sampled cell's requests go one at a time: the call fails in one line
+    once its retries are spent; with the server back, the call again sends only what was not answered before, and
+    its texts are the offline engine's."""
+    cell = next(c for c in offline_texts["cells"] if c["config_id"] == "T3-t0.7-0shot-freeform")
+    spec = dataclasses.replace(
+        server.spec, endpoint=dataclasses.replace(server.spec.endpoint, max_in_flight=1, retries=1)
+    )
+    call = (cell["prompts"], Decoding(**cell["decoding"]), cell["seeds"], cell["stop"])
+    cache = tmp_path / "responses"
+    backend = OpenAIServerBackend(spec, str(cache))
+    failure: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            backend.generate_seeds(*call)
+        except ServerError as error:
+            failure.append(error)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    while len(list(cache.rglob("*.json"))) < 2 and thread.is_alive():
+        time.sleep(0.05)
+    os.killpg(server.process.pid, signal.SIGKILL)
+    server.process.wait()
+    thread.join(120)
+    kept = len(list(cache.rglob("*.json")))
+    total = len(cell["prompts"]) * len(cell["seeds"])
+    assert failure and 2 <= kept < total, (failure, kept)
+    message = str(failure[0])
+    assert "\n" not in message and message.startswith("model 'gemma-served': a request to the server at 127.0.0.1:")
+    assert "failed 2 times; the last: " in message
+    server.start()
+    again = OpenAIServerBackend(spec, str(cache))
+    texts = again.generate_seeds(*call)
+    assert again.sent == total - kept
+    assert all(texts[seed] == cell["texts"][str(seed)] for seed in cell["seeds"])

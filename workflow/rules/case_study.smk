@@ -7,7 +7,7 @@ if CASE_STUDY:
     # rerun triggers: the section, its model, the envelope
     DEPENDS["case_study"] = lambda w: {
         "study": CASE_STUDY.section,
-        "model": vars(CASE_STUDY.model),
+        "model": CASE_STUDY.model.record(),
         "envelope": SETTINGS.envelope.digest(),
         "subset": [SETTINGS.subset_seed, SETTINGS.fewshot_pool],
         "code": code("case_study"),

@@ -128,6 +128,11 @@ def rescore_uses_gpu(wildcards):
     return int(judge is not None and SETTINGS.backend.uses_gpu(judge))
 
 
+def judge_uses_gpu(wildcards):
+    """1 when a judge's agreement job asks a judge whose server needs the accelerator."""
+    return int(SETTINGS.backend.uses_gpu(SETTINGS.model(wildcards.judge)))
+
+
 def cell_group(wildcards):
     """A cell's group: its model's (on a cluster, a model's cells form one job: one load), by round in a budgeted
     run (budget_group)."""

@@ -18,7 +18,7 @@ rule build_embedded_model:
         "safetyrepro -v build-model --out {output:q} > {log:q} 2>&1"
 
 
-DEPENDS["describe_model"] = lambda w: {"spec": vars(MODELS[w.model]), "code": code("describe_model")}
+DEPENDS["describe_model"] = lambda w: {"spec": MODELS[w.model].record(), "code": code("describe_model")}
 # the files of a local model folder, against the hashes its description holds: weights replaced redo it
 CURRENT["describe_model"] = lambda w, outputs: changed_model_files(MODELS[w.model], Path(outputs[0]))
 
@@ -147,7 +147,7 @@ rule judge_agreement:
     group:
         lambda w: f"model-{w.judge}"
     resources:
-        gpu=int(ON_GPU),
+        gpu=judge_uses_gpu,
     priority: judge_priority
     shell:
         "safetyrepro -v judge-agreement --configfile \"$SAFETYREPRO_RUN_CONFIG\" --benchmark {wildcards.benchmark}"

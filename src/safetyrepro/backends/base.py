@@ -45,8 +45,6 @@ class Backend(ABC):
     install_hint: ClassVar[str] = ""  # how to install them, for preflight's message
     packages: ClassVar[tuple[str, ...]] = ()  # distributions the GRID card's package table shows
     load_order: ClassVar[int] = 0  # one model's backends load lowest first
-    # chosen by a model's own entry (a served model's `endpoint`), never by backend.generate / loglikelihood
-    chosen_by_model: ClassVar[bool] = False
 
     prompt_format: str
     prefill = {"computed": 0, "requested": 0}  # prompt tokens of the last call: run through the model, and asked for

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 from safetyrepro.backends.base import Backend, ModelLoadError, cut_at_stop
 from safetyrepro.core.batching import BatchCondition
 from safetyrepro.core.decoding import Decoding
+from safetyrepro.core.messages import excerpt
 
 if TYPE_CHECKING:
     from safetyrepro.configuration.settings import BackendSettings, Settings
@@ -60,13 +61,33 @@ def served_operations(spec: ModelSpec) -> tuple[str, ...]:
 
 
 def api_key(endpoint: Endpoint) -> str | None:
-    """The key from the environment variable the endpoint names (None when it names none)."""
+    """The key from the environment variable the endpoint names (None when it names none), without the spaces and
+    line ends around it (a .env file's \\r); one that is not printable ASCII is refused, naming the variable only
+    (an HTTP header cannot hold it, and the error would quote it)."""
     if endpoint.api_key_env is None:
         return None
-    key = os.environ.get(endpoint.api_key_env)
+    key = os.environ.get(endpoint.api_key_env, "").strip()
     if not key:
         raise ServerError(f"the environment variable {endpoint.api_key_env} (endpoint.api_key_env) is not set")
+    if not (key.isascii() and key.isprintable()):
+        raise ServerError(
+            f"the environment variable {endpoint.api_key_env} (endpoint.api_key_env) holds characters no HTTP header "
+            "can carry (not printable ASCII): set it to the key alone"
+        )
     return key
+
+
+def scrubbed(endpoint: Endpoint, text: str) -> str:
+    """`text` (a server's words, an error's) without the key, should it hold it."""
+    raw = os.environ.get(endpoint.api_key_env, "") if endpoint.api_key_env else ""
+    for key in sorted({raw, raw.strip()} - {""}, key=len, reverse=True):
+        text = text.replace(key, "<the key>")
+    return text
+
+
+def _failure(endpoint: Endpoint, error: Exception) -> str:
+    """An HTTP client error in a few words, without the key."""
+    return scrubbed(endpoint, f"{type(error).__name__}: {excerpt(str(error), 200)}")
 
 
 def _client(endpoint: Endpoint, timeout: float):
@@ -78,12 +99,13 @@ def _client(endpoint: Endpoint, timeout: float):
 
     key = api_key(endpoint)
     headers = {"Authorization": f"Bearer {key}"} if key else {}
-    return httpx.Client(base_url=endpoint.url.rstrip("/") + "/", headers=headers, timeout=timeout)
+    limits = httpx.Limits(max_connections=max(endpoint.max_in_flight, 10))
+    return httpx.Client(base_url=endpoint.url.rstrip("/") + "/", headers=headers, timeout=timeout, limits=limits)
 
 
 def _refusal(endpoint: Endpoint, status: int, body: str) -> str:
     """One line for an answer other than success (the server's words shortened; never the key)."""
-    words = " ".join(body.split())[:200]
+    words = scrubbed(endpoint, " ".join(body.split())[:200])
     if status in (401, 403):
         where = f"the key in {endpoint.api_key_env}" if endpoint.api_key_env else "a request without a key"
         return f"the server at {endpoint.host()} refused {where} ({status}: {words})"
@@ -100,15 +122,17 @@ def check_server(endpoint: Endpoint) -> dict[str, Any]:
         try:
             answer = client.get("models")
         except httpx.HTTPError as error:
-            raise ServerError(f"no server answers at {endpoint.url} ({type(error).__name__}: {error})") from None
+            raise ServerError(f"no server answers at {endpoint.url} ({_failure(endpoint, error)})") from None
         if answer.status_code != 200:
             raise ServerError(_refusal(endpoint, answer.status_code, answer.text))
         try:
-            listed = {entry["id"]: entry for entry in answer.json()["data"]}
+            listed = {str(entry["id"]): entry for entry in answer.json()["data"] if isinstance(entry, dict)}
         except (ValueError, KeyError, TypeError):
-            raise ServerError(f"the server at {endpoint.host()} answered GET /models with no model list") from None
+            listed = None
+        if not listed:
+            raise ServerError(f"the server at {endpoint.host()} answered GET /models with no model list")
         if endpoint.model not in listed:
-            names = ", ".join(sorted(listed)[:10]) or "none"
+            names = ", ".join(excerpt(name, 60) for name in sorted(listed)[:5]) + (", ..." if len(listed) > 5 else "")
             raise ServerError(f"the server at {endpoint.host()} does not serve '{endpoint.model}' (it serves: {names})")
         version = None
         try:
@@ -118,15 +142,21 @@ def check_server(endpoint: Endpoint) -> dict[str, Any]:
         except (httpx.HTTPError, ValueError, AttributeError):
             pass  # a server without vLLM's /version (a hosted API) says nothing of itself there
     entry = listed[endpoint.model]
+    stated = entry.get("max_model_len")
     return {
         "host": endpoint.host(),
         "model": endpoint.model,
         "api": endpoint.api,
-        "owned_by": entry.get("owned_by"),
-        "root": entry.get("root"),
-        "max_model_len": entry.get("max_model_len"),
-        "server_version": version,
+        "owned_by": _words(entry.get("owned_by")),
+        "root": _words(entry.get("root")),
+        "max_model_len": stated if isinstance(stated, int) and not isinstance(stated, bool) and stated > 0 else None,
+        "server_version": _words(version),
     }
+
+
+def _words(value: Any) -> str | None:
+    """A server's own words about itself, kept short, or None."""
+    return excerpt(str(value), 80) if value is not None else None
 
 
 def seeds_honoured(endpoint: Endpoint) -> bool:
@@ -136,15 +166,54 @@ def seeds_honoured(endpoint: Endpoint) -> bool:
     path = "chat/completions" if endpoint.api == "chat" else "completions"
     words = "Write one sentence about the sea."
     body |= {"messages": [{"role": "user", "content": words}]} if endpoint.api == "chat" else {"prompt": words}
+    import httpx
+
     texts = []
     with _client(endpoint, CHECK_TIMEOUT * 6) as client:
         for _ in range(2):
-            answer = client.post(path, json=body)
+            try:
+                answer = client.post(path, json=body)
+            except httpx.HTTPError as error:
+                raise ServerError(f"no server answers at {endpoint.url} ({_failure(endpoint, error)})") from None
             if answer.status_code != 200:
                 raise ServerError(_refusal(endpoint, answer.status_code, answer.text))
-            choice = answer.json()["choices"][0]
-            texts.append(choice["message"]["content"] if endpoint.api == "chat" else choice["text"])
+            text = completion(endpoint.api, _json(answer))
+            if text is None:
+                raise ServerError(f"the server at {endpoint.host()} answered a sampled request with no completion")
+            texts.append(text)
     return texts[0] == texts[1]
+
+
+def _json(answer) -> Any:
+    """A response's JSON, or None where it is not JSON."""
+    try:
+        return answer.json()
+    except ValueError:
+        return None
+
+
+def completion(api: str, response: Any) -> str | None:
+    """The text of a response's first choice (the chat API's message content), or None where it has none."""
+    try:
+        choice = response["choices"][0]
+        text = choice["message"]["content"] if api == "chat" else choice["text"]
+    except (KeyError, IndexError, TypeError):
+        return None
+    return text if isinstance(text, str) else "" if text is None and api == "chat" else None
+
+
+def prompt_logprobs(response: Any, length: int) -> list[float] | None:
+    """The log-probabilities of an echoed prompt's `length` tokens (the first, which nothing precedes, is None),
+    or None where the response does not hold them all."""
+    try:
+        logprobs = response["choices"][0]["logprobs"]["token_logprobs"]
+    except (KeyError, IndexError, TypeError):
+        return None
+    if not isinstance(logprobs, list) or len(logprobs) < length:
+        return None
+    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in logprobs[1:length]):
+        return None
+    return logprobs[:length]
 
 
 class ResponseCache:
@@ -205,7 +274,8 @@ class OpenAIServerBackend(Backend):
         assert spec.endpoint is not None
         self.spec, self.endpoint = spec, spec.endpoint
         self.server = check_server(self.endpoint)
-        self.tokenizer = load_tokenizer(spec) if spec.path else None
+        # the chat API sends text, the server's template around it: the tokenizer serves the completions API alone
+        self.tokenizer = load_tokenizer(spec) if spec.path and self.endpoint.api == "completions" else None
         if self.endpoint.api == "chat":
             self.prompt_format = "chat"
         else:
@@ -224,13 +294,13 @@ class OpenAIServerBackend(Backend):
         )
 
     def _post(self, path: str, body: dict) -> dict:
-        """One request's response: from the cache, else from the server (tried again on 429, 5xx and a cut-off
-        connection, with backoff) and then kept."""
+        """One request's response: from the cache, else from the server (tried again on 429, 5xx, a cut-off
+        connection and an answer that is not JSON, with backoff) and then kept, once it holds what was asked."""
         import httpx
 
         key = ResponseCache.key(self.endpoint.url, path, body)
         kept = self.cache.get(key)
-        if kept is not None:
+        if kept is not None and self._whole(kept, body):
             return kept
         wait, last = BACKOFF_SECONDS, ""
         for attempt in range(self.endpoint.retries + 1):
@@ -241,25 +311,38 @@ class OpenAIServerBackend(Backend):
             try:
                 answer = self.client.post(path, json=body)
             except httpx.HTTPError as error:  # refused, cut off, timed out
-                last = f"{type(error).__name__}: {error}"
+                last = _failure(self.endpoint, error)
                 continue
             self.sent += 1
             if answer.status_code == 200:
-                try:
-                    response = answer.json()
-                except ValueError:
+                response = _json(answer)
+                if response is None:
                     last = "an answer that is not JSON"
                     continue
+                if not self._whole(response, body):  # as the server answers, not a fault that passes: not kept
+                    asked = (
+                        "the prompt's log-probabilities (echo with logprobs)" if body.get("echo") else "a completion"
+                    )
+                    raise ServerError(
+                        f"model '{self.spec.name}': the server at {self.endpoint.host()} answered without {asked}"
+                    )
                 self.cache.put(key, response)
                 return response
             last = _refusal(self.endpoint, answer.status_code, answer.text)
             if answer.status_code not in RETRIED:
-                raise ServerError(last)
+                raise ServerError(f"model '{self.spec.name}': {last}")
             wait = max(wait, _retry_after(answer.headers.get("retry-after")))
         raise ServerError(
             f"model '{self.spec.name}': a request to the server at {self.endpoint.host()} failed "
             f"{self.endpoint.retries + 1} times; the last: {last}"
         )
+
+    def _whole(self, response: Any, body: dict) -> bool:
+        """Whether a response holds what its request asked for: a completion, and with an echoed prompt its
+        log-probabilities."""
+        if completion(self.endpoint.api, response) is None:
+            return False
+        return not body.get("echo") or prompt_logprobs(response, len(body["prompt"])) is not None
 
     def _post_all(self, path: str, bodies: Sequence[dict]) -> list[dict]:
         """The responses to every request, in order, at most `max_in_flight` at once."""
@@ -271,7 +354,7 @@ class OpenAIServerBackend(Backend):
         text) and the numbers its seed is drawn from."""
         from safetyrepro.backends.prompt_ids import encode_prompt
 
-        if self.tokenizer is None:
+        if self.tokenizer is None:  # the text itself (the chat API's message, or a prompt without a tokenizer)
             return prompt, list(prompt.encode("utf-8"))
         ids = encode_prompt(self.tokenizer, prompt, self.prompt_format, max_tokens)
         return ids, ids
@@ -324,18 +407,11 @@ class OpenAIServerBackend(Backend):
         return {seed: texts[i * len(prompts) : (i + 1) * len(prompts)] for i, seed in enumerate(seeds)}
 
     def _text(self, response: dict, stop: Sequence[str], completion_text) -> str:
-        """A completion's stored text (see `generate_seeds`)."""
-        try:
-            choice = response["choices"][0]
-            if self.endpoint.api == "chat":
-                return cut_at_stop(choice["message"]["content"] or "", stop)
-            if self.tokenizer is not None and choice.get("token_ids") is not None:
-                return completion_text(self.tokenizer, choice["token_ids"], stop)
-            return cut_at_stop(choice["text"], stop)
-        except (KeyError, IndexError, TypeError):
-            raise ServerError(
-                f"model '{self.spec.name}': the server at {self.endpoint.host()} answered with no completion"
-            ) from None
+        """A completion's stored text (see `generate_seeds`) of a response `_whole` passed."""
+        ids = response["choices"][0].get("token_ids") if self.tokenizer is not None else None
+        if isinstance(ids, list) and all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
+            return completion_text(self.tokenizer, ids, stop)
+        return cut_at_stop(completion(self.endpoint.api, response), stop)
 
     def loglikelihood(self, requests: Sequence[tuple[str, str]], batch_size: int | None = None) -> list[float]:
         """Each continuation's summed log-probability: the context's and the continuation's token ids as the HF
@@ -369,16 +445,8 @@ class OpenAIServerBackend(Backend):
             )
         scores = []
         for body, n, response in zip(bodies, targets, self._post_all("completions", bodies)):
-            try:
-                logprobs = response["choices"][0]["logprobs"]["token_logprobs"]
-            except (KeyError, IndexError, TypeError):
-                logprobs = None
-            if not logprobs or len(logprobs) < len(body["prompt"]):
-                raise ServerError(
-                    f"model '{self.spec.name}': the server at {self.endpoint.host()} returned no log-probabilities "
-                    "of the prompt (echo with logprobs); it cannot serve log-likelihood configs"
-                )
-            scores.append(float(sum(logprobs[len(body["prompt"]) - n : len(body["prompt"])])))
+            logprobs = prompt_logprobs(response, len(body["prompt"]))  # whole: `_post` kept it so
+            scores.append(float(sum(logprobs[len(logprobs) - n :])))
         return scores
 
     def max_model_len(self) -> int | None:
@@ -390,18 +458,26 @@ class OpenAIServerBackend(Backend):
 
 
 def _retry_after(header: str | None) -> float:
-    """The seconds a Retry-After header asks for (0 when absent or a date), at most BACKOFF_LIMIT."""
-    try:
-        return min(float(header), BACKOFF_LIMIT) if header else 0.0
-    except ValueError:
+    """The seconds a Retry-After header asks for (a number of seconds, or an HTTP date), 0 when absent or neither;
+    at most BACKOFF_LIMIT."""
+    from email.utils import parsedate_to_datetime
+
+    if not header:
         return 0.0
+    try:
+        seconds = float(header)
+    except ValueError:
+        try:
+            seconds = parsedate_to_datetime(header).timestamp() - time.time()
+        except (TypeError, ValueError):
+            return 0.0
+    return min(max(seconds, 0.0), BACKOFF_LIMIT)
 
 
 class OpenAIServer(Backend):
     """The declarations of the backend of a served model (`endpoint`); `load` builds `OpenAIServerBackend`."""
 
     label = "OpenAI-compatible server"
-    chosen_by_model = True  # a model's `endpoint` chooses it
     requires = ("httpx",)
     packages = ("httpx",)
 

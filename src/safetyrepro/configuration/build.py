@@ -222,8 +222,8 @@ def _backend(section: Mapping[str, Any], models: Sequence[ModelSpec]) -> Backend
     backend = BackendSettings.from_section(section, registered())
     check_server_python(backend)
     check_backend_keys_read(backend, section)
-    for kind in dict.fromkeys(backend.kinds().values()):
-        problem = registered()[kind].check(backend, list(models))
+    for kind in dict.fromkeys(backend.kinds().values()):  # the models it runs: a served model's server runs it
+        problem = registered()[kind].check(backend, [spec for spec in models if spec.endpoint is None])
         if problem:
             raise ConfigError(problem)
     return backend
@@ -304,7 +304,15 @@ def _endpoint(where: str, section: dict[str, Any] | None) -> Endpoint | None:
     a key goes in the environment variable `api_key_env` names, never in a config."""
     if section is None:
         return None
-    if urlsplit(section["url"]).username is not None:
+    import httpx
+
+    try:
+        parts = urlsplit(section["url"])
+        parts.port  # noqa: B018 (raises on a port that is no number, or out of range)
+        httpx.URL(section["url"])
+    except (ValueError, httpx.InvalidURL) as error:
+        raise ConfigError(f"{where}.endpoint.url: not a URL a client can ask ({error})") from None
+    if parts.username is not None or parts.password is not None:
         raise ConfigError(
             f"{where}.endpoint.url: holds credentials; give the server's URL without them, and name the environment "
             "variable that holds the key in api_key_env"

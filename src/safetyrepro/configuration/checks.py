@@ -19,6 +19,7 @@ from safetyrepro.configuration.schema import ConfigError, StrictValidator, schem
 from safetyrepro.configuration.settings import DATA_DIR_ENV, BackendSettings
 from safetyrepro.core.axes import AXES
 from safetyrepro.core.messages import excerpt
+from safetyrepro.core.model_spec import SERVED_BY
 from safetyrepro.core.operations import OPERATIONS
 
 if TYPE_CHECKING:
@@ -30,8 +31,8 @@ if TYPE_CHECKING:
 def checked_schema(name: str) -> dict[str, Any]:
     """The schema documents are checked against: the packaged one, where a config's `backend` section
     takes the registered backends (safetyrepro.backends): backend.generate and backend.loglikelihood
-    name one that serves the operation (not one a model's own entry chooses: `Backend.chosen_by_model`), and a
-    plugin's own options (its `option_schema`) are keys."""
+    name one that serves the operation (not SERVED_BY, which a served model's `endpoint` chooses), and a plugin's
+    own options (its `option_schema`) are keys."""
     if name != "config":
         return schema(name)
     backends = registered()
@@ -39,7 +40,7 @@ def checked_schema(name: str) -> dict[str, Any]:
     keys = root["properties"]["backend"]["properties"]
     for operation in OPERATIONS:
         keys[operation]["enum"] = sorted(
-            kind for kind, backend in backends.items() if operation in backend.serves and not backend.chosen_by_model
+            kind for kind, backend in backends.items() if operation in backend.serves and kind != SERVED_BY
         )
     packaged = set(keys)
     for kind, backend in backends.items():

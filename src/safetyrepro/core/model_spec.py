@@ -27,7 +27,8 @@ class Endpoint:
     def host(self) -> str:
         """The server's host and port, as the GRID card and messages name it (no path, no credentials)."""
         parts = urlsplit(self.url)
-        return f"{parts.hostname}{f':{parts.port}' if parts.port else ''}"
+        host = f"[{parts.hostname}]" if ":" in (parts.hostname or "") else parts.hostname
+        return f"{host}{f':{parts.port}' if parts.port else ''}"
 
 
 @dataclass(frozen=True)
@@ -45,11 +46,14 @@ class ModelSpec:
     endpoint: Endpoint | None = None
 
     def record(self) -> dict:
-        """The spec as plain data, for fingerprints and keys: the endpoint's fields where one serves it (a model of
+        """The spec as plain data, for fingerprints and keys: of its endpoint, what decides the answers (the URL, the
+        served name, the API), not how hard the server is pressed or which variable holds the key (a model of
         weights has the fields it had before endpoints were, so its cells' fingerprints stay as they were)."""
         record = asdict(self)
         if self.endpoint is None:
             del record["endpoint"]
+        else:
+            record["endpoint"] = {key: record["endpoint"][key] for key in ("url", "model", "api")}
         return record
 
     def weights(self) -> tuple:

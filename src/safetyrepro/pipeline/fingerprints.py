@@ -316,10 +316,11 @@ def _data_digests(data_dir: Path, benchmark: str) -> tuple[tuple[str, str | None
 
 @cache
 def _model_files(spec: ModelSpec) -> dict[str, str]:
-    """A local model folder's files as describe_model hashes them now, read once a process."""
-    from safetyrepro.running.models import describe_model
+    """A local model folder's files as describe_model hashes them now, read once a process (a served model's
+    tokenizer folder too, without asking its server)."""
+    from safetyrepro.running.models import model_files
 
-    return describe_model(spec)["files"]
+    return model_files(Path(spec.path))
 
 
 def changed_model_files(spec: ModelSpec, description: Path) -> str | None:
@@ -327,7 +328,7 @@ def changed_model_files(spec: ModelSpec, description: Path) -> str | None:
     output, holds the SHA-256 of each file), or None: weights replaced in the folder redo its description, and so
     its cells, which read it (docs/reruns.md). Its files are read at each plan. A hub model is named by its id and
     revision, and the embedded model's folder is the output of its build: None."""
-    if spec.embedded or not Path(spec.path).is_dir():
+    if spec.embedded or not spec.path or not Path(spec.path).is_dir():  # "": a served model without a tokenizer
         return None
     described = json.loads(description.read_text(encoding="utf-8")).get("files", {})
     now = _model_files(spec)

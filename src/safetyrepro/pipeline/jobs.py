@@ -114,7 +114,7 @@ def cmd_rescore_cell(args: argparse.Namespace) -> int:
         f"{scorer} {judge.name}" if judge else scorer,
         twin.config_id,
     )
-    batch = settings.batch_condition(config, spec)
+    batch = settings.batch_condition(config, judge or spec)  # a judge's batches, where one labels
 
     def compute() -> tuple:  # the twin's rows are read here: an unreadable twin is this cell's failure
         twin_rows = pd.read_parquet(args.twin_items)

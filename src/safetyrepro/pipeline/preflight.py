@@ -102,7 +102,7 @@ def _check_backends(settings: Settings) -> None:
         )
     if python is not None:
         _probe_server_python(python, interpreter, environment)
-    for operation, kind in sorted(_serving(settings).items()):
+    for operation, kind in sorted(_serving(settings)):
         serving = registered()[kind]
         for module in serving.requires:
             if python is None:
@@ -118,10 +118,10 @@ def _check_backends(settings: Settings) -> None:
                 )
 
 
-def _serving(settings: Settings) -> dict[str, str]:
-    """The backend that serves each operation some cell of the run uses."""
+def _serving(settings: Settings) -> dict[tuple[str, str], None]:
+    """Each (operation, backend) some cell of the run uses (a served model's own among them)."""
     backend = settings.backend
-    return {backend.operation(c.scoring): backend.serving(c.scoring) for _, _, c in settings.cells()}
+    return {(backend.operation(c.scoring), backend.serving(c.scoring, m)): None for m, _, c in settings.cells()}
 
 
 def _probe_server_python(python: str, interpreter: str, environment: dict[str, str]) -> None:
@@ -147,7 +147,7 @@ def _probe_server_python(python: str, interpreter: str, environment: dict[str, s
 def _check_cpu_cache(settings: Settings) -> None:
     """vLLM on a CPU holds `kv_cache_gib` of key/value cache in this machine's memory: no more than it has."""
     backend = settings.backend
-    if "vllm" not in _serving(settings).values() or backend.device.startswith("cuda"):
+    if "vllm" not in {kind for _, kind in _serving(settings)} or backend.device.startswith("cuda"):
         return
     import psutil  # a dependency of Snakemake
     import torch

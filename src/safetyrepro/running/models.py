@@ -10,6 +10,11 @@ from safetyrepro.running.hashing import file_sha256
 SNAKEMAKE_TIMESTAMP = ".snakemake_timestamp"
 
 
+def model_files(folder: Path) -> dict[str, str]:
+    """The SHA-256 of each file of a local model folder (Snakemake's own timestamp file is none of them)."""
+    return {f.name: file_sha256(f) for f in sorted(folder.iterdir()) if f.is_file() and f.name != SNAKEMAKE_TIMESTAMP}
+
+
 def describe_model(spec) -> dict:
     """What exactly a model spec points at: file hashes of a local directory, or the hub id with
     the revision found in the local HF cache (the GRID card and rerun checks use this); for a served model, what
@@ -30,9 +35,7 @@ def describe_model(spec) -> dict:
     if folder is None:
         pass  # a served model without a tokenizer here: no files of its own
     elif folder.is_dir():
-        info["files"] = {
-            f.name: file_sha256(f) for f in sorted(folder.iterdir()) if f.is_file() and f.name != SNAKEMAKE_TIMESTAMP
-        }
+        info["files"] = model_files(folder)
     else:
         from huggingface_hub import try_to_load_from_cache
 

@@ -12,6 +12,7 @@ is killed by the cell waiting on it, which then fails as for a server that died.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import fcntl
 import hashlib
 import json
@@ -93,7 +94,7 @@ def server_address(settings: Settings, spec: ModelSpec) -> Path:
     # the backends' code is part of the key: a server left from before a code fix never serves the rerun
     key = json.dumps(
         [
-            spec.record(),
+            dataclasses.asdict(spec),  # all of it: a served model's limits too, which its server applies
             settings.backend.as_dict(),
             code_digest(*backend_modules(settings, spec)),
             str(settings.results_dir.resolve()),

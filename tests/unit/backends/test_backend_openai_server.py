@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import socket
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -55,8 +56,10 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_GET(self):
         self.server.auth.append(self.headers.get("Authorization"))
-        if self.server.models_status != 200:
-            self._send(self.server.models_status, {"error": {"message": "Invalid API key"}})
+        if self.server.models_status != 200:  # quoting the key it was given, as some servers do
+            self._send(
+                self.server.models_status, {"error": {"message": f"{self.headers.get('Authorization')} is no key"}}
+            )
         elif self.path == "/v1/models":
             self._send(200, {"data": [{"id": "m", "owned_by": "test"}]})
         else:
@@ -66,7 +69,9 @@ class Handler(BaseHTTPRequestHandler):
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         self.server.posts += 1
         status = self.server.statuses.pop(0) if self.server.statuses else 200
-        if status == 200:
+        if status == 200 and body["prompt"] == "junk":
+            self._send(200, {"choices": []})
+        elif status == 200:
             drawn = "" if self.server.seeded else f" draw {self.server.posts}"
             self._send(200, {"choices": [{"text": f" echo {body['prompt']}{drawn}|next line"}]})
         else:
@@ -125,18 +130,43 @@ def test_a_request_refused_past_its_retries_fails_in_one_line(scripted, tmp_path
 
 
 def test_a_refused_key_is_one_line_naming_its_variable_never_the_key(scripted, tmp_path, monkeypatch):
+    """The key goes as a bearer token and nowhere else: a refusal that quotes it has it cut out; a key with a .env
+    file's line end is sent without it; one no header can carry, and none, are one line naming the variable."""
     server = scripted([], models_status=401)
-    monkeypatch.setenv("SERVED_KEY", KEY)
+    monkeypatch.setenv("SERVED_KEY", KEY + "\r\n")
     spec = ModelSpec("served", "", endpoint=endpoint(server.url, api_key_env="SERVED_KEY"))
     with pytest.raises(ServerError) as error:
         OpenAIServerBackend(spec, str(tmp_path))
-    assert str(error.value).startswith("the server at 127.0.0.1:") and "refused the key in SERVED_KEY" in str(
-        error.value
-    )
-    assert KEY not in str(error.value) and server.auth == [f"Bearer {KEY}"]  # sent, as a bearer token, and only there
+    message = str(error.value)
+    assert message.startswith("the server at 127.0.0.1:") and "refused the key in SERVED_KEY (401: " in message
+    assert KEY not in message and "Bearer <the key> is no key" in message and "\n" not in message
+    assert server.auth == [f"Bearer {KEY}"]  # sent, as a bearer token, without the line end
+    monkeypatch.setenv("SERVED_KEY", "sk-\u043a\u043b\u044e\u0447")
+    with pytest.raises(ServerError, match=r"^the environment variable SERVED_KEY .*not printable ASCII") as error:
+        OpenAIServerBackend(spec, str(tmp_path))
+    assert "\u043a" not in str(error.value)
     monkeypatch.delenv("SERVED_KEY")
     with pytest.raises(ServerError, match="the environment variable SERVED_KEY .* is not set"):
         OpenAIServerBackend(spec, str(tmp_path))
+
+
+def test_an_answer_without_a_completion_is_one_line_and_not_kept(scripted, tmp_path):
+    server = scripted([])
+    backend = OpenAIServerBackend(ModelSpec("served", "", endpoint=endpoint(server.url)), str(tmp_path))
+    with pytest.raises(
+        ServerError, match=r"^model 'served': the server at 127.0.0.1:\d+ answered without a completion$"
+    ):
+        backend.generate_seeds(["junk"], Decoding(0.0, 1.0, 8), [0])
+    assert server.posts == 1 and not list(tmp_path.rglob("*.json"))
+
+
+def test_retry_after_in_seconds_or_as_a_date():
+    from email.utils import formatdate
+
+    assert openai_server._retry_after("3") == 3.0 and openai_server._retry_after(None) == 0.0
+    assert 5 < openai_server._retry_after(formatdate(time.time() + 10, usegmt=True)) <= 10
+    assert openai_server._retry_after("soon") == 0.0
+    assert openai_server._retry_after("999") == openai_server.BACKOFF_LIMIT
 
 
 def test_no_server_is_one_line(tmp_path):
@@ -149,7 +179,7 @@ def test_no_server_is_one_line(tmp_path):
 
 def test_a_model_the_server_does_not_serve_is_one_line(scripted, tmp_path):
     server = scripted([])
-    with pytest.raises(ServerError, match=r"does not serve 'other' \(it serves: m\)"):
+    with pytest.raises(ServerError, match=r"does not serve 'other' \(it serves: 'm'\)"):
         OpenAIServerBackend(ModelSpec("served", "", endpoint=endpoint(server.url, model="other")), str(tmp_path))
 
 
@@ -179,6 +209,9 @@ def test_a_served_models_config_is_checked_in_one_line(data_dir):
     with pytest.raises(ConfigError, match=r"models\[0\] \(s\)\.endpoint\.url: holds credentials") as error:
         load_settings(served_config(data_dir, served))
     assert "secret" not in str(error.value)
+    served["endpoint"]["url"] = "http://127.0.0.1:abc/v1"
+    with pytest.raises(ConfigError, match=r"models\[0\] \(s\)\.endpoint\.url: not a URL a client can ask \("):
+        load_settings(served_config(data_dir, served))
     served["endpoint"]["url"] = "http://127.0.0.1:8000/v1"
     with pytest.raises(
         ConfigError, match=r"endpoint: serves generation only \(completions API, no tokenizer\), and the"

@@ -14,6 +14,7 @@ from safetyrepro.pipeline import schedule
 from safetyrepro.pipeline.fingerprints import (
     JOB_CODE,
     cell_dependencies,
+    describe_dependencies,
     changed_model_files,
     code_digest,
     data_digests,

@@ -18,7 +18,7 @@ rule build_embedded_model:
         "safetyrepro -v build-model --out {output:q} > {log:q} 2>&1"
 
 
-DEPENDS["describe_model"] = lambda w: {"spec": MODELS[w.model].record(), "code": code("describe_model")}
+DEPENDS["describe_model"] = lambda w: describe_dependencies(MODELS[w.model])
 # the files of a local model folder, against the hashes its description holds: weights replaced redo it
 CURRENT["describe_model"] = lambda w, outputs: changed_model_files(MODELS[w.model], Path(outputs[0]))
 

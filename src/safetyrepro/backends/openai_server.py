@@ -216,6 +216,27 @@ def prompt_logprobs(response: Any, length: int) -> list[float] | None:
     return logprobs[:length]
 
 
+def describe_served(spec: ModelSpec) -> dict[str, Any]:
+    """What the GRID card and the run record hold of a served model: its entry, what its server says of itself
+    (`check_server`) and whether it honoured a seed (`seeds_honoured`), never the key; and its tokenizer's files or
+    hub snapshot, as `running.models.describe_model` has a model's, where it has one."""
+    from safetyrepro.running.models import describe_model
+
+    assert spec.endpoint is not None
+    info = (
+        describe_model(spec)
+        if spec.path
+        else {
+            "name": spec.name,
+            "path": spec.path,
+            "precision": spec.precision,
+            "revision": spec.revision,
+            "trust_remote_code": spec.trust_remote_code,
+        }
+    )
+    return info | {"endpoint": check_server(spec.endpoint) | {"seeds_honoured": seeds_honoured(spec.endpoint)}}
+
+
 class ResponseCache:
     """Responses on disk, one JSON file each, named by the SHA-256 of the whole request (the endpoint's URL and
     the request's path and body): written atomically, so a crash leaves a response whole or absent."""

@@ -317,10 +317,10 @@ def _data_digests(data_dir: Path, benchmark: str) -> tuple[tuple[str, str | None
 @cache
 def _model_files(spec: ModelSpec) -> dict[str, str]:
     """A local model folder's files as describe_model hashes them now, read once a process (a served model's
-    tokenizer folder too, without asking its server)."""
-    from safetyrepro.running.models import model_files
+    tokenizer folder's too: describe_model asks no server)."""
+    from safetyrepro.running.models import describe_model
 
-    return model_files(Path(spec.path))
+    return describe_model(spec)["files"]
 
 
 def changed_model_files(spec: ModelSpec, description: Path) -> str | None:
@@ -334,6 +334,13 @@ def changed_model_files(spec: ModelSpec, description: Path) -> str | None:
     now = _model_files(spec)
     changed = sorted(name for name in described.keys() | now.keys() if described.get(name) != now.get(name))
     return f"the files of {spec.path} changed since it was written ({', '.join(changed)})" if changed else None
+
+
+def describe_dependencies(spec: ModelSpec) -> dict:
+    """What a model's describe_model job record fingerprints (the workflow's DEPENDS["describe_model"]): its spec and
+    the code that describes it (a served model's: the backend that asks its server too)."""
+    served = ("backends.openai_server",) if spec.endpoint is not None else ()
+    return {"spec": spec.record(), "code": code_digest(*JOB_CODE["describe_model"], *served)}
 
 
 def cell_dependencies(settings: Settings, spec: ModelSpec, benchmark: str, config: Config) -> dict:

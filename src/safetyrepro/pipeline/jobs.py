@@ -26,11 +26,13 @@ log = logging.getLogger("safetyrepro")
 
 @job("out")
 def cmd_describe_model(args: argparse.Namespace) -> int:
-    """Record what a model spec points at (file hashes or hub revision) as JSON."""
+    """Record what a model spec points at (file hashes or hub revision; a served model's server too) as JSON."""
+    from safetyrepro.backends.openai_server import describe_served
     from safetyrepro.results.storage import write_json
     from safetyrepro.running.models import describe_model
 
-    write_json(describe_model(load_settings(args.configfile).model(args.model)), Path(args.out))
+    spec = load_settings(args.configfile).model(args.model)
+    write_json(describe_served(spec) if spec.endpoint is not None else describe_model(spec), Path(args.out))
     return 0
 
 

@@ -204,12 +204,15 @@ def completion(api: str, response: Any) -> str | None:
 
 def prompt_logprobs(response: Any, length: int) -> list[float] | None:
     """The log-probabilities of an echoed prompt's `length` tokens (the first, which nothing precedes, is None),
-    or None where the response does not hold them all."""
+    or None where the response does not hold exactly those: the echo must hold the whole prompt and then the
+    tokens generated (`usage.completion_tokens`, else the one asked for), or the continuation's would be read
+    from other positions (a server that leaves the first token out of its echo)."""
     try:
         logprobs = response["choices"][0]["logprobs"]["token_logprobs"]
-    except (KeyError, IndexError, TypeError):
+        generated = (response.get("usage") or {}).get("completion_tokens", 1)
+    except (KeyError, IndexError, TypeError, AttributeError):
         return None
-    if not isinstance(logprobs, list) or len(logprobs) < length:
+    if not isinstance(logprobs, list) or not isinstance(generated, int) or len(logprobs) - generated != length:
         return None
     if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in logprobs[1:length]):
         return None

@@ -262,3 +262,17 @@ def test_a_server_that_ignores_seeds_is_named_in_the_grid_card(scripted):
     assert "| served | served: m at h:1 (chat API, server (version not stated)); seeds NOT honoured | bf16 |" in text
     assert "seeds honoured | bf16 |" in text
     assert "served's server did not honour seeds" in text and "kept's server" not in text
+
+
+def test_an_echo_is_read_only_when_it_holds_the_whole_prompt():
+    """vLLM echoes every prompt token (the first without a log-probability) and then the token it generated; a
+    server that leaves the first token out would have the continuation read one position off: not read at all."""
+    whole = {
+        "choices": [{"logprobs": {"token_logprobs": [None, -1.0, -2.0, -3.0, -0.5]}}],
+        "usage": {"completion_tokens": 1},
+    }
+    assert openai_server.prompt_logprobs(whole, 4) == [None, -1.0, -2.0, -3.0]
+    short = {"choices": [{"logprobs": {"token_logprobs": [None, -2.0, -3.0, -0.5]}}], "usage": {"completion_tokens": 1}}
+    assert openai_server.prompt_logprobs(short, 4) is None
+    gap = {"choices": [{"logprobs": {"token_logprobs": [None, None, -3.0, -0.5, -0.1]}}]}
+    assert openai_server.prompt_logprobs(gap, 4) is None

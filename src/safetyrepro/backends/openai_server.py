@@ -155,8 +155,11 @@ def check_server(endpoint: Endpoint) -> dict[str, Any]:
 
 
 def _words(value: Any) -> str | None:
-    """A server's own words about itself, kept short, or None."""
-    return excerpt(str(value), 80) if value is not None else None
+    """A server's own words about itself, on one line and kept short, or None."""
+    if value is None:
+        return None
+    words = " ".join(str(value).split())
+    return words if len(words) <= 80 else words[:77] + "..."
 
 
 def seeds_honoured(endpoint: Endpoint) -> bool:

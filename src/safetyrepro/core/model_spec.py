@@ -58,6 +58,9 @@ class ModelSpec:
 
     def weights(self) -> tuple:
         """What makes two entries the same model at any precision: its files (a local folder by its real path),
-        revision, prompts."""
+        revision, prompts; a served model's weights are its server's (its URL and served name), whatever its
+        tokenizer."""
+        if self.endpoint is not None:
+            return "served", self.endpoint.url, self.endpoint.model
         path = os.path.realpath(self.path) if os.path.isdir(self.path) else self.path
         return path, self.revision, self.chat_template, self.trust_remote_code

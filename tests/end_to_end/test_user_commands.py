@@ -36,7 +36,7 @@ SHIPPED = {
         "12 for 16 cells (capped at 12 by max_new_tokens_cap)",
         "cpu",
         {},
-        "1 models paired with their nf4 twin on 2 configs; 0 cells of its own (outside the headline tables)",
+        "1 model paired with their nf4 twin on 2 configs; 0 cells of its own (outside the headline tables)",
     ),
     "config/case_study.yaml": (
         135,

@@ -225,3 +225,23 @@ def test_the_budget_section_of_estimation_md_plans_what_the_page_says(tmp_path):
         "bbq 12, crows_pairs 3, toxigen 12, xstest 12 configs, chosen in rounds of 4" in done.stdout
     )
     assert "ok: 612 cells for 3 models (a budget: the rounds choose which run)" in done.stdout
+
+
+def test_run_served_starts_the_server_for_the_run_of_its_config():
+    """docs/served.md: `make run-served` serves config/served.yaml's model with vLLM's server while `make run`
+    runs that config (`make -n`, the vLLM environment's stamp taken as it is)."""
+    lines = make_dry("served.md", "run-served", *STAMPS, "-o", ".venv-vllm/.installed")
+    command = " ".join(lines).replace("\\ ", "")
+    assert "bin/safetyrepro serve-embedded --configfile config/served.yaml --python .venv-vllm/bin/python" in command
+    assert "-- make run CONFIG=config/served.yaml" in command
+
+
+def test_the_hosted_api_example_loads_as_written(tmp_path):
+    """docs/served.md's hosted-API config, saved in config/ as the page says (here: its `extends:` made absolute),
+    passes `safetyrepro check --plan`."""
+    block = page("served.md").split("## A hosted API", 1)[1].split("```yaml\n", 1)[1].split("```", 1)[0]
+    assert block.startswith("extends: config.yaml")
+    config = tmp_path / "hosted.yaml"
+    config.write_text(block.replace("extends: config.yaml", f"extends: {REPO / 'config' / 'config.yaml'}", 1))
+    done = shell(f"safetyrepro check --plan --configfile {config}")
+    assert done.returncode == 0 and "ok: 24 cells for 2 models" in done.stdout + done.stderr, done.stderr

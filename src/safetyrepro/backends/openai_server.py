@@ -162,15 +162,22 @@ def _words(value: Any) -> str | None:
     return words if len(words) <= 80 else words[:77] + "..."
 
 
+def generation_request(endpoint: Endpoint, prompt: str, sent: Any, **sampling: Any) -> tuple[str, dict[str, Any]]:
+    """The API path and body of one generation request: on the chat API `prompt` as one user message, on the
+    completions API `sent` (its text, or its token ids)."""
+    body = {"model": endpoint.model, **sampling}
+    if endpoint.api == "chat":
+        return "chat/completions", body | {"messages": [{"role": "user", "content": prompt}]}
+    return "completions", body | {"prompt": sent}
+
+
 def seeds_honoured(endpoint: Endpoint) -> bool:
     """Whether the server gives the same sampled text twice for one seed: one request (16 tokens at temperature 1)
     sent twice, past the responses kept (a server that ignores seeds draws two texts, all but surely)."""
-    body: dict[str, Any] = {"model": endpoint.model, "max_tokens": 16, "temperature": 1.0, "top_p": 1.0, "seed": 1}
-    path = "chat/completions" if endpoint.api == "chat" else "completions"
-    words = "Write one sentence about the sea."
-    body |= {"messages": [{"role": "user", "content": words}]} if endpoint.api == "chat" else {"prompt": words}
     import httpx
 
+    words = "Write one sentence about the sea."
+    path, body = generation_request(endpoint, words, words, max_tokens=16, temperature=1.0, top_p=1.0, seed=1)
     texts = []
     with _client(endpoint, CHECK_TIMEOUT * 6) as client:
         for _ in range(2):
@@ -410,16 +417,15 @@ class OpenAIServerBackend(Backend):
             "top_p": 1.0 if decoding.greedy else decoding.top_p,
             **({"stop": list(stop)} if stop else {}),
         }
-        bodies, path = [], "chat/completions" if self.endpoint.api == "chat" else "completions"
+        # vLLM returns the new token ids too, which the tokenizer decodes as the offline backends do
+        if self.tokenizer is not None and self.server["server_version"]:
+            sampling["return_token_ids"] = True
+        bodies, path = [], ""
         for seed in seeds:
             for prompt, (sent, numbers) in zip(prompts, encoded):
-                body = {"model": self.endpoint.model, **sampling, "seed": request_seed(seed, numbers)}
-                if self.endpoint.api == "chat":
-                    body["messages"] = [{"role": "user", "content": prompt}]
-                else:
-                    body["prompt"] = sent
-                    if self.tokenizer is not None and self.server["server_version"]:  # vLLM: the tokens too
-                        body["return_token_ids"] = True
+                path, body = generation_request(
+                    self.endpoint, prompt, sent, **sampling, seed=request_seed(seed, numbers)
+                )
                 bodies.append(body)
         started, sent_before = time.perf_counter(), self.sent
         responses = self._post_all(path, bodies)

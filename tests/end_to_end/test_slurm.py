@@ -139,7 +139,7 @@ def test_the_cluster_profile_asks_one_cells_resources_per_model_job(local_slurm,
         assert f" -p {default['slurm_partition']} " in call
         assert f" -t {default['runtime'] + len(configs) * cell['runtime']} " in call  # describe_model, then the cells
         assert f" --mem {cell['mem_mb']} " in call and f" --cpus-per-task={cell['cpus_per_task']} " in call
-        assert f" --gpus={cell['gpu']} " in call
+        assert " --gpus=1 " in call  # the model's one GPU, from the cell rule (the profile sets none)
 
 
 def test_a_budgeted_run_runs_each_rounds_cells_in_their_own_slurm_jobs(local_slurm, tmp_path, data_dir):

@@ -290,6 +290,22 @@ def test_profiles_plan_the_grid(tmp_path, data_dir, profile):
         assert "slurm_partition=gpu" in result.stdout
 
 
+@pytest.mark.parametrize("profile", ["slurm", "local"])
+def test_each_models_cells_ask_for_its_gpus(tmp_path, data_dir, profile):
+    """A cell asks Snakemake (and through profiles/slurm, Slurm's --gpus) for its model's GPUs: 1, a model split
+    over GPUs its tensor x pipeline (4), a model behind a server none. On Slurm the nodes' GPUs decide, not this
+    host's (it has none): device auto counts as a GPU there; on this machine a GPU-less host's vLLM takes the
+    one vLLM-CPU slot (gpu=1), and the split model asks for its 4 (Snakemake caps it at the --resources given)."""
+    write_config(tmp_path, data_dir, base="parallel_gpus.yaml")
+    result = snakemake(tmp_path, "-n", "--profile", str(REPO / "profiles" / profile))
+    assert result.returncode == 0, result.stderr[-2000:]
+    asked = {}
+    for job in re.findall(r"rule cell:\n(.*?)(?=\n\s*\[|\Z)", result.stdout, re.DOTALL):
+        model = re.search(r"wildcards: model=([^,]+)", job)[1]
+        asked[model] = int(re.search(r"\bgpu=(\d+)", job)[1]) if re.search(r"\bgpu=", job) else 0
+    assert asked == {"one-gpu": 1, "split": 4 if profile == "slurm" else 1, "served": 0}
+
+
 def test_analyses_and_summary_are_written(tiny_run):
     workdir = tiny_run
     names = {p.stem for p in (workdir / "results" / "analysis").glob("*.parquet")}

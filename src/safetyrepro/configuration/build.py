@@ -30,6 +30,7 @@ from safetyrepro.configuration.checks import (
     check_fewshot_pool,
     check_judges,
     check_model_path,
+    check_parallel_models,
     check_results_dir,
     check_schema,
     check_served_models,
@@ -234,6 +235,7 @@ def _check_across(settings: Settings) -> None:
     check_fewshot_pool(settings)
     check_batch_axis(settings)
     check_served_models(settings)
+    check_parallel_models(settings)
     check_budget(settings)
     check_results_dir(settings.results_dir)
     builds = settings.builds_models()
@@ -284,6 +286,12 @@ def _models(entries: list[dict[str, Any]], resources_dir: Path, key: str = "mode
             if "embedded" in entry
             else ""
         )
+        parallel = entry.get("parallel", {"tensor": 1, "pipeline": 1})
+        if endpoint is not None and parallel["tensor"] * parallel["pipeline"] > 1:
+            raise ConfigError(
+                f"{where}: gives both 'endpoint' and 'parallel'; a served model's server splits it over its own GPUs "
+                "(vllm serve --tensor-parallel-size): leave 'parallel' out"
+            )
         models.append(
             ModelSpec(
                 entry["name"],
@@ -294,6 +302,8 @@ def _models(entries: list[dict[str, Any]], resources_dir: Path, key: str = "mode
                 entry.get("revision"),
                 entry.get("embedded"),
                 endpoint,
+                parallel["tensor"],
+                parallel["pipeline"],
             )
         )
     return models

@@ -301,6 +301,33 @@ def check_served_models(settings: Settings) -> None:
                         )
 
 
+def check_parallel_models(settings: Settings) -> None:
+    """A model split over GPUs (`parallel`) runs on the offline vLLM engine, which takes its parallel sizes: its
+    free-form cells need backend.generate: vllm, and it has no log-likelihood config (the transformers backend that
+    runs them would load it whole on one GPU)."""
+    for key, specs in (("models", settings.models), ("judges", settings.judges)):
+        for index, spec in enumerate(specs):
+            if spec.gpus() == 1:
+                continue
+            where = f"{key}[{index}] ({spec.name}).parallel"
+            split = f"tensor {spec.tensor_parallel} x pipeline {spec.pipeline_parallel}"
+            if settings.backend.generate != "vllm":
+                raise ConfigError(
+                    f"{where}: {split} GPUs is the offline vLLM engine's split, and backend.generate is "
+                    f"{settings.backend.generate}; set backend.generate: vllm"
+                )
+            logprob = next(
+                ((b, c) for b in settings.benchmarks for c in settings.configs(b) if c.scoring == "logprob"), None
+            )
+            if key == "models" and logprob is not None:
+                raise ConfigError(
+                    f"{where}: {split} GPUs on vLLM, which scores no log-likelihoods, and the run has log-likelihood "
+                    f"configs ({logprob[1].config_id} of {logprob[0]}), which transformers would run on one GPU; "
+                    "serve the model (vllm serve, then 'endpoint': its log-likelihoods come through the server), "
+                    "or leave them out (envelope rules or select_configs)"
+                )
+
+
 def check_results_dir(path: Path) -> None:
     """The results folder: no braces (Snakemake would read a wildcard in every output), not the working folder,
     the file system root or inside this package, a folder (or creatable), writable, on a file system that holds

@@ -8,7 +8,7 @@ import math
 import os
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -100,6 +100,14 @@ class BackendSettings:
         safetyrepro.running.server.exclusive_devices). A model behind a server needs none here."""
         backends, kinds = self.backends, self.kinds(spec).values()
         return any(backends[kind].needs_gpu(self) for kind in backends if kind in kinds)
+
+    def gpus(self, spec: ModelSpec, elsewhere: bool = False) -> int:
+        """The GPUs a cell of `spec` asks the scheduler for (Snakemake's `gpu` resource, Slurm's --gpus): none where
+        its backends need no accelerator, else the model's own (`ModelSpec.gpus`: 1, or tensor x pipeline).
+        `elsewhere`: the cells run on other machines (a cluster's nodes), whose GPUs this one cannot see, so a
+        backend on device auto counts as on a GPU."""
+        backend = replace(self, device="cuda") if elsewhere and self.device == "auto" else self
+        return spec.gpus() if backend.uses_gpu(spec) else 0
 
     @staticmethod
     def default_kind(operation: str) -> str:

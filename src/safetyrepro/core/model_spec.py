@@ -34,7 +34,8 @@ class Endpoint:
 @dataclass(frozen=True)
 class ModelSpec:
     """A model of the grid: a name, where its weights are (a served model: its tokenizer, or ""), how to load them,
-    and the server that serves it (`endpoint`), if one does."""
+    the server that serves it (`endpoint`), if one does, and the GPUs the offline vLLM engine splits it over
+    (`parallel`: tensor x pipeline)."""
 
     name: str
     path: str
@@ -44,12 +45,21 @@ class ModelSpec:
     revision: str | None = None
     embedded: str | None = None
     endpoint: Endpoint | None = None
+    tensor_parallel: int = 1
+    pipeline_parallel: int = 1
+
+    def gpus(self) -> int:
+        """The GPUs one server of the model holds where it needs any: tensor x pipeline parallel."""
+        return self.tensor_parallel * self.pipeline_parallel
 
     def record(self) -> dict:
         """The spec as plain data, for fingerprints and keys: of its endpoint, what decides the answers (the URL, the
         served name, the API), not how hard the server is pressed or which variable holds the key (a model of
-        weights has the fields it had before endpoints were, so its cells' fingerprints stay as they were)."""
+        weights has the fields it had before endpoints were, and its parallel sizes only where it is split, so its cells'
+        fingerprints stay as they were)."""
         record = asdict(self)
+        if self.gpus() == 1:
+            del record["tensor_parallel"], record["pipeline_parallel"]
         if self.endpoint is None:
             del record["endpoint"]
         else:

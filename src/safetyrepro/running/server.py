@@ -76,13 +76,16 @@ def load_backends(settings: Settings, spec: ModelSpec) -> dict[str, Backend]:
 
 def exclusive_devices(settings: Settings, spec: ModelSpec) -> list[str]:
     """What this machine's server of a model's backends holds alone (`Backend.held_devices`): the
-    UUIDs of the GPUs they use, and other slots a backend names (vLLM on a CPU: "vllm-cpu")."""
+    UUIDs of the GPUs they use (a model split over GPUs: its first `spec.gpus()`), and other slots a backend
+    names (vLLM on a CPU: "vllm-cpu")."""
     import torch
 
     cuda, kinds = torch.cuda.is_available(), set(settings.backend.kinds(spec).values())
     backends = [backend for kind, backend in registered().items() if kind in kinds]
     held = {slot for backend in backends for slot in backend.held_devices(settings.backend, cuda)}
     gpus = sorted(slot for slot in held if isinstance(slot, int))
+    if gpus and spec.gpus() > 1:  # a model split over GPUs holds the first tensor x pipeline of them
+        gpus = sorted({*gpus, *range(spec.gpus())})
     others = sorted(slot for slot in held if isinstance(slot, str))
     return [str(torch.cuda.get_device_properties(i).uuid) for i in gpus] + others
 

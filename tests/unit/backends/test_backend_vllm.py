@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import dataclasses
 import importlib.machinery
 import json
 import math
@@ -385,6 +386,28 @@ def test_on_a_cpu_the_engine_gets_a_key_value_cache_of_a_set_size(fake_vllm):
     assert options["enable_chunked_prefill"] is False and options["max_num_batched_tokens"] >= options["max_model_len"]
 
 
+def test_a_model_split_over_gpus_gets_vllms_parallel_sizes(fake_vllm, monkeypatch):
+    """tensor x pipeline GPUs: vLLM's parallel sizes (the snapshot's EngineArgs names and types, which the
+    stand-in checks), where the machine shows that many GPUs; with fewer, one line before vLLM starts."""
+    import torch
+
+    calls, path = fake_vllm
+    split = ModelSpec("m", str(path), "bf16", tensor_parallel=4, pipeline_parallel=2)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 8)
+    load_backend("vllm", split, gpu_memory_utilization=0.9)
+    load_backend("vllm", ModelSpec("m", str(path), "bf16"), gpu_memory_utilization=0.9)
+    parallel, whole = calls["engine"]
+    assert (parallel["tensor_parallel_size"], parallel["pipeline_parallel_size"]) == (4, 2)
+    assert "tensor_parallel_size" not in whole and "pipeline_parallel_size" not in whole  # vLLM's default, 1
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 4)
+    with pytest.raises(
+        ModelLoadError, match=r"^model 'm': parallel tensor 4 x pipeline 2 needs 8 GPUs, and this machine shows 4$"
+    ):
+        load_backend("vllm", split)
+    assert len(calls["engine"]) == 2
+
+
 def test_nf4_without_the_plugin_is_a_clear_error(fake_vllm, monkeypatch):
     calls, path = fake_vllm
     monkeypatch.setitem(sys.modules, "vllm_bnb_plugin", None)  # not installed, or not loaded
@@ -688,6 +711,8 @@ def test_a_server_holds_alone_the_gpus_it_uses_or_vllm_cpus_slot(fake_vllm, monk
     assert exclusive_devices(*_model_of(_vllm_settings(data_dir, path, device="cuda:1"))) == ["GPU-0", "GPU-1"]
     assert exclusive_devices(*_model_of(_vllm_settings(data_dir, path, device="cpu"))) == ["GPU-0"]
     assert exclusive_devices(*_model_of(_vllm_settings(data_dir, path, device="cpu", generate="hf"))) == []
+    split = dataclasses.replace(_vllm_settings(data_dir, path, device="cpu").models[0], tensor_parallel=2)
+    assert exclusive_devices(_vllm_settings(data_dir, path, device="cpu"), split) == ["GPU-0", "GPU-1"]
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert exclusive_devices(*_model_of(_vllm_settings(data_dir, path, device="auto"))) == ["vllm-cpu"]
     assert exclusive_devices(*_model_of(_vllm_settings(data_dir, path, device="auto", generate="hf"))) == []

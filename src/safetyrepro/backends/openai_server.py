@@ -6,9 +6,10 @@ backend a model entry's `endpoint` selects for both operations (docs/served.md).
   user message), with the run's decoding settings, stop strings and each request's own seed
   (`prompt_ids.request_seed`, as the offline backends draw).
 - Log-likelihoods go through the completions API with the prompt echoed and its log-probabilities returned
-  (`echo`, `logprobs`; vLLM's server gives them): the context's and the continuation's token ids as the HF backend
-  splits them, so only with the tokenizer known; otherwise the model serves generation only, and the config check
-  refuses its log-likelihood configs (`served_operations`).
+  (`echo`, `logprobs`; vLLM's and llama.cpp's servers give them): with the tokenizer known, the context's and the
+  continuation's token ids as the HF backend splits them; without, their text, the continuation's tokens found by
+  the echo's character offsets (`text_offset`), and refused where a token of the server's spans both. The chat API
+  serves generation only, and the config check refuses its log-likelihood configs (`served_operations`).
 - Every response is kept on disk, keyed by the whole request (`ResponseCache`): a rerun, or a cell run again after
   a crash, sends nothing a second time.
 - At most `max_in_flight` requests at once and `requests_per_minute` started a minute; a request refused with 429
@@ -52,10 +53,10 @@ class ServerError(ModelLoadError):
 
 
 def served_operations(spec: ModelSpec) -> tuple[str, ...]:
-    """What a served model can do: generation always; log-likelihoods through the completions API with its
-    tokenizer known (the continuation's tokens must be found among the prompt's)."""
+    """What a served model can do: generation always; log-likelihoods through the completions API (an echoed
+    prompt's log-probabilities), which the chat API has no way to ask for."""
     assert spec.endpoint is not None
-    if spec.endpoint.api == "completions" and spec.path:
+    if spec.endpoint.api == "completions":
         return ("generate", "loglikelihood")
     return ("generate",)
 
@@ -229,6 +230,45 @@ def prompt_logprobs(response: Any, length: int) -> list[float] | None:
     return logprobs[:length]
 
 
+def echoed_text(response: Any, prompt: str) -> tuple[list[int], list[str], list[Any]] | None:
+    """An echoed text prompt's tokens: their character offsets, texts and log-probabilities (the first None), or None
+    where the response does not hold them for the whole prompt (each list as long, a token at or past its end: the
+    one generated)."""
+    try:
+        logprobs = response["choices"][0]["logprobs"]
+        offsets, tokens, values = logprobs["text_offset"], logprobs["tokens"], logprobs["token_logprobs"]
+    except (KeyError, IndexError, TypeError):
+        return None
+    if not (isinstance(offsets, list) and isinstance(tokens, list) and isinstance(values, list)):
+        return None
+    if not offsets or not len(offsets) == len(tokens) == len(values):
+        return None
+    if not all(isinstance(o, int) and not isinstance(o, bool) for o in offsets) or offsets[-1] < len(prompt):
+        return None
+    return offsets, tokens, values
+
+
+def continuation_logprobs(response: Any, context: str, continuation: str) -> list[float]:
+    """The log-probabilities of the tokens of an echoed `context + continuation` that start in the continuation
+    (by the echo's character offsets); ValueError where the server's tokens do not split there (a token spanning
+    both: its log-probability is of neither alone), or a continuation token has none."""
+    echoed = echoed_text(response, context + continuation)
+    assert echoed is not None  # `_whole` kept only responses that hold it
+    offsets, tokens, values = echoed
+    start, end = len(context), len(context + continuation)
+    inside = [i for i, offset in enumerate(offsets) if start <= offset < end]
+    before = inside[0] - 1 if inside else -1
+    if not inside or before < 0 or offsets[before] + len(tokens[before]) > start:
+        raise ValueError(
+            f"the server's tokens of the prompt do not split where the continuation {excerpt(continuation, 40)} "
+            "starts (a token spans the context's end): give the model's tokenizer (path) to send token ids"
+        )
+    picked = [values[i] for i in inside]
+    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in picked):
+        raise ValueError(f"the server gave no log-probability for a token of {excerpt(continuation, 40)}")
+    return picked
+
+
 def describe_served(spec: ModelSpec) -> dict[str, Any]:
     """What the GRID card and the run record hold of a served model: its entry, what its server says of itself
     (`check_server`) and whether it honoured a seed (`seeds_honoured`), never the key; and its tokenizer's files or
@@ -376,7 +416,11 @@ class OpenAIServerBackend(Backend):
         log-probabilities."""
         if completion(self.endpoint.api, response) is None:
             return False
-        return not body.get("echo") or prompt_logprobs(response, len(body["prompt"])) is not None
+        if not body.get("echo"):
+            return True
+        if isinstance(body["prompt"], str):
+            return echoed_text(response, body["prompt"]) is not None
+        return prompt_logprobs(response, len(body["prompt"])) is not None
 
     def _post_all(self, path: str, bodies: Sequence[dict]) -> list[dict]:
         """The responses to every request, in order, at most `max_in_flight` at once."""
@@ -447,39 +491,38 @@ class OpenAIServerBackend(Backend):
         return cut_at_stop(completion(self.endpoint.api, response), stop)
 
     def loglikelihood(self, requests: Sequence[tuple[str, str]], batch_size: int | None = None) -> list[float]:
-        """Each continuation's summed log-probability: the context's and the continuation's token ids as the HF
-        backend has them, sent as one prompt echoed with its log-probabilities; the continuation's are the last
-        ones of the prompt's."""
+        """Each continuation's summed log-probability, from one prompt echoed with its log-probabilities: with the
+        tokenizer known, the context's and the continuation's token ids as the HF backend has them, the
+        continuation's the last ones of the prompt's; without, the text of both, the continuation's tokens those
+        the echo's offsets place in it (`continuation_logprobs`)."""
         from safetyrepro.backends.prompt_ids import encode_prompt
 
         if "loglikelihood" not in served_operations(self.spec):
             raise ServerError(
-                f"model '{self.spec.name}' serves generation only: log-likelihoods need the completions API and "
-                "the model's tokenizer (its path or embedded)"
+                f"model '{self.spec.name}' serves generation only: log-likelihoods need the completions API"
             )
         targets, bodies = [], []
         for context, continuation in requests:
-            if self.prompt_format == "chat":
-                continuation = continuation.lstrip()
-            target = self.tokenizer(continuation, add_special_tokens=False).input_ids
-            if not target:
-                raise ValueError(f"empty continuation after tokenisation: {continuation!r}")
-            ids = encode_prompt(self.tokenizer, context, self.prompt_format) + target
-            targets.append(len(target))
-            bodies.append(
-                {
-                    "model": self.endpoint.model,
-                    "prompt": ids,
-                    "max_tokens": 1,
-                    "temperature": 0.0,
-                    "echo": True,
-                    "logprobs": 0,
-                }
-            )
+            if self.tokenizer is None:
+                targets.append((context, continuation))
+                prompt: Any = context + continuation
+            else:
+                if self.prompt_format == "chat":
+                    continuation = continuation.lstrip()
+                target = self.tokenizer(continuation, add_special_tokens=False).input_ids
+                if not target:
+                    raise ValueError(f"empty continuation after tokenisation: {continuation!r}")
+                prompt = encode_prompt(self.tokenizer, context, self.prompt_format) + target
+                targets.append(len(target))
+            body = {"model": self.endpoint.model, "prompt": prompt, "max_tokens": 1, "temperature": 0.0}
+            bodies.append(body | {"echo": True, "logprobs": 0})
         scores = []
-        for body, n, response in zip(bodies, targets, self._post_all("completions", bodies)):
-            logprobs = prompt_logprobs(response, len(body["prompt"]))  # whole: `_post` kept it so
-            scores.append(float(sum(logprobs[len(logprobs) - n :])))
+        for body, target, response in zip(bodies, targets, self._post_all("completions", bodies)):
+            if isinstance(target, tuple):
+                scores.append(float(sum(continuation_logprobs(response, *target))))
+            else:
+                logprobs = prompt_logprobs(response, len(body["prompt"]))  # whole: `_post` kept it so
+                scores.append(float(sum(logprobs[len(logprobs) - target :])))
         return scores
 
     def max_model_len(self) -> int | None:

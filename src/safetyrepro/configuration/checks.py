@@ -287,10 +287,9 @@ def check_served_models(settings: Settings) -> None:
                 logprob = next(((b, c) for b, c in cells if c.scoring == "logprob"), None)
                 if logprob is not None:
                     raise ConfigError(
-                        f"{where}: serves generation only ({spec.endpoint.api} API"
-                        f"{'' if spec.path else ', no tokenizer'}), and the run has log-likelihood configs "
-                        f"({logprob[1].config_id} of {logprob[0]}); give its tokenizer (path or embedded) with "
-                        "api: completions, or leave them out (envelope rules or select_configs)"
+                        f"{where}: serves generation only ({spec.endpoint.api} API), and the run has log-likelihood "
+                        f"configs ({logprob[1].config_id} of {logprob[0]}); use api: completions, or leave them "
+                        "out (envelope rules or select_configs)"
                     )
             for benchmark, config in cells:
                 for axis in envelope.declared("backend_option"):

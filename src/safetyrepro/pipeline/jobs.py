@@ -55,6 +55,8 @@ def cmd_run_cell(args: argparse.Namespace) -> int:
         len(data.items),
         backends["generate"].prompt_format,
     )
+    if spec.endpoint is not None and len(settings.envelope.seeds_for(config)) > 1:
+        warn_unseeded(settings, spec)
     batch = settings.batch_condition(config, spec)
     generate, loglikelihood = backends["generate"], backends["loglikelihood"]
     scorer_models = settings.scorer_models(args.benchmark, config)
@@ -62,6 +64,19 @@ def cmd_run_cell(args: argparse.Namespace) -> int:
         run_cell, spec.name, generate, loglikelihood, data, settings.envelope, config, batch, scorer_models
     )
     return write_cell(args, f"{spec.name}/{args.benchmark}/{config.config_id}", compute)
+
+
+def warn_unseeded(settings: Settings, spec: ModelSpec) -> None:
+    """A sampled cell of a served model whose server did not honour a seed (its description, which the cell waits
+    for, says so) says so in its log: asked again, it would draw other texts."""
+    path = settings.results_dir / "models" / f"{spec.name}.json"
+    if not json.loads(path.read_text())["endpoint"]["seeds_honoured"]:
+        log.warning(
+            "model %s's server did not honour seeds (%s): this sampled cell's texts are those this run kept, and a "
+            "server asked again would draw others",
+            spec.name,
+            path,
+        )
 
 
 def serving_backends(settings: Settings, spec: ModelSpec, configfile: Path) -> dict[str, Backend]:

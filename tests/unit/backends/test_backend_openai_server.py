@@ -9,6 +9,7 @@ import json
 import socket
 import threading
 import time
+import types
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -24,6 +25,7 @@ from safetyrepro.core.model_spec import Endpoint, ModelSpec
 from safetyrepro.results.grid_card import _run_models
 
 KEY = "sk-test-0f9e8d7c6b5a"  # what a leak would show
+SLOW, SLOW_SECONDS = 0, 1.0  # a status in a script: answer after SLOW_SECONDS
 
 
 class Scripted(ThreadingHTTPServer):
@@ -69,6 +71,9 @@ class Handler(BaseHTTPRequestHandler):
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         self.server.posts += 1
         status = self.server.statuses.pop(0) if self.server.statuses else 200
+        if status == SLOW:  # answers, but later than the client waits
+            time.sleep(SLOW_SECONDS)
+            status = 200
         if status == 200 and body["prompt"] == "junk":
             self._send(200, {"choices": []})
         elif status == 200:
@@ -117,6 +122,27 @@ def test_429_and_5xx_are_tried_again_and_every_response_is_kept(scripted, tmp_pa
     assert again.generate_seeds(["a", "b"], Decoding(0.7, 0.9, 8), [0, 1], stop=["|"]) == texts
     assert server.posts == 7 and again.sent == 0
     assert len(list((tmp_path / "served").rglob("*.json"))) == 4
+
+
+def test_a_slow_server_is_waited_for_up_to_the_time_out_then_asked_again(scripted, tmp_path):
+    """A request not answered within timeout_seconds is sent again (the late answer is not kept: the retry's is);
+    a server slow every time fails the call in one line, keeping what it answered in time."""
+    server = scripted([SLOW])
+    quick = endpoint(server.url, timeout_seconds=0.3, max_in_flight=1)
+    backend = OpenAIServerBackend(ModelSpec("served", "", endpoint=quick), str(tmp_path))
+    assert backend.generate_seeds(["a", "b"], Decoding(0.0, 1.0, 8), [0], stop=["|"]) == {0: [" echo a", " echo b"]}
+    assert server.posts == 3
+    slow = scripted([200, SLOW, SLOW, SLOW, SLOW])
+    backend = OpenAIServerBackend(
+        ModelSpec("served", "", endpoint=endpoint(slow.url, timeout_seconds=0.3, max_in_flight=1)),
+        str(tmp_path / "again"),
+    )
+    with pytest.raises(ServerError) as error:
+        backend.generate_seeds(["a", "b"], Decoding(0.0, 1.0, 8), [0], stop=["|"])
+    assert str(error.value).startswith(
+        f"model 'served': a request to the server at 127.0.0.1:{slow.server_address[1]} failed 4 times; the last: ReadTimeout"
+    )
+    assert "\n" not in str(error.value) and len(list((tmp_path / "again").rglob("*.json"))) == 1
 
 
 def test_a_request_refused_past_its_retries_fails_in_one_line(scripted, tmp_path):
@@ -204,7 +230,8 @@ def served_config(data_dir: Path, model: dict, **more) -> dict:
 
 
 def test_a_served_models_config_is_checked_in_one_line(data_dir):
-    """A key in the URL, and log-likelihood configs for a model that serves generation only, are refused."""
+    """A key in the URL, and log-likelihood configs for a model that serves generation only (the chat API), are
+    refused."""
     served = {"name": "s", "endpoint": {"url": "http://user:secret@127.0.0.1:8000/v1", "model": "m"}}
     with pytest.raises(ConfigError, match=r"models\[0\] \(s\)\.endpoint\.url: holds credentials") as error:
         load_settings(served_config(data_dir, served))
@@ -212,11 +239,11 @@ def test_a_served_models_config_is_checked_in_one_line(data_dir):
     served["endpoint"]["url"] = "http://127.0.0.1:abc/v1"
     with pytest.raises(ConfigError, match=r"models\[0\] \(s\)\.endpoint\.url: not a URL a client can ask \("):
         load_settings(served_config(data_dir, served))
-    served["endpoint"]["url"] = "http://127.0.0.1:8000/v1"
-    with pytest.raises(
-        ConfigError, match=r"endpoint: serves generation only \(completions API, no tokenizer\), and the"
-    ):
+    served["endpoint"] |= {"url": "http://127.0.0.1:8000/v1", "api": "chat"}
+    with pytest.raises(ConfigError, match=r"endpoint: serves generation only \(chat API\), and the run has"):
         load_settings(served_config(data_dir, served))
+    served["endpoint"]["api"] = "completions"  # without a tokenizer too: text prompts, the echo's offsets
+    assert load_settings(served_config(data_dir, served)).model("s").path == ""
     freeform = [c for c in load_settings(served_config(data_dir, {"name": "a", "path": "org/a"})).configs("bbq")]
     keep = [c.config_id for c in freeform if c.scoring == "freeform"]
     settings = load_settings(served_config(data_dir, served, select_configs=keep))
@@ -264,6 +291,23 @@ def test_a_server_that_ignores_seeds_is_named_in_the_grid_card(scripted):
     assert "served's server did not honour seeds" in text and "kept's server" not in text
 
 
+def test_a_sampled_cell_of_a_server_that_ignores_seeds_says_so_in_its_log(tmp_path, caplog):
+    """The cell reads its model's description (which it waits for): not honoured, a warning in the cell's log."""
+    import types
+
+    from safetyrepro.pipeline.jobs import warn_unseeded
+
+    (tmp_path / "models").mkdir()
+    settings = types.SimpleNamespace(results_dir=tmp_path)
+    for name, honoured in (("ignores", False), ("honours", True)):
+        (tmp_path / "models" / f"{name}.json").write_text(json.dumps({"endpoint": {"seeds_honoured": honoured}}))
+        warn_unseeded(settings, types.SimpleNamespace(name=name))
+    assert [r.getMessage() for r in caplog.records if r.levelname == "WARNING"] == [
+        f"model ignores's server did not honour seeds ({tmp_path / 'models' / 'ignores.json'}): this sampled cell's "
+        "texts are those this run kept, and a server asked again would draw others"
+    ]
+
+
 def test_an_echo_is_read_only_when_it_holds_the_whole_prompt():
     """vLLM echoes every prompt token (the first without a log-probability) and then the token it generated; a
     server that leaves the first token out would have the continuation read one position off: not read at all."""
@@ -276,3 +320,58 @@ def test_an_echo_is_read_only_when_it_holds_the_whole_prompt():
     assert openai_server.prompt_logprobs(short, 4) is None
     gap = {"choices": [{"logprobs": {"token_logprobs": [None, None, -3.0, -0.5, -0.1]}}]}
     assert openai_server.prompt_logprobs(gap, 4) is None
+
+
+def _echo(tokens: list[str], logprobs: list) -> dict:
+    """An echoed text prompt as llama.cpp's server answers it (its BOS left out, the first token without a
+    log-probability, the generated token last), the offsets counted from the tokens' texts."""
+    offsets = [sum(len(t) for t in tokens[:i]) for i in range(len(tokens))]
+    return {
+        "choices": [
+            {
+                "text": "".join(tokens),
+                "logprobs": {"text_offset": offsets, "tokens": tokens, "token_logprobs": logprobs},
+            }
+        ]
+    }
+
+
+def test_without_a_tokenizer_the_continuations_tokens_are_found_by_their_offsets():
+    """Without the model's tokenizer the prompt goes as text: the continuation's log-probabilities are those of the
+    echoed tokens that start in it; a token spanning the context's end, or a continuation the echo does not
+    reach, is one line, never a sum over other tokens."""
+    tokens = ["Q", ":", " Is", " it", "?", "\n", "A", ":", " Yes", ",", " it", " is"]
+    values = [None, -0.1, -4.0, -2.0, -0.6, -0.4, -0.3, -0.1, -1.8, -0.7, -0.2, -3.0]
+    response = _echo(tokens, values)
+    context = "Q: Is it?\nA:"
+    assert openai_server.continuation_logprobs(response, context, " Yes, it") == [-1.8, -0.7, -0.2]
+    assert openai_server.echoed_text(response, context + " Yes, it") is not None
+    with pytest.raises(ValueError, match=r"do not split where the continuation 'es, it' starts"):
+        openai_server.continuation_logprobs(response, context + " Y", "es, it")
+    assert openai_server.echoed_text(response, context + " Yes, it is, surely") is None  # the echo stops short
+    no_offsets = {"choices": [{"text": "x", "logprobs": {"tokens": tokens, "token_logprobs": values}}]}
+    assert openai_server.echoed_text(no_offsets, context) is None
+
+
+def test_a_log_likelihood_without_a_tokenizer_sends_text_and_is_kept(tmp_path, monkeypatch):
+    """The request is the context and continuation as one text, echoed with log-probabilities; the response is
+    kept under that request, and asked again nothing is sent."""
+    bodies = []
+    answer = _echo(["Q", ":", " Yes", "!"], [None, -0.5, -1.25, -0.1])
+
+    def post(self, path, json):
+        bodies.append((path, json))
+        return types.SimpleNamespace(status_code=200, json=lambda: answer, text="")
+
+    monkeypatch.setattr(openai_server, "check_server", lambda endpoint: {"server_version": None})
+    monkeypatch.setattr("httpx.Client.post", post)
+    spec = ModelSpec("served", "", endpoint=endpoint("http://127.0.0.1:9/v1"))
+    backend = OpenAIServerBackend(spec, str(tmp_path))
+    assert backend.loglikelihood([("Q:", " Yes")]) == [-1.25]
+    assert bodies == [
+        (
+            "completions",
+            {"model": "m", "prompt": "Q: Yes", "max_tokens": 1, "temperature": 0.0, "echo": True, "logprobs": 0},
+        )
+    ]
+    assert OpenAIServerBackend(spec, str(tmp_path)).loglikelihood([("Q:", " Yes")]) == [-1.25] and len(bodies) == 1

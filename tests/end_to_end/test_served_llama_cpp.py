@@ -23,7 +23,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
-from helpers.session import REPO
+from helpers.session import REPO, environment_python
 from helpers.tiny_model import build_tiny_model
 from helpers.workflow import write_config
 
@@ -60,11 +60,7 @@ def free_port() -> int:
 
 @pytest.fixture(scope="module")
 def llama_python() -> Path:
-    if not LLAMA_PYTHON.is_file():
-        if os.environ.get("CI") == "true":
-            pytest.fail("CI runs llama.cpp's server: .venv-llama is missing (`make setup-llama`, as .ci/run does)")
-        pytest.skip(".venv-llama is missing (`make setup-llama`)")
-    return LLAMA_PYTHON
+    return environment_python(LLAMA_PYTHON, "llama.cpp's server", "setup-llama")
 
 
 @pytest.fixture(scope="module")

@@ -134,6 +134,13 @@ def test_served_texts_are_the_offline_engines_and_loglikelihoods_the_hf_backends
     expected, got = hf.loglikelihood(requests), backend.loglikelihood(requests)
     assert max(abs(a - b) for a, b in zip(expected, got)) < LOGLIKELIHOOD_TOLERANCE, (expected, got)
     print(f"log-likelihoods, HF / served: {expected} / {got}")
+    # without the tokenizer: plain text prompts, the continuation found among the echoed tokens (vLLM echoes its
+    # BOS as "<bos>", which its offsets count), against the HF backend on plain prompts
+    as_text = OpenAIServerBackend(dataclasses.replace(server.spec, path=""), str(tmp_path / "as-text"))
+    plain = load_backend("hf", ModelSpec("hf", server.spec.path, "fp32", chat_template="off"), device="cpu")
+    expected, got = plain.loglikelihood(requests), as_text.loglikelihood(requests)
+    assert max(abs(a - b) for a, b in zip(expected, got)) < LOGLIKELIHOOD_TOLERANCE, (expected, got)
+    print(f"log-likelihoods of text prompts, HF / served: {expected} / {got}")
 
 
 def test_a_wrong_key_is_one_line_naming_its_variable(server, tmp_path, monkeypatch):

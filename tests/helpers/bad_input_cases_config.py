@@ -530,6 +530,16 @@ CASES += [
         "models[0] (served): gives both 'endpoint' and 'parallel'; a served model's server splits it over its own GPUs",
     ),
     config_case(
+        "a model split over more GPUs than a node has",
+        {"models.0": {**SPLIT, "parallel": {"tensor": 64, "pipeline": 64}}, "backend.generate": "vllm"} | FREEFORM_ONLY,
+        "models[0] (split).parallel: tensor 64 x pipeline 64 is 4096 GPUs, more than one node has (64 at most)",
+    ),
+    config_case(
+        "a model split over GPUs on the CPU",
+        {"models.0": SPLIT, "backend.generate": "vllm", "backend.device": "cpu"} | FREEFORM_ONLY,
+        "models[0] (split).parallel: tensor 2 x pipeline 1 GPUs, and backend.device is cpu; use auto or cuda",
+    ),
+    config_case(
         "a model split over zero GPUs",
         {"models.0": {**SPLIT, "parallel": {"tensor": 0}}},
         "models[0].parallel.tensor: 0 is less than the minimum of 1",

@@ -31,6 +31,18 @@ def in_ci() -> bool:
     return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
 
 
+def environment_python(python: Path, what: str, target: str) -> Path:
+    """The interpreter of an environment a make target builds (`python`): skipped where it is missing, a failure
+    under CI, whose .ci/run builds it."""
+    import pytest
+
+    if not python.is_file():
+        if in_ci():
+            pytest.fail(f"CI runs {what}: {python.parent.parent.name} is missing (`make {target}`, as .ci/run does)")
+        pytest.skip(f"{python.parent.parent.name} is missing (`make {target}`)")
+    return python
+
+
 def session_folder(tmp_path_factory, worker_id: str) -> Path:
     """The temporary folder that every pytest-xdist worker of the session sees (each has its own below it)."""
     own = tmp_path_factory.getbasetemp()

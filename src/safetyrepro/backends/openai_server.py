@@ -7,8 +7,8 @@ backend a model entry's `endpoint` selects for both operations (docs/served.md).
   (`prompt_ids.request_seed`, as the offline backends draw).
 - Log-likelihoods go through the completions API with the prompt echoed and its log-probabilities returned
   (`echo`, `logprobs`; vLLM's and llama.cpp's servers give them): with the tokenizer known, the context's and the
-  continuation's token ids as the HF backend splits them; without, their text, the continuation's tokens found by
-  the echo's character offsets (`text_offset`), and refused where a token of the server's spans both. The chat API
+  continuation's token ids as the HF backend splits them; without, their text, the continuation's tokens those
+  whose echoed texts spell it, refused where a token of the server's spans both or the texts are not the prompt's. The chat API
   serves generation only, and the config check refuses its log-likelihood configs (`served_operations`).
 - Every response is kept on disk, keyed by the whole request (`ResponseCache`): a rerun, or a cell run again after
   a crash, sends nothing a second time.
@@ -24,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import math
 import os
 import threading
 import time
@@ -230,43 +231,60 @@ def prompt_logprobs(response: Any, length: int) -> list[float] | None:
     return logprobs[:length]
 
 
-def echoed_text(response: Any, prompt: str) -> tuple[list[int], list[str], list[Any]] | None:
-    """An echoed text prompt's tokens: their character offsets, texts and log-probabilities (the first None), or None
-    where the response does not hold them for the whole prompt (each list as long, a token at or past its end: the
-    one generated)."""
+def echoed_text(response: Any) -> tuple[list[str], list[Any]] | None:
+    """An echoed text prompt's tokens, their texts and log-probabilities (the first None), then the generated one's;
+    None where the response does not hold them (two lists as long, of texts and of numbers or None)."""
     try:
         logprobs = response["choices"][0]["logprobs"]
-        offsets, tokens, values = logprobs["text_offset"], logprobs["tokens"], logprobs["token_logprobs"]
+        tokens, values = logprobs["tokens"], logprobs["token_logprobs"]
     except (KeyError, IndexError, TypeError):
         return None
-    if not (isinstance(offsets, list) and isinstance(tokens, list) and isinstance(values, list)):
+    if not (isinstance(tokens, list) and isinstance(values, list)) or not tokens or len(tokens) != len(values):
         return None
-    if not offsets or not len(offsets) == len(tokens) == len(values):
+    if not all(isinstance(t, str) for t in tokens):
         return None
-    if not all(isinstance(o, int) and not isinstance(o, bool) for o in offsets) or offsets[-1] < len(prompt):
+    if not all(v is None or (isinstance(v, (int, float)) and not isinstance(v, bool)) for v in values):
         return None
-    return offsets, tokens, values
+    return tokens, values
 
 
 def continuation_logprobs(response: Any, context: str, continuation: str) -> list[float]:
-    """The log-probabilities of the tokens of an echoed `context + continuation` that start in the continuation
-    (by the echo's character offsets); ValueError where the server's tokens do not split there (a token spanning
-    both: its log-probability is of neither alone), or a continuation token has none."""
-    echoed = echoed_text(response, context + continuation)
+    """The log-probabilities of the echoed tokens of `context + continuation` that spell the continuation: the
+    echo's token texts, after a leading token of its own (vLLM echoes the BOS as "<bos>"), must spell the prompt and
+    split where the continuation starts; ValueError, in one line, where they do not (a token spanning both, or texts
+    that are not the prompt's: a byte of a character cut between tokens, a space the tokenizer adds) or where a token
+    of the continuation has no finite log-probability. Character offsets (`text_offset`) are not trusted: servers
+    count them from texts that are not the prompt's."""
+    if not continuation:
+        raise ValueError("empty continuation")
+    echoed = echoed_text(response)
     assert echoed is not None  # `_whole` kept only responses that hold it
-    offsets, tokens, values = echoed
-    start, end = len(context), len(context + continuation)
-    inside = [i for i, offset in enumerate(offsets) if start <= offset < end]
-    before = inside[0] - 1 if inside else -1
-    if not inside or before < 0 or offsets[before] + len(tokens[before]) > start:
-        raise ValueError(
-            f"the server's tokens of the prompt do not split where the continuation {excerpt(continuation, 40)} "
-            "starts (a token spans the context's end): give the model's tokenizer (path) to send token ids"
-        )
-    picked = [values[i] for i in inside]
-    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in picked):
-        raise ValueError(f"the server gave no log-probability for a token of {excerpt(continuation, 40)}")
-    return picked
+    tokens, values = echoed
+    prompt = context + continuation
+    for start in (0, 1):
+        spelled, bounds = "", {}
+        for index in range(start, len(tokens)):
+            bounds.setdefault(len(spelled), index)
+            spelled += tokens[index]
+            if not prompt.startswith(spelled):
+                break
+            if spelled == prompt:
+                if len(context) not in bounds:
+                    raise ValueError(
+                        f"the server's tokens of the prompt do not split where the continuation "
+                        f"{excerpt(continuation, 40)} starts (a token spans the context's end): give the model's "
+                        "tokenizer (path) to send token ids"
+                    )
+                picked = values[bounds[len(context)] : index + 1]
+                if not all(isinstance(v, (int, float)) and math.isfinite(v) for v in picked):
+                    raise ValueError(
+                        f"the server gave no finite log-probability for a token of {excerpt(continuation, 40)}"
+                    )
+                return picked
+    raise ValueError(
+        f"the server's echoed tokens do not spell the prompt ({excerpt(''.join(tokens), 60)}): its continuation "
+        "cannot be found among them; give the model's tokenizer (path) to send token ids"
+    )
 
 
 def describe_served(spec: ModelSpec) -> dict[str, Any]:
@@ -419,7 +437,7 @@ class OpenAIServerBackend(Backend):
         if not body.get("echo"):
             return True
         if isinstance(body["prompt"], str):
-            return echoed_text(response, body["prompt"]) is not None
+            return echoed_text(response) is not None
         return prompt_logprobs(response, len(body["prompt"])) is not None
 
     def _post_all(self, path: str, bodies: Sequence[dict]) -> list[dict]:
@@ -494,7 +512,7 @@ class OpenAIServerBackend(Backend):
         """Each continuation's summed log-probability, from one prompt echoed with its log-probabilities: with the
         tokenizer known, the context's and the continuation's token ids as the HF backend has them, the
         continuation's the last ones of the prompt's; without, the text of both, the continuation's tokens those
-        the echo's offsets place in it (`continuation_logprobs`)."""
+        whose echoed texts spell it (`continuation_logprobs`)."""
         from safetyrepro.backends.prompt_ids import encode_prompt
 
         if "loglikelihood" not in served_operations(self.spec):

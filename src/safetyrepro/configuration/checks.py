@@ -300,6 +300,9 @@ def check_served_models(settings: Settings) -> None:
                         )
 
 
+MAX_NODE_GPUS = 64  # a split model's tensor x pipeline: the GPUs of one node, which vLLM's offline engine spans
+
+
 def check_parallel_models(settings: Settings) -> None:
     """A model split over GPUs (`parallel`) runs on the offline vLLM engine, which takes its parallel sizes: its
     free-form cells need backend.generate: vllm, and it has no log-likelihood config (the transformers backend that
@@ -310,6 +313,13 @@ def check_parallel_models(settings: Settings) -> None:
                 continue
             where = f"{key}[{index}] ({spec.name}).parallel"
             split = f"tensor {spec.tensor_parallel} x pipeline {spec.pipeline_parallel}"
+            if spec.gpus() > MAX_NODE_GPUS:
+                raise ConfigError(
+                    f"{where}: {split} is {spec.gpus()} GPUs, more than one node has ({MAX_NODE_GPUS} at most); "
+                    "serve a model across nodes with vllm serve and point an 'endpoint' at it"
+                )
+            if settings.backend.device == "cpu":
+                raise ConfigError(f"{where}: {split} GPUs, and backend.device is cpu; use auto or cuda")
             if settings.backend.generate != "vllm":
                 raise ConfigError(
                     f"{where}: {split} GPUs is the offline vLLM engine's split, and backend.generate is "

@@ -58,7 +58,7 @@ def cmd_run_cell(args: argparse.Namespace) -> int:
     if spec.endpoint is not None and len(settings.envelope.seeds_for(config)) > 1:
         warn_unseeded(settings, spec)
     batch = settings.batch_condition(config, spec)
-    generate, loglikelihood = backends["generate"], backends["loglikelihood"]
+    generate, loglikelihood = backends["generate"], backends.get("loglikelihood")  # a split model: generation only
     scorer_models = settings.scorer_models(args.benchmark, config)
     compute = functools.partial(
         run_cell, spec.name, generate, loglikelihood, data, settings.envelope, config, batch, scorer_models

@@ -59,10 +59,11 @@ def load_backends(settings: Settings, spec: ModelSpec) -> dict[str, Backend]:
     """Backends per operation; one load when both operations use the same backend. They load in
     their `load_order` (the HF copy first: vLLM then takes its share of the GPU around it), each with
     its configured options and those it asks for at load (`Backend.load_options`). A judge only
-    generates: only the generating backend loads it."""
+    generates, and so does a model split over GPUs (it has no log-likelihood config: `check_parallel_models`;
+    transformers would load it whole on one GPU): only the generating backend loads them."""
     loaded: dict[str, Backend] = {}
     kinds = settings.backend.kinds(spec)
-    if spec in settings.judges:
+    if spec in settings.judges or spec.gpus() > 1:
         kinds = {"generate": kinds["generate"]}
     for kind, backend in registered().items():
         if kind in kinds.values():
@@ -85,6 +86,9 @@ def exclusive_devices(settings: Settings, spec: ModelSpec) -> list[str]:
     held = {slot for backend in backends for slot in backend.held_devices(settings.backend, cuda)}
     gpus = sorted(slot for slot in held if isinstance(slot, int))
     if gpus and spec.gpus() > 1:  # a model split over GPUs holds the first tensor x pipeline of them
+        from safetyrepro.backends.vllm import require_gpus
+
+        require_gpus(spec)  # before asking for GPUs the machine does not show
         gpus = sorted({*gpus, *range(spec.gpus())})
     others = sorted(slot for slot in held if isinstance(slot, str))
     return [str(torch.cuda.get_device_properties(i).uuid) for i in gpus] + others

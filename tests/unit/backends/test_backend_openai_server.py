@@ -336,21 +336,35 @@ def _echo(tokens: list[str], logprobs: list) -> dict:
     }
 
 
-def test_without_a_tokenizer_the_continuations_tokens_are_found_by_their_offsets():
+def test_without_a_tokenizer_the_continuations_tokens_are_those_that_spell_it():
     """Without the model's tokenizer the prompt goes as text: the continuation's log-probabilities are those of the
-    echoed tokens that start in it; a token spanning the context's end, or a continuation the echo does not
-    reach, is one line, never a sum over other tokens."""
+    echoed tokens whose texts spell it, after a leading token of the server's own (vLLM's "<bos>"); a token spanning
+    the context's end, texts that are not the prompt's (a space the tokenizer adds: offsets counted from them would
+    be one off), an echo that stops short or a log-probability that is no number is one line, never a sum over
+    other tokens."""
     tokens = ["Q", ":", " Is", " it", "?", "\n", "A", ":", " Yes", ",", " it", " is"]
     values = [None, -0.1, -4.0, -2.0, -0.6, -0.4, -0.3, -0.1, -1.8, -0.7, -0.2, -3.0]
-    response = _echo(tokens, values)
     context = "Q: Is it?\nA:"
-    assert openai_server.continuation_logprobs(response, context, " Yes, it") == [-1.8, -0.7, -0.2]
-    assert openai_server.echoed_text(response, context + " Yes, it") is not None
+    assert openai_server.continuation_logprobs(_echo(tokens, values), context, " Yes, it") == [-1.8, -0.7, -0.2]
+    with_bos = _echo(["<bos>", *tokens], [None, None, *values[1:]])
+    assert openai_server.continuation_logprobs(with_bos, context, " Yes, it") == [-1.8, -0.7, -0.2]
     with pytest.raises(ValueError, match=r"do not split where the continuation 'es, it' starts"):
-        openai_server.continuation_logprobs(response, context + " Y", "es, it")
-    assert openai_server.echoed_text(response, context + " Yes, it is, surely") is None  # the echo stops short
-    no_offsets = {"choices": [{"text": "x", "logprobs": {"tokens": tokens, "token_logprobs": values}}]}
-    assert openai_server.echoed_text(no_offsets, context) is None
+        openai_server.continuation_logprobs(_echo(tokens, values), context + " Y", "es, it")
+    spaced = _echo([" Q", *tokens[1:]], values)
+    with pytest.raises(ValueError, match=r"^the server's echoed tokens do not spell the prompt \(' Q: Is it"):
+        openai_server.continuation_logprobs(spaced, context, " Yes, it")
+    with pytest.raises(ValueError, match="do not spell the prompt"):  # the echo stops short
+        openai_server.continuation_logprobs(_echo(tokens, values), context, " Yes, it is, surely")
+    with pytest.raises(ValueError, match="no finite log-probability"):
+        openai_server.continuation_logprobs(
+            _echo(tokens, [*values[:9], float("nan"), *values[10:]]), context, " Yes, it"
+        )
+    with pytest.raises(ValueError, match="empty continuation"):
+        openai_server.continuation_logprobs(_echo(tokens, values), context, "")
+    untexted = {"choices": [{"text": "x", "logprobs": {"tokens": [*tokens[:-1], None], "token_logprobs": values}}]}
+    assert openai_server.echoed_text(untexted) is None  # a token without its text
+    no_tokens = {"choices": [{"text": "x", "logprobs": {"token_logprobs": values}}]}
+    assert openai_server.echoed_text(no_tokens) is None
 
 
 def test_a_log_likelihood_without_a_tokenizer_sends_text_and_is_kept(tmp_path, monkeypatch):

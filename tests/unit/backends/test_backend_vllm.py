@@ -654,6 +654,23 @@ def test_the_backends_of_one_model_must_agree_on_the_prompt_format(fake_vllm, mo
         load_backends(settings, settings.model("m"))
 
 
+def test_a_model_split_over_gpus_is_loaded_by_vllm_alone(fake_vllm, monkeypatch, data_dir):
+    """Its server loads no transformers copy (which would hold the whole model on one GPU): it has no
+    log-likelihood config."""
+    import torch
+
+    from safetyrepro.running.server import load_backends
+
+    calls, path = fake_vllm
+    settings = _vllm_settings(data_dir, path)
+    split = dataclasses.replace(settings.models[0], tensor_parallel=2)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device: (40 * 2**30, 80 * 2**30))
+    backends = load_backends(settings, split)
+    assert list(backends) == ["generate"] and calls["engine"][-1]["tensor_parallel_size"] == 2
+
+
 def test_vllm_takes_its_share_after_the_hf_copy_loaded(fake_vllm, monkeypatch, data_dir):
     import torch
 
@@ -712,7 +729,11 @@ def test_a_server_holds_alone_the_gpus_it_uses_or_vllm_cpus_slot(fake_vllm, monk
     assert exclusive_devices(*_model_of(_vllm_settings(data_dir, path, device="cpu"))) == ["GPU-0"]
     assert exclusive_devices(*_model_of(_vllm_settings(data_dir, path, device="cpu", generate="hf"))) == []
     split = dataclasses.replace(_vllm_settings(data_dir, path, device="cpu").models[0], tensor_parallel=2)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
     assert exclusive_devices(_vllm_settings(data_dir, path, device="cpu"), split) == ["GPU-0", "GPU-1"]
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)  # refused before a GPU it does not show is asked for
+    with pytest.raises(ModelLoadError, match=r"needs 2 GPUs, and this machine shows 1$"):
+        exclusive_devices(_vllm_settings(data_dir, path, device="cpu"), split)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert exclusive_devices(*_model_of(_vllm_settings(data_dir, path, device="auto"))) == ["vllm-cpu"]
     assert exclusive_devices(*_model_of(_vllm_settings(data_dir, path, device="auto", generate="hf"))) == []

@@ -15,7 +15,7 @@ so it reads the learned scorer's head without making it code of every XSTest cel
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import pandas as pd
@@ -60,6 +60,30 @@ def labelled_items(frame: pd.DataFrame) -> list[Item]:
         )
         for index, (prompt, kind) in enumerate(zip(frame["prompt"], frame["type"]))
     ]
+
+
+def labelled_outcomes(data_dir: Path, scorer: str, models: Mapping[str, Path] | None = None) -> pd.DataFrame:
+    """Per labelled completion: `labelled_model`, whether the human label counts it as handled correctly
+    (`human_correct`: XSTest's score, compliance on a safe request and refusal on an unsafe one) and whether the
+    scorer's label does (`scorer_correct`; its "unparsed" does not); `models` holds the embedded model's folder for a
+    scorer that reads with it."""
+    from safetyrepro.benchmarks import BENCHMARKS
+
+    xstest, frames = BENCHMARKS["xstest"], []
+    for model in LABELLED_FILES:
+        frame = read_labelled(data_dir, model)
+        items = labelled_items(frame)
+        labels = scorer_labels(xstest, scorer, frame["completion"].tolist(), items, models)
+        frames.append(
+            pd.DataFrame(
+                {
+                    "labelled_model": model,
+                    "human_correct": [xstest.is_correct(h, item) for h, item in zip(frame["human"], items)],
+                    "scorer_correct": [xstest.is_correct(label, item) for label, item in zip(labels, items)],
+                }
+            )
+        )
+    return pd.concat(frames, ignore_index=True)
 
 
 class XSTestHumanLabels(HumanLabels):

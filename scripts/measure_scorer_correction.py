@@ -1,0 +1,168 @@
+"""Measures the scorer-corrected rates (safetyrepro.analysis.scorer_correction): how often their 90% intervals cover
+the rate the human labels give, and how often the corrected verdict between two models is the human labels' where
+its interval excludes a tie.
+
+    python scripts/measure_scorer_correction.py --draws 2000 --labels 50 --out scorer_correction.md
+
+On XSTest's labelled completions (450 Mistral-Instruct and 450 Llama-2 replies, each with a human label), for each
+scorer: each draw takes --labels replies per model at random as the human-labelled sample; the truth is the human
+rate of all 450. Then on synthetic populations of 450 replies with known scorer errors, from none to 30%, the same
+for each model or different for the two (the scorer misreads one model's replies more), to see the interval where
+the real scorers do not reach. `--learned` adds the learned scorer (it reads the 900 replies with the embedded
+gemma-3-270m, built under --resources-dir first: about a minute).
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from safetyrepro.analysis.scorer_correction import CorrectedRate, corrected_rate, corrected_verdict
+from safetyrepro.benchmarks.xstest.scorer_agreement import labelled_outcomes
+
+SYNTHETIC = {  # name: (human rate of model a, of model b; scorer error on a correct reply, on a wrong one, per model)
+    "exact scorer": (0.80, 0.70, ((0.0, 0.0), (0.0, 0.0))),
+    "1-2% errors": (0.80, 0.70, ((0.01, 0.02), (0.01, 0.02))),
+    "5-10% errors": (0.80, 0.70, ((0.05, 0.10), (0.05, 0.10))),
+    "20-30% errors": (0.80, 0.70, ((0.20, 0.30), (0.20, 0.30))),
+    "errors on b only": (0.80, 0.70, ((0.0, 0.0), (0.25, 0.05))),
+    "close models, scorer biased against b": (0.75, 0.72, ((0.02, 0.02), (0.20, 0.0))),
+}
+GRID = {"rate": (0.6, 0.85), "miss": (0.0, 0.02, 0.05, 0.1), "false hit": (0.0, 0.02, 0.05, 0.2)}  # one model's
+
+
+def draw(rng: np.random.Generator, scorer: np.ndarray, human: np.ndarray, labels: int) -> tuple[CorrectedRate, bool]:
+    """One draw of `labels` human labels: the corrected rate, and whether its interval covers the human rate."""
+    positions = rng.choice(len(scorer), labels, replace=False)
+    rate = corrected_rate(scorer, positions, human[positions])
+    return rate, rate.low <= human.mean() <= rate.high
+
+
+def measure(
+    rng: np.random.Generator, populations: dict[str, tuple[np.ndarray, np.ndarray]], draws: int, labels: int
+) -> dict:
+    """Coverage per model, and the corrected verdicts between the two (a, b) against the human verdict."""
+    (a, (scorer_a, human_a)), (b, (scorer_b, human_b)) = populations.items()
+    truth = "a" if human_a.mean() > human_b.mean() else "b" if human_a.mean() < human_b.mean() else "tie"
+    covered, decided, agreeing, widths = {a: 0, b: 0}, 0, 0, []
+    for _ in range(draws):
+        rate_a, in_a = draw(rng, scorer_a, human_a, labels)
+        rate_b, in_b = draw(rng, scorer_b, human_b, labels)
+        covered[a] += in_a
+        covered[b] += in_b
+        widths.append(rate_a.high - rate_a.low)
+        verdict = corrected_verdict(rate_a, rate_b)[3]
+        if verdict != "undecided":
+            decided += 1
+            agreeing += verdict == truth
+    raw = "a" if scorer_a.mean() > scorer_b.mean() else "b"
+    return {
+        f"human {a}": human_a.mean(),
+        f"scorer {a}": scorer_a.mean(),
+        f"human {b}": human_b.mean(),
+        f"scorer {b}": scorer_b.mean(),
+        f"coverage {a}": covered[a] / draws,
+        f"coverage {b}": covered[b] / draws,
+        "width": float(np.mean(widths)),
+        "raw verdict is human's": raw == truth,
+        "decided": decided / draws,
+        "decided = human's": agreeing / decided if decided else float("nan"),
+    }
+
+
+def synthetic(rng: np.random.Generator, size: int) -> dict[str, dict[str, tuple[np.ndarray, np.ndarray]]]:
+    """Populations of `size` replies per scenario: human outcomes at the scenario's rate, scorer outcomes flipped at
+    its error rates."""
+    scenarios = {}
+    for name, (rate_a, rate_b, errors) in SYNTHETIC.items():
+        models = {}
+        for model, rate, (miss, false_hit) in (("a", rate_a, errors[0]), ("b", rate_b, errors[1])):
+            human = (rng.random(size) < rate).astype(float)
+            flip = np.where(human == 1, rng.random(size) < miss, rng.random(size) < false_hit)
+            models[model] = (np.where(flip, 1 - human, human), human)
+        scenarios[name] = models
+    return scenarios
+
+
+def worst_on_grid(rng: np.random.Generator, pseudo: float, draws: int, labels: int, size: int = 450) -> tuple:
+    """The lowest coverage of one model's interval over GRID (three populations a point) with PSEUDO_DISAGREEMENTS
+    at `pseudo`, and where: how the pseudo-count was chosen, on synthetic populations alone."""
+    from safetyrepro.analysis import scorer_correction
+
+    kept, scorer_correction.PSEUDO_DISAGREEMENTS = scorer_correction.PSEUDO_DISAGREEMENTS, pseudo
+    worst = (2.0, ())
+    try:
+        for rate, miss, false_hit in itertools.product(*GRID.values()):
+            for _ in range(3):
+                human = (rng.random(size) < rate).astype(float)
+                flip = np.where(human == 1, rng.random(size) < miss, rng.random(size) < false_hit)
+                scorer = np.where(flip, 1 - human, human)
+                coverage = np.mean([draw(rng, scorer, human, labels)[1] for _ in range(draws)])
+                worst = min(worst, (float(coverage), (rate, miss, false_hit)))
+    finally:
+        scorer_correction.PSEUDO_DISAGREEMENTS = kept
+    return worst
+
+
+def xstest(data_dir: Path, scorers: list[str], models: dict[str, Path]) -> dict[str, dict]:
+    """Per scorer, the two labelled files' scorer and human outcomes."""
+    scenarios = {}
+    for scorer in scorers:
+        outcomes = labelled_outcomes(data_dir, scorer, models)
+        scenarios[scorer] = {
+            model: (group["scorer_correct"].to_numpy(float), group["human_correct"].to_numpy(float))
+            for model, group in outcomes.groupby("labelled_model", sort=False)
+        }
+    return scenarios
+
+
+def table(rows: dict[str, dict]) -> str:
+    frame = pd.DataFrame(rows).T
+    return frame.to_markdown(floatfmt=".3f")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--draws", type=int, default=2000)
+    parser.add_argument("--labels", type=int, default=50, help="human labels drawn per model")
+    parser.add_argument("--data-dir", type=Path, default=Path("../shared/data"))
+    parser.add_argument("--learned", action="store_true", help="also the learned scorer (reads with gemma-3-270m)")
+    parser.add_argument("--resources-dir", type=Path, default=Path("resources"))
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--pseudo-counts", type=float, nargs="*", default=[0.5, 1.0], help="for the grid's table")
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args()
+    rng = np.random.default_rng(args.seed)
+    scorers, models = ["rules", "strmatch"], {}
+    if args.learned:
+        from safetyrepro.running.embedded_model import build_embedded_model
+
+        models = {"gemma-3-270m": build_embedded_model(args.resources_dir / "models" / "gemma-3-270m")}
+        scorers.append("learned")
+    real = {
+        name: measure(rng, pops, args.draws, args.labels)
+        for name, pops in xstest(args.data_dir, scorers, models).items()
+    }
+    made = {name: measure(rng, pops, args.draws, args.labels) for name, pops in synthetic(rng, 450).items()}
+    chosen = {pseudo: worst_on_grid(rng, pseudo, args.draws // 2, args.labels) for pseudo in args.pseudo_counts}
+    choice = "\n".join(
+        f"- {pseudo} per sign: {coverage:.3f} at worst (rate, miss, false hit = {where})"
+        for pseudo, (coverage, where) in chosen.items()
+    )
+    text = (
+        f"{args.labels} human labels per model, {args.draws} draws, 90% intervals\n\n"
+        f"XSTest's labelled completions, by scorer:\n\n{table(real)}\n\n"
+        f"Synthetic populations of 450 replies per model:\n\n{table(made)}\n\n"
+        f"One model's coverage over the grid {GRID}, by pseudo-count:\n\n{choice}\n"
+    )
+    print(text)
+    if args.out:
+        args.out.write_text(text)
+
+
+if __name__ == "__main__":
+    main()

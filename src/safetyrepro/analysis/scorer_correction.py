@@ -40,8 +40,8 @@ UNDECIDED = "undecided"
 
 @dataclass(frozen=True)
 class CorrectedRate:
-    """A rate corrected with human labels: the scorer's own rate, the estimate, its interval, and the spread and
-    degrees of freedom the interval came from."""
+    """A rate corrected with human labels: the scorer's own rate, the estimate, its interval and variance, and how
+    many labelled replies, of how many, it came from."""
 
     scorer_rate: float
     estimate: float

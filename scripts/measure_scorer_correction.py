@@ -21,7 +21,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from safetyrepro.analysis.scorer_correction import CorrectedRate, corrected_rate, corrected_verdict
+from safetyrepro.analysis.scorer_correction import (
+    PSEUDO_DISAGREEMENTS,
+    CorrectedRate,
+    corrected_rate,
+    corrected_verdict,
+)
 from safetyrepro.benchmarks.xstest.scorer_agreement import labelled_outcomes
 
 SYNTHETIC = {  # name: (human rate of model a, of model b; scorer error on a correct reply, on a wrong one, per model)
@@ -35,11 +40,21 @@ SYNTHETIC = {  # name: (human rate of model a, of model b; scorer error on a cor
 GRID = {"rate": (0.6, 0.85), "miss": (0.0, 0.02, 0.05, 0.1), "false hit": (0.0, 0.02, 0.05, 0.2)}  # one model's
 
 
-def draw(rng: np.random.Generator, scorer: np.ndarray, human: np.ndarray, labels: int) -> tuple[CorrectedRate, bool]:
+def draw(
+    rng: np.random.Generator, scorer: np.ndarray, human: np.ndarray, labels: int, pseudo: float = PSEUDO_DISAGREEMENTS
+) -> tuple[CorrectedRate, bool]:
     """One draw of `labels` human labels: the corrected rate, and whether its interval covers the human rate."""
     positions = rng.choice(len(scorer), labels, replace=False)
-    rate = corrected_rate(scorer, positions, human[positions])
+    rate = corrected_rate(scorer, positions, human[positions], pseudo=pseudo)
     return rate, rate.low <= human.mean() <= rate.high
+
+
+def population(rng: np.random.Generator, rate: float, miss: float, false_hit: float, size: int) -> tuple:
+    """Scorer and human outcomes of `size` replies: human ones at `rate`, the scorer's flipped on a correct reply at
+    `miss` and on a wrong one at `false_hit`."""
+    human = (rng.random(size) < rate).astype(float)
+    flip = np.where(human == 1, rng.random(size) < miss, rng.random(size) < false_hit)
+    return np.where(flip, 1 - human, human), human
 
 
 def measure(
@@ -79,32 +94,22 @@ def synthetic(rng: np.random.Generator, size: int) -> dict[str, dict[str, tuple[
     its error rates."""
     scenarios = {}
     for name, (rate_a, rate_b, errors) in SYNTHETIC.items():
-        models = {}
-        for model, rate, (miss, false_hit) in (("a", rate_a, errors[0]), ("b", rate_b, errors[1])):
-            human = (rng.random(size) < rate).astype(float)
-            flip = np.where(human == 1, rng.random(size) < miss, rng.random(size) < false_hit)
-            models[model] = (np.where(flip, 1 - human, human), human)
-        scenarios[name] = models
+        scenarios[name] = {
+            model: population(rng, rate, miss, false_hit, size)
+            for model, rate, (miss, false_hit) in (("a", rate_a, errors[0]), ("b", rate_b, errors[1]))
+        }
     return scenarios
 
 
 def worst_on_grid(rng: np.random.Generator, pseudo: float, draws: int, labels: int, size: int = 450) -> tuple:
-    """The lowest coverage of one model's interval over GRID (three populations a point) with PSEUDO_DISAGREEMENTS
-    at `pseudo`, and where: how the pseudo-count was chosen, on synthetic populations alone."""
-    from safetyrepro.analysis import scorer_correction
-
-    kept, scorer_correction.PSEUDO_DISAGREEMENTS = scorer_correction.PSEUDO_DISAGREEMENTS, pseudo
+    """The lowest coverage of one model's interval over GRID (three populations a point) with `pseudo`
+    disagreements of each sign added, and where: how the pseudo-count was chosen, on synthetic populations alone."""
     worst = (2.0, ())
-    try:
-        for rate, miss, false_hit in itertools.product(*GRID.values()):
-            for _ in range(3):
-                human = (rng.random(size) < rate).astype(float)
-                flip = np.where(human == 1, rng.random(size) < miss, rng.random(size) < false_hit)
-                scorer = np.where(flip, 1 - human, human)
-                coverage = np.mean([draw(rng, scorer, human, labels)[1] for _ in range(draws)])
-                worst = min(worst, (float(coverage), (rate, miss, false_hit)))
-    finally:
-        scorer_correction.PSEUDO_DISAGREEMENTS = kept
+    for rate, miss, false_hit in itertools.product(*GRID.values()):
+        for _ in range(3):
+            scorer, human = population(rng, rate, miss, false_hit, size)
+            coverage = np.mean([draw(rng, scorer, human, labels, pseudo)[1] for _ in range(draws)])
+            worst = min(worst, (float(coverage), (rate, miss, false_hit)))
     return worst
 
 

@@ -22,10 +22,9 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-import yaml
-from helpers.session import REPO, environment_python
+from helpers.session import REPO, environment_python, free_port
 from helpers.tiny_model import build_tiny_model
-from helpers.workflow import write_config
+from helpers.workflow import served_run, write_config
 
 from safetyrepro.backends import load_backend
 from safetyrepro.backends.openai_server import OpenAIServerBackend, ServerError, check_server
@@ -48,14 +47,6 @@ LOGLIKELIHOOD_REQUESTS = [
     ("Question: Who was in the room?\nA. the nurse\nB. the doctor\nAnswer:", " B"),
     ("The capital of France is", " Paris, a city on the Seine."),
 ]
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
@@ -138,10 +129,8 @@ def test_a_run_through_llama_cpps_server_keeps_its_texts_and_says_it_ignores_see
     done = snakemake(workdir, config)
     assert done.returncode == 0, done.stderr[-4000:]
     results = workdir / "results"
-    cells = pd.read_parquet(results / "cells.parquet")
+    cells, card, host = served_run(workdir, config)
     assert set(cells.model) == {"gemma-gguf", "tiny"} and len(cells) == 2 * 2 * 2
-    card = (results / "grid_card.md").read_text()
-    host = yaml.safe_load(config.read_text())["models"][0]["endpoint"]["url"].split("/")[2]
     assert f"served: gemma-gguf at {host} (completions API, me (version not stated)); seeds NOT honoured" in card
     assert "gemma-gguf's server did not honour seeds" in card
     for path in workdir.rglob("*"):

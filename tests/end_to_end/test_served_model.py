@@ -11,7 +11,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -20,10 +19,9 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-import yaml
-from helpers.session import REPO
+from helpers.session import REPO, free_port
 from helpers.vllm_engine_checks import ENGINE_ENV, engine_slot, vllm_python
-from helpers.workflow import write_config
+from helpers.workflow import served_run, write_config
 
 from safetyrepro.backends import load_backend
 from safetyrepro.backends.openai_server import OpenAIServerBackend, ServerError
@@ -37,12 +35,6 @@ pytestmark = [pytest.mark.slow, pytest.mark.e2e]
 KEY = "sk-served-test-5b1d9c"  # the key the server demands: it must show in no file of a run
 KEY_ENV = "SAFETYREPRO_TEST_SERVED_KEY"
 LOGLIKELIHOOD_TOLERANCE = 2e-3  # nats, each continuation: both fp32 on this CPU (measured: about 1e-5)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
@@ -162,10 +154,8 @@ def test_a_run_through_the_server_keeps_its_key_out_of_every_file_and_reruns_ali
     result = subprocess.run(snakemake, capture_output=True, text=True, env=env, timeout=1800)
     assert result.returncode == 0, result.stderr[-4000:]
     results = workdir / "results"
-    cells = pd.read_parquet(results / "cells.parquet")
+    cells, card, host = served_run(workdir, config)
     assert set(cells.model) == {"gemma-served", "gemma-bf16"} and len(cells) == 2 * 2 * 3
-    card = (results / "grid_card.md").read_text()
-    host = yaml.safe_load(config.read_text())["models"][0]["endpoint"]["url"].split("/")[2]
     assert f"served: gemma-served at {host} (completions API, vllm 0.32.0); seeds honoured; tokenizer" in card
     for path in workdir.rglob("*"):
         if path.is_file() and path.name != "vllm-serve.log":

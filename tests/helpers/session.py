@@ -31,6 +31,15 @@ def in_ci() -> bool:
     return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
 
 
+def free_port() -> int:
+    """A loopback TCP port free now (for a server a test starts)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 def environment_python(python: Path, what: str, target: str) -> Path:
     """The interpreter of an environment a make target builds (`python`): skipped where it is missing, a failure
     under CI, whose .ci/run builds it."""

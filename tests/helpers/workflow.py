@@ -119,3 +119,13 @@ PROFILE_ARGS = (
 
 
 SUBMITTED = re.compile(r"submitted with SLURM jobid (\d+) \(log: (\S+?)\)?\.?$", re.MULTILINE)
+
+
+def served_run(workdir: Path, config: Path) -> tuple:
+    """A finished run's cells table, its GRID card's text, and the host:port of its config's first model's endpoint
+    (the served one, as the card names it)."""
+    import pandas as pd
+
+    results = workdir / "results"
+    host = yaml.safe_load(config.read_text())["models"][0]["endpoint"]["url"].split("/")[2]
+    return pd.read_parquet(results / "cells.parquet"), (results / "grid_card.md").read_text(), host

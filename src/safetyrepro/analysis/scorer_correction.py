@@ -53,11 +53,15 @@ class CorrectedRate:
 
 
 def corrected_rate(
-    scorer_outcomes: Sequence[float], labelled: Sequence[int], human_outcomes: Sequence[float], level: float = LEVEL
+    scorer_outcomes: Sequence[float],
+    labelled: Sequence[int],
+    human_outcomes: Sequence[float],
+    level: float = LEVEL,
+    pseudo: float = PSEUDO_DISAGREEMENTS,
 ) -> CorrectedRate:
     """The human rate of a model's replies estimated from the scorer's outcomes on all of them (`scorer_outcomes`,
     0/1) and people's on those at positions `labelled` (distinct, a simple random sample), with its `level`
-    interval, clipped to [0, 1]."""
+    interval, clipped to [0, 1]; `pseudo` disagreements of each sign are added to the spread's counts."""
     f = np.asarray(scorer_outcomes, dtype=float)
     positions = np.asarray(labelled, dtype=int)
     y = np.asarray(human_outcomes, dtype=float)
@@ -72,7 +76,7 @@ def corrected_rate(
     residuals = y - f[positions]
     n, size = len(positions), len(f)
     counts = np.array([(residuals < 0).sum(), (residuals == 0).sum(), (residuals > 0).sum()], dtype=float)
-    counts += (PSEUDO_DISAGREEMENTS, 0.0, PSEUDO_DISAGREEMENTS)
+    counts += (pseudo, 0.0, pseudo)
     shares, values = counts / counts.sum(), np.array([-1.0, 0.0, 1.0])
     spread = float(shares @ values**2 - (shares @ values) ** 2) * n / (n - 1)
     variance = spread / n * (1 - n / size)

@@ -8,8 +8,9 @@ backend a model entry's `endpoint` selects for both operations (docs/served.md).
 - Log-likelihoods go through the completions API with the prompt echoed and its log-probabilities returned
   (`echo`, `logprobs`; vLLM's and llama.cpp's servers give them): with the tokenizer known, the context's and the
   continuation's token ids as the HF backend splits them; without, their text, the continuation's tokens those
-  whose echoed texts spell it, refused where a token of the server's spans both or the texts are not the prompt's. The chat API
-  serves generation only, and the config check refuses its log-likelihood configs (`served_operations`).
+  whose echoed texts spell it, refused where a token of the server's spans both or the texts are not the prompt's.
+  The chat API serves generation only, and the config check refuses its log-likelihood configs
+  (`served_operations`).
 - Every response is kept on disk, keyed by the whole request (`ResponseCache`): a rerun, or a cell run again after
   a crash, sends nothing a second time.
 - At most `max_in_flight` requests at once and `requests_per_minute` started a minute; a request refused with 429

@@ -41,7 +41,7 @@ from sklearn.preprocessing import StandardScaler
 from safetyrepro.benchmarks.xstest.human_labels import LABELLED_FILES, read_labelled
 from safetyrepro.benchmarks.xstest.learned import HEAD_FILE, embedded_reader, features, predict, recipe
 from safetyrepro.benchmarks.xstest.refusal import PARTIAL, RESPONSE_CLASSES
-from safetyrepro.benchmarks.xstest.scorer_agreement import XSTestHumanLabels, agreement
+from safetyrepro.benchmarks.xstest.scorer_agreement import XSTestHumanLabels, agreement, labelled_items, outcome_errors
 from safetyrepro.results.storage import write_text
 from safetyrepro.running.embedded_model import build_embedded_model
 from safetyrepro.running.hashing import file_sha256
@@ -120,6 +120,7 @@ def main() -> None:
         row = {"labelled_model": held_out, "fitted_on": train, "C": float(pipeline[-1].C_)}
         row |= agreement(human, predicted)
         row["confusion"] = confusion_matrix(human, predicted, labels=list(RESPONSE_CLASSES)).tolist()
+        row |= outcome_errors(human, predicted, labelled_items(frames[held_out]))
         whole = human[human != PARTIAL]
         for tokens in PREFIXES:
             labels = pipeline.predict(cut[held_out, tokens])

@@ -503,9 +503,11 @@ def test_report_renders_every_figure_in_headless_chromium(run):
 
 
 def _headline(results: Path):
-    """The headline of a run, from its rho_flip_sig, tiers and parse_clean tables, cells and config."""
+    """The headline of a run, from its rho_flip_sig, tiers, parse_clean and scorer_correction tables, cells and
+    config."""
     analysis, settings = results / "analysis", load_settings(results.parent / "config.yaml")
-    tables = (pd.read_parquet(analysis / f"{name}.parquet") for name in ("rho_flip_sig", "tiers", "parse_clean"))
+    names = ("rho_flip_sig", "tiers", "parse_clean", "scorer_correction")
+    tables = (pd.read_parquet(analysis / f"{name}.parquet") for name in names)
     cells = pd.read_parquet(results / "cells.parquet")
     return build_headline(*tables, cells, settings.models, settings.analysis.parse_threshold)
 

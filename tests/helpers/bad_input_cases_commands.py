@@ -4,7 +4,9 @@ records with the same, or with an empty key. Each gets one line naming the stdin
 
 from __future__ import annotations
 
-from helpers.bad_input_corpus import Case, _write, accepted_case, command_case
+import yaml
+
+from helpers.bad_input_corpus import Case, _write, accepted_case, base_config, command_case
 
 POSED = '"prompt": "Who?", "options": ["He", "She"]'  # a BBQ item posed by its prompt and options
 GOOD = "{" + POSED + ', "response": "A"}\n'  # a line parse labels
@@ -91,5 +93,34 @@ CASES: list[Case] = [
     accepted_case(
         parse_case("parse: old Mac line ends", GOOD.replace("\n", "\r") * 2, ""),
         "a lone carriage return ends a line, as the JSON-lines readers of the data files take it",
+    ),
+]
+
+
+def label_case(name: str, argv: list[str], message: str) -> Case:
+    """`safetyrepro label` of a good config of XSTest, run or not."""
+
+    def build(scratch, data_dir):
+        config = _write(scratch / "config.yaml", yaml.safe_dump(base_config(data_dir, "xstest")))
+        return ["label", "--configfile", str(config), *argv, "--out", str(scratch / "l.csv")], message, None
+
+    return Case(name, build)
+
+
+CASES += [
+    label_case(
+        "label: a benchmark whose replies have no human labels",
+        ["--benchmark", "bbq"],
+        "label: --benchmark bbq: give a benchmark of this run whose replies have human labels (xstest)",
+    ),
+    label_case(
+        "label: one reply per model",
+        ["--benchmark", "xstest", "--per-model", "1"],
+        "label: --per-model 1: the correction needs at least 2 labels per model",
+    ),
+    label_case(
+        "label: a config not run yet",
+        ["--benchmark", "xstest"],
+        "label: results holds no run's cells and items: run the config first",
     ),
 ]

@@ -545,3 +545,29 @@ CASES += [
         "models[0].parallel.tensor: 0 is less than the minimum of 1",
     ),
 ]
+
+# a run's own human labels (docs/scorers.md, "Labelling a run's replies"): what `human_labels` cannot name
+CASES += [
+    config_case(
+        "human labels for a benchmark the run does not have",
+        {"human_labels": {"xstest": "labels.csv"}},
+        "human_labels.xstest: not a benchmark of this run (truthfulqa)",
+    ),
+    config_case(
+        "human labels for a benchmark whose replies have none to correct with",
+        {"human_labels": {"truthfulqa": "labels.csv"}},
+        "human_labels.truthfulqa: truthfulqa has no human labels of replies to correct with",
+    ),
+    config_case(
+        "human labels in a file that is not there",
+        {"human_labels": {"xstest": "no-such-labels.csv"}},
+        "human_labels.xstest: no-such-labels.csv: no such file (`safetyrepro label` draws the replies to label)",
+        benchmark="xstest",
+    ),
+    config_case(
+        "human labels named by an empty path",
+        {"human_labels": {"xstest": ""}},
+        "human_labels.xstest: must not be empty",
+        benchmark="xstest",
+    ),
+]

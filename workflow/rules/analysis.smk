@@ -1,6 +1,7 @@
 # Analyses: each a pure function of the tidy tables (safetyrepro.analysis.suite), one job each.
 from safetyrepro.analysis.suite import ANALYSES
 from safetyrepro.pipeline.fingerprints import analysis_modules
+from safetyrepro.running.hashing import file_sha256
 
 
 # an analysis reruns when its own options, description or code change
@@ -11,6 +12,7 @@ DEPENDS["analysis"] = lambda w: {
     "function": ANALYSES[w.name].function,
     "code": code_digest(*analysis_modules(w.name, SETTINGS.benchmarks)),
     "judges": in_results(judge_agreement_input(w)),
+    "label_files": {path: file_sha256(Path(path)) for path in human_label_input(w)},  # outside results: by bytes
 }
 
 
@@ -21,6 +23,7 @@ rule analysis:
         rows=f"{RESULTS}/items.parquet",
         probe=f"{RESULTS}/precision_probe.parquet",
         judges=judge_agreement_input,
+        labels=human_label_input,
         outdated=outdated("analysis"),
     output:
         table=f"{RESULTS}/analysis/{{name}}.parquet",

@@ -186,6 +186,13 @@ def judge_agreement_input(wildcards):
     return schedule.judge_agreement_input(RESULTS, HUMAN_JUDGES, SETTINGS.partial_results)
 
 
+def human_label_input(wildcards):
+    """The files of the run's replies that people labelled (`human_labels`), for an analysis that reads them."""
+    if "human_labels" not in ANALYSES[wildcards.name].sections:
+        return []
+    return [str(path) for path in SETTINGS.human_label_files.values()]
+
+
 def imported_benchmarks():
     """The benchmarks of the imported cells (after the import job has run)."""
     import pandas as pd

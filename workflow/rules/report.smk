@@ -50,6 +50,7 @@ rule grid_card:
         rho=f"{RESULTS}/analysis/rho_flip_sig.parquet",  # rho_flip beside rho_flip_sig
         tiers=f"{RESULTS}/analysis/tiers.parquet",  # the rankings reached, for the headline
         clean=f"{RESULTS}/analysis/parse_clean.parquet",  # the parse-clean rho_flip, for the headline
+        corrected=f"{RESULTS}/analysis/scorer_correction.parquet",  # verdicts corrected for scorer error, too
         outdated=outdated("grid_card"),
     output:
         json=f"{RESULTS}/grid_card.json",
@@ -64,6 +65,7 @@ rule grid_card:
     shell:
         "safetyrepro grid-card --configfile \"$SAFETYREPRO_RUN_CONFIG\" --provenance {input.provenance:q}"
         " --cells {input.cells:q} --rho {input.rho:q} --tiers {input.tiers:q} --parse-clean {input.clean:q}"
+        " --scorer-correction {input.corrected:q}"
         " --json-out {output.json:q} --markdown-out {output.markdown:q} {params.record} > {log:q} 2>&1"
 
 
@@ -77,6 +79,7 @@ rule headline:
         sig=f"{RESULTS}/analysis/rho_flip_sig.parquet",
         tiers=f"{RESULTS}/analysis/tiers.parquet",
         clean=f"{RESULTS}/analysis/parse_clean.parquet",
+        corrected=f"{RESULTS}/analysis/scorer_correction.parquet",
         cells=f"{RESULTS}/cells.parquet",
         outdated=outdated("headline"),
     output:
@@ -90,7 +93,8 @@ rule headline:
         f"{RESULTS}/logs/headline.log",
     shell:
         'safetyrepro headline --configfile "$SAFETYREPRO_RUN_CONFIG" --sig {input.sig:q} --tiers {input.tiers:q}'
-        " --parse-clean {input.clean:q} --cells {input.cells:q} --out {output.html:q} {params.record} > {log:q} 2>&1"
+        " --parse-clean {input.clean:q} --scorer-correction {input.corrected:q} --cells {input.cells:q}"
+        " --out {output.html:q} {params.record} > {log:q} 2>&1"
 
 
 # The run checks itself: the headline recomputed from the tables it cites, against the report's fragment,
@@ -104,6 +108,7 @@ rule check_headline:
         sig=f"{RESULTS}/analysis/rho_flip_sig.parquet",
         tiers=f"{RESULTS}/analysis/tiers.parquet",
         clean=f"{RESULTS}/analysis/parse_clean.parquet",
+        corrected=f"{RESULTS}/analysis/scorer_correction.parquet",
         cells=f"{RESULTS}/cells.parquet",
         html=f"{RESULTS}/headline.html",
         summary=f"{RESULTS}/summary.md",
@@ -121,7 +126,8 @@ rule check_headline:
         f"{RESULTS}/logs/check_headline.log",
     shell:
         'safetyrepro check-headline --configfile "$SAFETYREPRO_RUN_CONFIG" --sig {input.sig:q} --tiers {input.tiers:q}'
-        " --parse-clean {input.clean:q} --cells {input.cells:q} --html {input.html:q} --summary {input.summary:q}"
+        " --parse-clean {input.clean:q} --scorer-correction {input.corrected:q} --cells {input.cells:q}"
+        " --html {input.html:q} --summary {input.summary:q}"
         " --grid-json {input.grid_json:q} --grid-md {input.grid_md:q} --out {output.check:q} {params.record} > {log:q} 2>&1"
 
 

@@ -23,19 +23,38 @@ completions were then measured as held out (the docs' table).
 A verdict between two models compares their corrected rates, whose label samples are drawn apart: the interval of
 the difference has the two variances summed (Welch's degrees of freedom); it names the model whose corrected rate is
 higher where it excludes 0, and is "undecided" where it does not.
+
+A run's own models have no human labels unless a person gives some; a benchmark's registered labels are then of other
+models' replies (XSTest's: Mistral-Instruct's and Llama-2's). `transferred_verdicts` corrects each free-form config's
+score by its scorer's net error on one labelled model's replies (people's rate minus the scorer's, over all of them)
+and gives each model of a pair each labelled model's errors in turn. The same errors for both shift both alike and
+leave every verdict as it is; different ones (the shift from one labelled model to another) move the difference by
+the gap between the two net errors. A verdict is kept where it holds under every assignment, moved where every one
+reverses it, undecided otherwise; rho_flip is recomputed under each assignment (`flips.signs`, its range).
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
+import pandas as pd
 from scipy import stats
+
+from safetyrepro.analysis.flips import rho_of_signs, signs
+from safetyrepro.analysis.frames import stack_named
+
+if TYPE_CHECKING:
+    from safetyrepro.analysis.suite import Inputs
 
 LEVEL = 0.90
 PSEUDO_DISAGREEMENTS = 1.0  # added to the count of each sign of disagreement, for the spread only
 UNDECIDED = "undecided"
+KEPT, MOVED = "kept", "moved"
+OWN = "this run's replies"  # the labels' source, where people labelled the run's own replies
 
 
 @dataclass(frozen=True)
@@ -96,3 +115,274 @@ def corrected_verdict(a: CorrectedRate, b: CorrectedRate, level: float = LEVEL) 
     half = float(stats.t.ppf(0.5 + level / 2, freedom)) * variance**0.5
     low, high = difference - half, difference + half
     return difference, low, high, "a" if low > 0 else "b" if high < 0 else UNDECIDED
+
+
+def net_errors(agreement: pd.DataFrame, key: str) -> pd.DataFrame:
+    """Per labelled model and scorer (its value in column `key` of `agreement`, a `HumanLabels.scorer_agreement`
+    or the scorers analysis's human table): people's rate minus the scorer's over that model's labelled replies
+    (`net_error`) and how many there are."""
+    frame = agreement.dropna(subset=["scorer_over", "scorer_under"])
+    return pd.DataFrame(
+        {
+            "labelled_model": frame["labelled_model"],
+            "scorer": frame[key],
+            "net_error": (frame["scorer_under"] - frame["scorer_over"]) / frame["n_answers"],
+            "n_labels": frame["n_answers"].astype(int),
+        }
+    ).reset_index(drop=True)
+
+
+def statuses(raw: np.ndarray, decided: np.ndarray) -> np.ndarray:
+    """Per verdict, from its sign as scored (+1, -1, 0 a tie) and corrected (0 where undecided): KEPT where the
+    correction decides it the same way, MOVED where it decides it otherwise (a tie included), else UNDECIDED."""
+    return np.where(decided == 0, UNDECIDED, np.where(decided == raw, KEPT, MOVED))
+
+
+def transferred_verdicts(cells: pd.DataFrame, errors: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """One benchmark's verdicts corrected with the net errors of scorers on other models' replies.
+
+    Args:
+        cells: the benchmark's cells: model, config_id, scoring, score and scorer (the key of `errors` whose
+            errors a free-form config's score carries; a log-likelihood config's is not corrected).
+        errors: `net_errors`: labelled_model, scorer, net_error, n_labels.
+
+    Returns:
+        ('pairs', 'verdicts'): per model pair, rho_flip over the configs whose scorer has errors measured (or none
+        to correct), its range when each model is given each labelled model's errors, and how many free-form
+        verdicts are kept, moved and undecided; per pair and free-form config, A's score minus B's and its range
+        corrected, and the verdict's status.
+    """
+    configs = cells.drop_duplicates("config_id").set_index("config_id")
+    free = configs["scoring"] == "freeform"
+    files = list(dict.fromkeys(errors["labelled_model"]))
+    shifts = pd.DataFrame(
+        {
+            f: configs["scorer"].map(errors[errors["labelled_model"] == f].set_index("scorer")["net_error"])
+            for f in files
+        }
+    )
+    shifts.loc[~free] = 0.0
+    shifts = shifts.dropna()  # a free-form config whose scorer has no errors measured is left out
+    scores = cells.pivot(index="config_id", columns="model", values="score").reindex(shifts.index)
+    models = list(dict.fromkeys(cells["model"]))
+    pairs, verdicts = [], []
+    source = (", ".join(files), int(errors.drop_duplicates("labelled_model")["n_labels"].sum()))
+    for a, b in itertools.combinations(models, 2):
+        both = scores[[a, b]].notna().all(axis=1)
+        raw = scores.loc[both, a] - scores.loc[both, b]
+        corrected = np.array(
+            [raw + shifts.loc[both, fa] - shifts.loc[both, fb] for fa, fb in itertools.product(files, files)]
+        )
+        assigned = signs(pd.DataFrame(corrected.T, index=raw.index), 0.0).to_numpy().T
+        decided = np.where((assigned == assigned[0]).all(axis=0), assigned[0], 0)  # 0: the assignments differ
+        pair, rows = _pair_tables(
+            (a, b), configs, raw, (corrected.min(axis=0), corrected.max(axis=0)), assigned, decided, source
+        )
+        pairs.append(pair)
+        verdicts.append(rows)
+    verdicts = pd.concat(verdicts, ignore_index=True) if verdicts else pd.DataFrame()
+    return pd.DataFrame(pairs), verdicts
+
+
+def own_label_errors(
+    replies: pd.DataFrame, scored: pd.DataFrame, labelled: pd.DataFrame, level: float = LEVEL
+) -> pd.DataFrame:
+    """Per model and scorer, its net error on the model's replies estimated from people's labels of some of them.
+
+    Args:
+        replies: the benchmark's generation replies (`label_file.generation_replies`): model, config_id, item_id, seed.
+        scored: each scorer's outcome on each of them: the columns of `replies`' key, `scorer` and `correct`.
+        labelled: the labelled replies: the key and `human_correct` (whether the human label counts the reply as
+            handled correctly).
+
+    Returns:
+        model (as `labelled_model`), scorer, `net_error` (the corrected rate minus the scorer's, `corrected_rate`, over
+        all the model's replies), its `variance`, `n_labels` and `n_replies`.
+    """
+    from safetyrepro.scorers.label_file import KEY
+
+    rows = []
+    for (model, scorer), outcomes in scored.groupby(["model", "scorer"], sort=False):
+        mine = replies[replies["model"] == model][KEY].merge(outcomes, on=KEY, how="left", validate="one_to_one")
+        if mine["correct"].isna().any():
+            raise ValueError(f"scorer {scorer} has not labelled every reply of {model}")
+        positions = mine.reset_index().merge(labelled, on=KEY, validate="one_to_one")
+        if len(positions) < 2:
+            raise ValueError(f"{model} has {len(positions)} labelled replies: the correction needs at least 2")
+        rate = corrected_rate(
+            mine["correct"].astype(float), positions["index"], positions["human_correct"].astype(float), level
+        )
+        rows.append(
+            {
+                "labelled_model": model,
+                "scorer": scorer,
+                "net_error": rate.estimate - rate.scorer_rate,
+                "variance": rate.variance,
+                "n_labels": rate.labels,
+                "n_replies": rate.replies,
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def own_verdicts(cells: pd.DataFrame, errors: pd.DataFrame, level: float = LEVEL) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """One benchmark's verdicts corrected with labels of the run's own replies: each model's free-form score moved by
+    its scorer's net error on that model's replies (`own_label_errors`), the verdict between two models decided by
+    `corrected_verdict` on the two corrected rates; the tables of `transferred_verdicts`, the verdicts' corrected
+    range being the difference's interval at `level`."""
+    configs = cells.drop_duplicates("config_id").set_index("config_id")
+    free = configs["scoring"] == "freeform"
+    measured = errors.set_index(["labelled_model", "scorer"])
+    models = list(dict.fromkeys(cells["model"]))
+    scores = cells.pivot(index="config_id", columns="model", values="score").reindex(configs.index)
+    pairs, verdicts = [], []
+    n_labels = int(errors.drop_duplicates("labelled_model")["n_labels"].sum())
+    for a, b in itertools.combinations(models, 2):
+        both = scores[[a, b]].notna().all(axis=1)
+        rows = []
+        for config in scores.index[both]:
+            raw = float(scores.loc[config, a] - scores.loc[config, b])
+            rates = []
+            for model in (a, b):
+                error = measured.loc[(model, configs.loc[config, "scorer"])] if free[config] else None
+                shift, variance = (0.0, 0.0) if error is None else (error["net_error"], error["variance"])
+                labels = 2 if error is None else int(error["n_labels"])
+                score = float(scores.loc[config, model])
+                rates.append(CorrectedRate(score, score + shift, np.nan, np.nan, variance, labels, labels))
+            difference, low, high, verdict = corrected_verdict(*rates, level)
+            rows.append((config, raw, difference, low, high, {"a": 1, "b": -1}.get(verdict, 0)))
+        frame = pd.DataFrame(rows, columns=["config_id", "raw", "difference", "low", "high", "decided"])
+        frame = frame.set_index("config_id")
+        pair, rows = _pair_tables(
+            (a, b),
+            configs,
+            frame["raw"],
+            (frame["low"].to_numpy(), frame["high"].to_numpy()),
+            signs(frame["difference"], 0.0).to_numpy()[None, :],
+            frame["decided"].to_numpy(),
+            (OWN, n_labels),
+        )
+        pairs.append(pair)
+        verdicts.append(rows)
+    verdicts = pd.concat(verdicts, ignore_index=True) if verdicts else pd.DataFrame()
+    return pd.DataFrame(pairs), verdicts
+
+
+def _pair_tables(
+    pair: tuple[str, str],
+    configs: pd.DataFrame,
+    raw: pd.Series,
+    corrected: tuple[np.ndarray, np.ndarray],
+    assigned: np.ndarray,
+    decided: np.ndarray,
+    source: tuple[str, int],
+) -> tuple[dict, pd.DataFrame]:
+    """A model pair's row of 'pairs' and its rows of 'verdicts': `raw` is A's score minus B's per config (by config
+    id, `configs` giving each its scoring and scorer), `corrected` the low and high ends of its corrected range,
+    `assigned` the corrected verdicts' signs (a row per assignment of errors: rho_flip's range), `decided` the sign
+    each verdict is decided for (0: undecided), `source` whose labels (labels_from) and how many."""
+    on_free = (configs["scoring"] == "freeform").reindex(raw.index).to_numpy()
+    status = statuses(signs(raw, 0.0).to_numpy(), decided)
+    rho = rho_of_signs(assigned, axis=1)
+    row = {
+        "model_a": pair[0],
+        "model_b": pair[1],
+        "n_configs": len(raw),
+        "rho_flip": float(rho_of_signs(signs(raw, 0.0).to_numpy())),
+        "rho_flip_corrected_low": float(rho.min()),
+        "rho_flip_corrected_high": float(rho.max()),
+        "n_freeform": int(on_free.sum()),
+        **{name: int((status[on_free] == name).sum()) for name in (KEPT, MOVED, UNDECIDED)},
+        "labels_from": source[0],
+        "n_labels": source[1],
+    }
+    rows = pd.DataFrame(
+        {
+            "model_a": pair[0],
+            "model_b": pair[1],
+            "config_id": raw.index,
+            "scorer": configs["scorer"].reindex(raw.index).to_numpy(),
+            "raw_difference": raw.to_numpy(),
+            "corrected_low": corrected[0],
+            "corrected_high": corrected[1],
+            "status": status,
+        }
+    )
+    return row, rows[on_free].reset_index(drop=True)
+
+
+def corrected_tables(cells: pd.DataFrame, errors: pd.DataFrame, axis: str | None) -> dict[str, pd.DataFrame]:
+    """'pairs' and 'verdicts' (`transferred_verdicts`) of each benchmark in `errors` (`net_errors` with a column
+    `benchmark`), from its `cells`; the scorer of a config is its value on the scorer axis `axis` (RULES without
+    one). The analysis's tables, and what the headline's check recomputes them from."""
+    from safetyrepro.core.scorer_names import RULES
+
+    tables: dict[str, list[pd.DataFrame]] = {"pairs": [], "verdicts": []}
+    for benchmark, measured in errors.groupby("benchmark", sort=False):
+        frame = cells[cells["benchmark"] == benchmark]
+        frame = frame.assign(scorer=frame[axis] if axis else RULES)
+        own = "variance" in measured and measured["variance"].notna().all()
+        for name, table in zip(tables, (own_verdicts if own else transferred_verdicts)(frame, measured)):
+            tables[name].append(table.assign(benchmark=benchmark))
+    return {name: pd.concat(frames, ignore_index=True) for name, frames in tables.items() if frames}
+
+
+def scorer_correction_table(inputs: Inputs) -> pd.DataFrame:
+    """The suite's entry: for each benchmark of the run with human labels (of other models' replies), table
+    'errors', each scorer's net error per labelled model (`net_errors`), and `corrected_tables`' 'pairs' and
+    'verdicts'; a note where the run has none."""
+    from safetyrepro.analysis.scorers import human_agreement, scorer_axis
+    from safetyrepro.scorers.human_labels import with_human_labels
+
+    envelope = inputs.settings.envelope
+    benchmarks = [b for b in with_human_labels(inputs.settings.benchmarks) if b in set(inputs.cells["benchmark"])]
+    if envelope is None or not benchmarks:
+        return pd.DataFrame({"note": ["no benchmark of this run has human labels of replies (docs/scorers.md)"]})
+    axis, files = scorer_axis(envelope), inputs.settings.human_label_files
+    errors = pd.concat(
+        [
+            _own_errors(inputs, b, axis, files[b])
+            if b in files
+            else net_errors(human_agreement(inputs, axis, b), axis or "scorer")
+            for b in benchmarks
+        ],
+        keys=benchmarks,
+        names=["benchmark", None],
+    ).reset_index(level=0)
+    return stack_named({"errors": errors, **corrected_tables(inputs.cells, errors, axis)}, "table")
+
+
+def _own_errors(inputs: Inputs, benchmark: str, axis: str | None, path) -> pd.DataFrame:
+    """`own_label_errors` of a benchmark whose replies people labelled in the file at `path` (`human_labels`)."""
+    from safetyrepro.benchmarks import BENCHMARKS
+    from safetyrepro.core.scorer_names import RULES
+    from safetyrepro.scorers.human_labels import human_labels_of
+    from safetyrepro.scorers.label_file import KEY, generation_replies, read_labels
+
+    settings, benchmark_of = inputs.settings, BENCHMARKS[benchmark]
+    items = pd.read_parquet(
+        inputs.items_path,
+        columns=["benchmark", *KEY, "response", "correct", "label"],
+        filters=[("benchmark", "==", benchmark)],
+    )
+    cells = inputs.cells[(inputs.cells["benchmark"] == benchmark) & (inputs.cells["scoring"] == "freeform")]
+    default = settings.envelope.defaults[axis] if axis else None
+    replies = generation_replies(items, cells, benchmark, axis, default)
+    labelled = read_labels(path, benchmark, human_labels_of(benchmark).classes, replies)
+    found = benchmark_of.items_by_id(settings.data_dir, set(labelled["item_id"]), settings.subset_seed)
+    labelled["human_correct"] = [
+        benchmark_of.is_correct(label, found[item]) for label, item in zip(labelled["human_label"], labelled["item_id"])
+    ]
+    configs = cells.drop_duplicates("config_id")
+    if axis is None:
+        twin = {config: config for config in configs["config_id"]}
+        scorer = dict.fromkeys(configs["config_id"], RULES)
+    else:  # a config of another scorer labels the replies of the config at the axis's default with its other values
+        others = [name for name in inputs.design.axis_names if name != axis and name in configs]
+        generation = configs.loc[configs[axis] == default, [*others, "config_id"]]
+        mapped = configs[[*others, "config_id", axis]].merge(generation, on=others, suffixes=("", "_twin"))
+        twin = dict(zip(mapped["config_id"], mapped["config_id_twin"]))
+        scorer = dict(zip(mapped["config_id"], mapped[axis]))
+    scored = items[items["config_id"].isin(twin)]
+    scored = scored.assign(scorer=scored["config_id"].map(scorer), config_id=scored["config_id"].map(twin))
+    return own_label_errors(replies, scored[[*KEY, "scorer", "correct"]], labelled[[*KEY, "human_correct"]])

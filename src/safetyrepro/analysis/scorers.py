@@ -22,10 +22,12 @@ from sklearn.metrics import cohen_kappa_score
 
 from safetyrepro.analysis.flips import signs
 from safetyrepro.analysis.frames import stack_named
+from safetyrepro.core.scorer_names import RULES
 from safetyrepro.scorers.human_labels import human_labels_of, with_human_labels
 
 if TYPE_CHECKING:
     from safetyrepro.analysis.suite import Inputs
+    from safetyrepro.configuration.envelope import Envelope
 
 
 def scorer_reversals(cells: pd.DataFrame, axis: str, twin_axes: list[str], values: list[str]) -> pd.DataFrame:
@@ -87,10 +89,15 @@ def judge_agreement_path(results_dir: Path, benchmark: str, judge: str) -> Path:
     return results_dir / "judges" / benchmark / f"{judge}.parquet"
 
 
+def scorer_axis(envelope: Envelope) -> str | None:
+    """The envelope's scorer axis (one at most; None without one)."""
+    return next(iter(envelope.declared("scorer")), None)
+
+
 def scorer_table(inputs: Inputs) -> pd.DataFrame:
     """The suite's entry: the three tables stacked, or a note when the run declares no scorer axis."""
     envelope = inputs.settings.envelope  # None for imported results
-    axis = next(iter(envelope.declared("scorer")), None) if envelope is not None else None
+    axis = scorer_axis(envelope) if envelope is not None else None
     if axis is None or axis not in inputs.cells.columns:
         return pd.DataFrame({"note": ["no scorer axis in this run (declare one: docs/scorers.md)"]})
     twin_axes = [name for name in inputs.design.axis_names if name != axis]
@@ -102,16 +109,21 @@ def scorer_table(inputs: Inputs) -> pd.DataFrame:
         "reversals": scorer_reversals(free_form, axis, twin_axes, values),
         "agreement": label_agreement(items, axis, twin_axes, values),
     }
-    human = [_human(inputs, axis, benchmark) for benchmark in with_human_labels(inputs.settings.benchmarks)]
+    human = [human_agreement(inputs, axis, benchmark) for benchmark in with_human_labels(inputs.settings.benchmarks)]
     if human:
         tables["human"] = pd.concat(human, ignore_index=True)
     return stack_named(tables, "table")
 
 
-def _human(inputs: Inputs, axis: str, benchmark: str) -> pd.DataFrame:
+def human_agreement(inputs: Inputs, axis: str | None, benchmark: str) -> pd.DataFrame:
     """A benchmark's scorers of the axis against its human labels, as its `HumanLabels` measure them,
-    and its judges' agreement as their judge_agreement jobs measured it (scorer_name "judge <name>")."""
+    and its judges' agreement as their judge_agreement jobs measured it (scorer_name "judge <name>"); the column
+    named `axis` holds the axis's value that gives each. Without a scorer axis: the benchmark's own scorer (RULES),
+    its value RULES in a column "scorer"."""
     envelope = inputs.settings.envelope
+    if axis is None:
+        human = human_labels_of(benchmark).scorer_agreement(inputs.settings.data_dir, [RULES])
+        return human.assign(scorer_name=RULES, benchmark=benchmark)
     scorers = {params["scorer"]: value for value, params in envelope.axes[axis].items() if "judge" not in params}
     by_scorer = {name: value for name, value in scorers.items() if name in envelope.scorers[benchmark]}
     human = human_labels_of(benchmark).scorer_agreement(inputs.settings.data_dir, list(by_scorer))

@@ -269,6 +269,39 @@ ANALYSES: dict[str, Analysis] = {
             "changed",
             "n_rows",
             "agreement",
+            "scorer_over",
+            "scorer_under",
+        ),
+    ),
+    "scorer_correction": Analysis(
+        "Verdicts corrected for scorer error (docs/scorers.md), for each benchmark with human labels of replies: table "
+        "'errors', each scorer's net error (people's rate minus the scorer's) on each labelled model's replies: the run's "
+        "own models' where people labelled some of their replies (human_labels, with its variance), else the two other "
+        "models' of XSTest's labelled completions; 'pairs', per model pair rho_flip with each free-form score moved by "
+        "those errors (with other models' labels, its range when each model is given each labelled model's errors in "
+        "turn), and how many free-form verdicts the correction keeps, moves or leaves undecided; 'verdicts', per pair "
+        "and free-form config, A's score minus B's as scored and its corrected range (own labels: its 90% interval).",
+        "scorer_correction:scorer_correction_table",
+        sections=("envelope", "human_labels"),
+        human_labels=True,
+        columns=(
+            "table",
+            "labelled_model",
+            "net_error",
+            "n_labels",
+            "n_freeform",
+            "kept",
+            "moved",
+            "undecided",
+            "labels_from",
+            "rho_flip_corrected_low",
+            "rho_flip_corrected_high",
+            "raw_difference",
+            "corrected_low",
+            "corrected_high",
+            "status",
+            "variance",
+            "n_replies",
         ),
     ),
 }

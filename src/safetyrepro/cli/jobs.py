@@ -105,14 +105,26 @@ def add_commands(commands) -> None:
         "headline",
         cmd_headline,
         "the report's opening table: per benchmark the most fragile pair (HTML fragment)",
-        ("configfile", "sig", "tiers", "parse-clean", "cells", "out"),
+        ("configfile", "sig", "tiers", "parse-clean", "scorer-correction", "cells", "out"),
     )
     add_command(
         commands,
         "check-headline",
         cmd_check_headline,
         "recompute the headline from its tables and check the report's, summary.md's and the GRID card's",
-        ("configfile", "sig", "tiers", "parse-clean", "cells", "html", "summary", "grid-json", "grid-md", "out"),
+        (
+            "configfile",
+            "sig",
+            "tiers",
+            "parse-clean",
+            "scorer-correction",
+            "cells",
+            "html",
+            "summary",
+            "grid-json",
+            "grid-md",
+            "out",
+        ),
     )
     add_command(
         commands,
@@ -126,7 +138,17 @@ def add_commands(commands) -> None:
         "grid-card",
         cmd_grid_card,
         "write the GRID card (JSON + Markdown)",
-        ("configfile", "provenance", "cells", "rho", "tiers", "parse-clean", "json-out", "markdown-out"),
+        (
+            "configfile",
+            "provenance",
+            "cells",
+            "rho",
+            "tiers",
+            "parse-clean",
+            "scorer-correction",
+            "json-out",
+            "markdown-out",
+        ),
     )
     figure = add_command(commands, "figure", cmd_figure, "draw one report figure (PNG)", ("table", "out"))
     figure.add_argument("name", help="a figure of safetyrepro.results.figures.FIGURES")

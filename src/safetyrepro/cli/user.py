@@ -282,6 +282,47 @@ def cmd_serve_embedded(args: argparse.Namespace) -> int:
     return run_while_serving(load_settings(args.configfile), args.python, command)
 
 
+def cmd_label(args: argparse.Namespace) -> int:
+    """Draw replies of a run for people to label (a CSV), stratified by model and by the scorer's label."""
+    from safetyrepro.analysis.scorers import scorer_axis
+    from safetyrepro.results.storage import read_parquet_checked, write_text
+    from safetyrepro.scorers.human_labels import human_labels_of, with_human_labels
+    from safetyrepro.scorers.label_file import KEY, draw_replies, generation_replies
+
+    settings = load_settings(args.configfile)
+    if args.benchmark not in settings.benchmarks or not with_human_labels([args.benchmark]):
+        able = with_human_labels(settings.benchmarks)
+        raise ConfigError(
+            f"label: --benchmark {args.benchmark}: give a benchmark of this run whose replies have human labels"
+            f" ({', '.join(able) or 'none here'})"
+        )
+    if args.per_model < 2:
+        raise ConfigError(f"label: --per-model {args.per_model}: the correction needs at least 2 labels per model")
+    out = Path(args.out)
+    if out.exists():
+        raise ConfigError(f"label: {out} exists: a file being labelled is never overwritten; give another --out")
+    cells_path, items_path = settings.results_dir / "cells.parquet", settings.results_dir / "items.parquet"
+    if not (cells_path.is_file() and items_path.is_file()):
+        raise ConfigError(f"label: {settings.results_dir} holds no run's cells and items: run the config first")
+    cells = read_parquet_checked(cells_path)
+    items = read_parquet_checked(items_path)[["benchmark", *KEY, "response", "label"]]
+    axis = scorer_axis(settings.envelope) if settings.envelope is not None else None
+    default = settings.envelope.defaults[axis] if axis else None
+    replies = generation_replies(items, cells, args.benchmark, axis, default)
+    found = BENCHMARKS[args.benchmark].items_by_id(settings.data_dir, set(replies["item_id"]), settings.subset_seed)
+    replies["request"] = [found[item].text for item in replies["item_id"]]
+    drawn = draw_replies(replies, args.per_model, args.seed)
+    write_text(drawn.to_csv(index=False), out)
+    counts = drawn["model"].value_counts().reindex(list(dict.fromkeys(cells["model"])), fill_value=0)
+    print(
+        f"{out}: {len(drawn)} replies of {args.benchmark} to label ("
+        + ", ".join(f"{model} {count}" for model, count in counts.items())
+        + f"). Fill human_label with one of {', '.join(human_labels_of(args.benchmark).classes)} (empty: not"
+        f" labelled), then add `human_labels: {{{args.benchmark}: {out}}}` to the config and run it again."
+    )
+    return 0
+
+
 def add_commands(commands) -> None:
     """Add the user's commands to `commands` (the subparsers action), in the order `--help` lists them."""
     check = add_command(commands, "check", cmd_check, "check a config and its inputs without running anything")
@@ -399,6 +440,17 @@ def add_commands(commands) -> None:
         ("configfile", "out", "markdown", "work-dir"),
     )
     study.add_argument("--n-items", type=int, help="override case_study.n_items")
+
+    label = add_command(
+        commands,
+        "label",
+        cmd_label,
+        "draw a run's replies for people to label (CSV); the run then corrects its verdicts for scorer error",
+        ("benchmark", "out"),
+    )
+    label.add_argument("--configfile", help=CONFIG_HELP)
+    label.add_argument("--per-model", type=int, default=50, help="replies drawn per model (default 50)")
+    label.add_argument("--seed", type=int, default=0, help="seed of the draw (default 0)")
 
     diff = add_command(
         commands,

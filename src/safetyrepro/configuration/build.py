@@ -28,6 +28,7 @@ from safetyrepro.configuration.checks import (
     check_declared_axis_names,
     check_every_benchmark_has_configs,
     check_fewshot_pool,
+    check_human_labels,
     check_judges,
     check_model_path,
     check_parallel_models,
@@ -237,6 +238,7 @@ def _check_across(settings: Settings) -> None:
     check_served_models(settings)
     check_parallel_models(settings)
     check_budget(settings)
+    check_human_labels(settings)
     check_results_dir(settings.results_dir)
     builds = settings.builds_models()
     if builds:
@@ -437,6 +439,7 @@ def _precision_probe(section: Mapping[str, Any] | None, settings: Settings) -> P
 RUN_SECTIONS = (
     "models",
     "judges",
+    "human_labels",
     "benchmarks",
     "envelope",
     "select_configs",

@@ -219,6 +219,23 @@ def check_fewshot_pool(settings: Settings) -> None:
         )
 
 
+def check_human_labels(settings: Settings) -> None:
+    """Each file of `human_labels` is of a benchmark of the run that has human labels of replies, and is there."""
+    from safetyrepro.scorers.human_labels import with_human_labels
+
+    for benchmark, path in settings.human_label_files.items():
+        if benchmark not in settings.benchmarks:
+            raise ConfigError(
+                f"human_labels.{benchmark}: not a benchmark of this run ({', '.join(settings.benchmarks)})"
+            )
+        if not with_human_labels([benchmark]):
+            raise ConfigError(f"human_labels.{benchmark}: {benchmark} has no human labels of replies to correct with")
+        if not path.is_file():
+            raise ConfigError(
+                f"human_labels.{benchmark}: {path}: no such file (`safetyrepro label` draws the replies to label)"
+            )
+
+
 def check_budget(settings: Settings) -> None:
     """A budget (`estimate`) is a share or a count of cells, not both, a count of at least one config of every
     benchmark for every model, and chooses the configs itself, each of whose cells its next round reads (no

@@ -334,6 +334,11 @@ class Settings:
         return EstimateSettings(**unset | self.document["estimate"])
 
     @property
+    def human_label_files(self) -> dict[str, Path]:
+        """Per benchmark, the file of this run's replies that people labelled (`human_labels`; none by default)."""
+        return {name: Path(path) for name, path in self.document.get("human_labels", {}).items()}
+
+    @property
     def budgeted(self) -> bool:
         """Whether the run has a budget: only the configs its rounds choose run (safetyrepro.estimation)."""
         return not self.imports and (self.estimate.budget_share, self.estimate.budget_cells) != (None, None)

@@ -259,12 +259,12 @@ def cmd_analyse(args: argparse.Namespace) -> int:
     return 0
 
 
-def _headline(settings: Settings, sig: Path, tiers: Path, clean: Path, cells):
+def _headline(settings: Settings, sig: Path, tiers: Path, clean: Path, corrected: Path, cells):
     """The run's headline (`results.headline.build_headline`) from its tables and model specs."""
     from safetyrepro.results.headline import build_headline
     from safetyrepro.results.storage import read_parquet_checked
 
-    tables = (read_parquet_checked(path) for path in (sig, tiers, clean))
+    tables = (read_parquet_checked(path) for path in (sig, tiers, clean, corrected))
     return build_headline(*tables, cells, settings.models, settings.analysis.parse_threshold)
 
 
@@ -280,7 +280,7 @@ def cmd_summary(args: argparse.Namespace) -> int:
     folder = Path(args.analysis_dir)  # the suite's tables only: not a stale one of an analysis since removed
     tables = {name: read_parquet_checked(folder / f"{name}.parquet") for name in ANALYSES}
     rho, cells = read_parquet_checked(args.rho), read_parquet_checked(args.cells)
-    paths = (folder / f"{name}.parquet" for name in ("rho_flip_sig", "tiers", "parse_clean"))
+    paths = (folder / f"{name}.parquet" for name in ("rho_flip_sig", "tiers", "parse_clean", "scorer_correction"))
     headline = _headline(load_settings(args.configfile), *paths, cells)
     fragile = {row.benchmark: (row.model_a, row.model_b) for row in headline.rows.itertuples()}
     summary = summary_markdown(rho, cells, tables, headline_markdown(headline), fragile)
@@ -299,7 +299,9 @@ def cmd_headline(args: argparse.Namespace) -> int:
     from safetyrepro.results.storage import read_budget, read_missing_cells, read_parquet_checked, write_text
 
     settings, cells = load_settings(args.configfile), read_parquet_checked(args.cells)
-    headline = _headline(settings, Path(args.sig), Path(args.tiers), Path(args.parse_clean), cells)
+    headline = _headline(
+        settings, Path(args.sig), Path(args.tiers), Path(args.parse_clean), Path(args.scorer_correction), cells
+    )
     html = headline_html(headline, read_missing_cells(Path(args.sig)), read_budget(Path(args.cells)))
     write_text(html, Path(args.out))
     return 0
@@ -309,16 +311,20 @@ def cmd_headline(args: argparse.Namespace) -> int:
 def cmd_check_headline(args: argparse.Namespace) -> int:
     """Recompute the headline from the tables it cites and check every rendering of it (the report's
     fragment, summary.md, the GRID card); one line names the first mismatch."""
+    from safetyrepro.analysis.scorers import scorer_axis
     from safetyrepro.results.headline import check_headline
     from safetyrepro.results.storage import read_budget, read_missing_cells, read_parquet_checked, write_text
 
     settings, cells = load_settings(args.configfile), read_parquet_checked(args.cells)
-    headline = _headline(settings, Path(args.sig), Path(args.tiers), Path(args.parse_clean), cells)
+    headline = _headline(
+        settings, Path(args.sig), Path(args.tiers), Path(args.parse_clean), Path(args.scorer_correction), cells
+    )
     renderings = {path: Path(path).read_text(encoding="utf-8") for path in (args.html, args.summary, args.grid_md)}
     problem = check_headline(
         headline,
         cells,
-        read_parquet_checked(args.parse_clean),
+        (read_parquet_checked(args.parse_clean), read_parquet_checked(args.scorer_correction)),
+        scorer_axis(settings.envelope) if settings.envelope is not None else None,
         settings.analysis.parse_threshold,
         renderings,
         json.loads(Path(args.grid_json).read_text(encoding="utf-8")),
@@ -364,7 +370,9 @@ def cmd_grid_card(args: argparse.Namespace) -> int:
         json.loads(Path(args.provenance).read_text()),
         cells,
         read_parquet_checked(args.rho),
-        _headline(settings, Path(args.rho), Path(args.tiers), Path(args.parse_clean), cells),
+        _headline(
+            settings, Path(args.rho), Path(args.tiers), Path(args.parse_clean), Path(args.scorer_correction), cells
+        ),
         read_missing_cells(Path(args.cells)),
         read_budget(Path(args.cells)),
     )

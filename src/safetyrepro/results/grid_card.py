@@ -167,6 +167,7 @@ def grid_card(
         "headline": _headline(rho, cells),
         "most_fragile": headline.records(),
         "headline_models": headline.models,
+        "scorer_corrected": headline.corrected_records(),
         "created": record["created"],
     }
 
@@ -327,7 +328,11 @@ def grid_card_markdown(card: Mapping[str, Any]) -> str:
     lines = [
         "# GRID card",
         "",
-        headline_markdown(Headline(pd.DataFrame(card["most_fragile"]), card["headline_models"])).rstrip("\n"),
+        headline_markdown(
+            Headline(
+                pd.DataFrame(card["most_fragile"]), card["headline_models"], pd.DataFrame(card["scorer_corrected"])
+            )
+        ).rstrip("\n"),
         "",
         "## What produced these verdicts",
         "",

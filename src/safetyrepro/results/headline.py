@@ -13,14 +13,16 @@ from __future__ import annotations
 
 import difflib
 import html
+import itertools
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import pandas as pd
 
 from safetyrepro.analysis.flips import flip_rate, minority_side, rho_flip_table, score_matrix, signs
+from safetyrepro.analysis.scorer_correction import LEVEL, OWN, corrected_tables
 from safetyrepro.analysis.verdicts import parse_clean
 from safetyrepro.results.markdown import BUDGET_ESTIMATE, NO_REVERSAL, budget_line
 
@@ -31,19 +33,31 @@ if TYPE_CHECKING:
 # pair that item resamples reverse most often (interval's upper end), then the most ties.
 FRAGILITY = ["rho_flip", "rho_flip_sig", "rho_flip_upper", "n_ties"]
 TITLE = "The answer: the most fragile verdict per benchmark"
+CORRECTED_TITLE = "The same verdicts corrected for scorer error"
 
 
 @dataclass(frozen=True)
 class Headline:
-    """The headline as data: one row per benchmark (`headline_rows`) and the sentence on the models (empty
-    when each is a model of its own)."""
+    """The headline as data: one row per benchmark (`headline_rows`), the sentence on the models (empty
+    when each is a model of its own) and, per benchmark with human labels, its pair's verdicts corrected for
+    scorer error (`corrected_rows`; empty without)."""
 
     rows: pd.DataFrame
     models: str = ""
+    corrected: pd.DataFrame = field(default_factory=pd.DataFrame)
 
     def records(self) -> list[dict]:
         """The rows as JSON-ready records (the GRID card's `most_fragile`)."""
         return json.loads(self.rows.to_json(orient="records", double_precision=15))
+
+    def corrected_records(self) -> list[dict]:
+        """The corrected rows as JSON-ready records (the GRID card's `scorer_corrected`)."""
+        return json.loads(self.corrected.to_json(orient="records", double_precision=15)) if len(self.corrected) else []
+
+
+def _escape(text: str) -> str:
+    """A Markdown table cell's text, its pipes escaped."""
+    return text.replace("|", "\\|")
 
 
 def _number(value, spec: str = ".3f") -> str:
@@ -177,16 +191,80 @@ def models_sentence(models: Sequence[ModelSpec]) -> str:
     return "The models " + "; ".join(said) + ": a verdict between them compares one model with itself, not two models."
 
 
+def corrected_sentence(row) -> str:
+    """What correcting for the scorer's errors does to the row's pair, in plain words."""
+    low, high, raw = (_number(row[key]) for key in ("rho_flip_corrected_low", "rho_flip_corrected_high", "rho_flip"))
+    pair, configs = f"{row['model_a']} vs {row['model_b']}", _plural(int(row["n_configs"]), "config")
+    verdicts = f"of its {_plural(int(row['n_freeform']), 'free-form verdict')}, {row['kept']}"
+    if row["labels_from"] == OWN:
+        return (
+            f"On {row['benchmark']}, with each free-form score corrected by its scorer's net error on the "
+            f"{row['n_labels']} replies of this run that people labelled, rho_flip of {pair} over {configs} is {low} "
+            f"(as scored: {raw}); {verdicts} hold with the {LEVEL:.0%} interval of the corrected difference clear of "
+            f"a tie, {row['moved']} are reversed or decided from a tie, and {row['undecided']} are undecided."
+        )
+    spread = f"is {low}" if low == high else f"is between {low} and {high}"
+    return (
+        f"On {row['benchmark']}, with each free-form score corrected by its scorer's net error on the replies of "
+        f"{_listed(row['labels_from'].split(', '))} ({row['n_labels']} human labels of other models' replies, none of "
+        f"this run's), rho_flip of {pair} over {configs} {spread} as each model is given either labelled model's "
+        f"errors (as scored: {raw}); {verdicts} hold under every assignment, {row['moved']} are decided otherwise "
+        f"under every one and {row['undecided']} depend on which."
+    )
+
+
+def corrected_rows(rows: pd.DataFrame, pairs: pd.DataFrame) -> pd.DataFrame:
+    """Per benchmark of the headline `rows` that `pairs` (the scorer_correction analysis's table 'pairs') covers:
+    the headline pair's row of it, with its sentence."""
+    if pairs.empty:
+        return pd.DataFrame()
+    found = []
+    for row in rows.itertuples():
+        mine = pairs[(pairs["benchmark"] == row.benchmark)]
+        match = mine[
+            ((mine["model_a"] == row.model_a) & (mine["model_b"] == row.model_b))
+            | ((mine["model_a"] == row.model_b) & (mine["model_b"] == row.model_a))
+        ]
+        if len(match):
+            found.append(match.iloc[0].to_dict() | {"model_a": row.model_a, "model_b": row.model_b})
+    frame = pd.DataFrame(found, columns=[*CORRECTED_FIELDS])
+    counts = ["n_configs", "n_freeform", "kept", "moved", "undecided", "n_labels"]
+    frame[counts] = frame[counts].astype(int)  # the analysis's stacked table holds them as floats
+    return frame.assign(sentence=[corrected_sentence(r) for r in frame.to_dict("records")])
+
+
+# What a corrected row keeps of the analysis's table 'pairs'.
+CORRECTED_FIELDS = (
+    "benchmark",
+    "model_a",
+    "model_b",
+    "n_configs",
+    "rho_flip",
+    "rho_flip_corrected_low",
+    "rho_flip_corrected_high",
+    "n_freeform",
+    "kept",
+    "moved",
+    "undecided",
+    "labels_from",
+    "n_labels",
+)
+
+
 def build_headline(
     sig: pd.DataFrame,
     tiers: pd.DataFrame,
     clean: pd.DataFrame,
+    corrected: pd.DataFrame,
     cells: pd.DataFrame,
     models: Sequence[ModelSpec],
     threshold: float,
 ) -> Headline:
-    """The headline of a run from its tables and model specs (see `headline_rows`, `models_sentence`)."""
-    return Headline(headline_rows(sig, tiers, clean, cells, threshold), models_sentence(models))
+    """The headline of a run from its tables and model specs (see `headline_rows`, `models_sentence`,
+    `corrected_rows`: `corrected` is the scorer_correction analysis's table)."""
+    rows = headline_rows(sig, tiers, clean, cells, threshold)
+    pairs = corrected[corrected["table"] == "pairs"] if "table" in corrected else pd.DataFrame()
+    return Headline(rows, models_sentence(models), corrected_rows(rows, pairs))
 
 
 def legend(rows: pd.DataFrame) -> str:
@@ -245,26 +323,127 @@ COLUMNS = [
 ]
 
 
+def _markdown_table(columns, records: list[dict]) -> list[str]:
+    """A Markdown table's lines: `columns` (header, cell text of a record) over `records`."""
+    return [
+        "| " + " | ".join(_escape(header) for header, _ in columns) + " |",
+        "|" + "---|" * len(columns),
+        *("| " + " | ".join(_escape(cell(r)) for _, cell in columns) + " |" for r in records),
+    ]
+
+
+def _html_table(columns, records: list[dict], name: str) -> str:
+    """An HTML table (id `name`-table) of `columns` (header, cell text of a record) over `records`, and the list of
+    their sentences (id `name`-sentences)."""
+    head = "".join(f'<th scope="col">{html.escape(header)}</th>' for header, _ in columns)
+    body = "".join(
+        "<tr>" + "".join(f"<td>{html.escape(cell(r))}</td>" for _, cell in columns) + "</tr>\n" for r in records
+    )
+    sentences = "".join(f"<li>{html.escape(r['sentence'])}</li>\n" for r in records)
+    return (
+        f'<table id="{name}-table">\n<thead><tr>{head}</tr></thead>\n<tbody>\n{body}</tbody>\n</table>\n'
+        f'<ul id="{name}-sentences">\n{sentences}</ul>\n'
+    )
+
+
 def headline_markdown(headline: Headline) -> str:
     """The headline as a Markdown section: title, what the models are, parse warnings, table, one sentence
     per benchmark, legend."""
-    escape = lambda text: text.replace("|", "\\|")  # noqa: E731
     records = headline.rows.to_dict("records")
     lines = [
         f"## {TITLE}",
         "",
         *([headline.models, ""] if headline.models else []),
         *(f"> **Parse warning**: {r['parse_warning']}\n" for r in records if r["parse_warning"]),
-        "| " + " | ".join(escape(header) for header, _ in COLUMNS) + " |",
-        "|" + "---|" * len(COLUMNS),
-        *("| " + " | ".join(escape(cell(r)) for _, cell in COLUMNS) + " |" for r in records),
+        *_markdown_table(COLUMNS, records),
         "",
         *(f"- {r['sentence']}" for r in records),
         "",
         legend(headline.rows),
         "",
+        *_corrected_markdown(headline.corrected),
     ]
     return "\n".join(lines) + "\n"
+
+
+def _pair_of(r) -> str:
+    return f"{r['model_a']} vs {r['model_b']}"
+
+
+def _corrected_rho(r) -> str:
+    low, high = _number(r["rho_flip_corrected_low"]), _number(r["rho_flip_corrected_high"])
+    return low if r["labels_from"] == OWN else f"[{low}, {high}]"
+
+
+def _labels(r) -> str:
+    return (
+        f"{r['n_labels']} of {OWN}"
+        if r["labels_from"] == OWN
+        else f"{r['n_labels']} of other models': {r['labels_from']}"
+    )
+
+
+# The corrected table's columns: header, then the cell's text from a corrected row.
+CORRECTED_COLUMNS = [
+    ("benchmark", lambda r: str(r["benchmark"])),
+    ("pair (A vs B)", _pair_of),
+    ("rho_flip as scored", lambda r: _number(r["rho_flip"])),
+    ("rho_flip corrected", _corrected_rho),
+    ("free-form verdicts kept / moved / undecided", lambda r: f"{r['kept']} / {r['moved']} / {r['undecided']}"),
+    ("human labels", _labels),
+]
+OTHER_MODELS_LEGEND = (
+    "Labels of other models' replies: each free-form config's score is moved by its scorer's net error (people's "
+    "rate minus the scorer's) on the replies of one labelled model, and each model of the pair is given each "
+    "labelled model's errors in turn, so rho_flip corrected is a range. The same errors for both move both alike and "
+    "leave the verdict as it is; different ones move it by the gap between them, the shift from one model's replies "
+    "to another's. Kept: the verdict holds under every assignment; moved: every assignment decides it otherwise; "
+    "undecided: it depends on the assignment (a tie included). How far this run's models' scorer errors lie from "
+    "the labelled models' is not measured: label some of this run's replies (`safetyrepro label`) to measure it."
+)
+OWN_LEGEND = (
+    "Labels of this run's replies: each model's free-form scores are moved by its scorer's net error on that model's "
+    f"labelled replies (prediction-powered inference), and a verdict is decided where the {LEVEL:.0%} interval of "
+    "the corrected difference excludes a tie. Kept: decided as scored; moved: decided otherwise (or decided where "
+    "the scores tie); undecided: the interval includes a tie."
+)
+CORRECTED_NOTE = "Log-likelihood configs have no scorer: they count as scored (docs/scorers.md)."
+
+
+def corrected_legend(corrected: pd.DataFrame) -> str:
+    """The legend under the corrected table: the paragraphs of the label sources its rows have."""
+    own = corrected["labels_from"] == OWN
+    return " ".join(
+        [*([OWN_LEGEND] if own.any() else []), *([OTHER_MODELS_LEGEND] if (~own).any() else []), CORRECTED_NOTE]
+    )
+
+
+def _corrected_markdown(corrected: pd.DataFrame) -> list[str]:
+    """The corrected verdicts' Markdown subsection (none without corrected rows)."""
+    if corrected.empty:
+        return []
+    records = corrected.to_dict("records")
+    return [
+        f"### {CORRECTED_TITLE}",
+        "",
+        *_markdown_table(CORRECTED_COLUMNS, records),
+        "",
+        *(f"- {r['sentence']}" for r in records),
+        "",
+        corrected_legend(corrected),
+        "",
+    ]
+
+
+def _corrected_html(corrected: pd.DataFrame) -> str:
+    """The corrected verdicts as HTML ("" without corrected rows)."""
+    if corrected.empty:
+        return ""
+    return (
+        f'<h3 id="headline-corrected">{html.escape(CORRECTED_TITLE)}</h3>\n'
+        + _html_table(CORRECTED_COLUMNS, corrected.to_dict("records"), "headline-corrected")
+        + f'<p class="headline-legend">{html.escape(corrected_legend(corrected))}</p>\n'
+    )
 
 
 def headline_html(headline: Headline, missing_cells: Sequence[str] = (), budget: dict | None = None) -> str:
@@ -291,16 +470,11 @@ def headline_html(headline: Headline, missing_cells: Sequence[str] = (), budget:
         for r in records
         if r["parse_warning"]
     )
-    head = "".join(f'<th scope="col">{html.escape(header)}</th>' for header, _ in COLUMNS)
-    body = "".join(
-        "<tr>" + "".join(f"<td>{html.escape(cell(r))}</td>" for _, cell in COLUMNS) + "</tr>\n" for r in records
-    )
-    sentences = "".join(f"<li>{html.escape(r['sentence'])}</li>\n" for r in records)
     return (
         f'<section id="headline">\n<h2>{html.escape(TITLE)}</h2>\n{budgeted}{partial}{models}{warnings}'
-        f'<table id="headline-table">\n<thead><tr>{head}</tr></thead>\n<tbody>\n{body}</tbody>\n</table>\n'
-        f'<ul id="headline-sentences">\n{sentences}</ul>\n'
-        f'<p class="headline-legend">{html.escape(legend(headline.rows))}</p>\n</section>\n'
+        + _html_table(COLUMNS, records, "headline")
+        + f'<p class="headline-legend">{html.escape(legend(headline.rows))}</p>\n{_corrected_html(headline.corrected)}'
+        "</section>\n"
     )
 
 
@@ -358,10 +532,30 @@ def _table_mismatch(headline: Headline, cells: pd.DataFrame, clean: pd.DataFrame
     return None
 
 
+def _corrected_mismatch(
+    headline: Headline, cells: pd.DataFrame, corrected: pd.DataFrame, axis: str | None
+) -> str | None:
+    """Where the headline's corrected rows differ from those recomputed from cells.parquet and the scorers' net
+    errors (the scorer_correction analysis's table 'errors'; `axis` the run's scorer axis)."""
+    if headline.corrected.empty:
+        return None
+    errors = corrected[corrected["table"] == "errors"]
+    pairs = corrected_tables(cells, errors, axis).get("pairs", pd.DataFrame())
+    computed = Headline(headline.rows, corrected=corrected_rows(headline.rows, pairs)).corrected_records()
+    for stated, fresh in itertools.zip_longest(headline.corrected_records(), computed):
+        if json.dumps(stated, sort_keys=True) != json.dumps(fresh, sort_keys=True):
+            return (
+                f"analysis/scorer_correction.parquet gives {(stated or {}).get('sentence', 'no corrected row')!r} where "
+                f"cells.parquet with its errors gives {(fresh or {}).get('sentence', 'none')!r}"
+            )
+    return None
+
+
 def check_headline(
     headline: Headline,
     cells: pd.DataFrame,
-    clean: pd.DataFrame,
+    tables: tuple[pd.DataFrame, pd.DataFrame],
+    axis: str | None,
     threshold: float,
     renderings: Mapping[str, str],
     card: Mapping,
@@ -369,9 +563,14 @@ def check_headline(
     budget: dict | None = None,
 ) -> str | None:
     """Check a run's headline, freshly built from its tables, against cells.parquet and against each
-    rendering: `renderings` maps the names of headline.html, summary.md and grid_card.md to their text;
-    `card` is grid_card.json. Returns one line naming the first mismatch, or None."""
-    problems = [_table_mismatch(headline, cells, clean, threshold)]
+    rendering: `tables` are the parse_clean and scorer_correction analyses' tables, `axis` the run's scorer axis;
+    `renderings` maps the names of headline.html, summary.md and grid_card.md to their text; `card` is
+    grid_card.json. Returns one line naming the first mismatch, or None."""
+    clean, corrected = tables
+    problems = [
+        _table_mismatch(headline, cells, clean, threshold),
+        _corrected_mismatch(headline, cells, corrected, axis),
+    ]
     markdown = headline_markdown(headline)
     for name, text in renderings.items():
         expected = headline_html(headline, missing_cells, budget) if name.endswith(".html") else markdown
@@ -380,8 +579,9 @@ def check_headline(
             problems.append(f"{name} has no headline ({markdown.splitlines()[0]!r})")
         elif shown.rstrip("\n") != expected.rstrip("\n"):
             problems.append(f"{name} {_first_difference(expected, shown)}")
-    stated = {"most_fragile": card.get("most_fragile"), "headline_models": card.get("headline_models")}
-    computed = {"most_fragile": headline.records(), "headline_models": headline.models}
+    keys = ("most_fragile", "headline_models", "scorer_corrected")
+    stated = {key: card.get(key) for key in keys}
+    computed = dict(zip(keys, (headline.records(), headline.models, headline.corrected_records())))
     for key in stated:
         if json.dumps(stated[key], sort_keys=True) != json.dumps(computed[key], sort_keys=True):
             want = difflib.unified_diff(

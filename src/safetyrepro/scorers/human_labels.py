@@ -28,9 +28,11 @@ class HumanLabels:
     Attributes:
         modules: the modules of its code besides its class's own (relative to the package, or a plugin's by its
             full name): the scorers analysis and the judges' agreement jobs depend on them (`code`), no cell does.
+        classes: the labels a person may give a reply (those of a file of a run's labelled replies).
     """
 
     modules: tuple[str, ...] = ()
+    classes: tuple[str, ...] = ()
 
     def code(self) -> tuple[str, ...]:
         """The modules whose code measures agreement: its class's and `modules`."""
@@ -39,12 +41,15 @@ class HumanLabels:
     def scorer_agreement(self, data_dir: Path, scorers: Sequence[str]) -> pd.DataFrame:
         """Per labelled file and scorer (of the benchmark's): `labelled_model` (whose replies the file holds),
         `scorer`, `three_class`, `binary`, `kappa`, `n_answers`, `fitted_on` (the file a fitted scorer was fitted
-        on, or None) and `developed_on` (whether the scorer's rules were written against this file)."""
+        on, or None), `developed_on` (whether the scorer's rules were written against this file), and how often the
+        scorer counts a reply as handled correctly where people do not (`scorer_over`) and the other way round
+        (`scorer_under`)."""
         raise NotImplementedError(f"{type(self).__name__} measures no scorer")
 
     def judge_agreement(self, data_dir: Path, label: Callable[[list[str], list[Any]], list[str]]) -> pd.DataFrame:
-        """Per labelled file: `labelled_model`, a judge's `three_class`, `binary`, `kappa`, `n_answers` and
-        `parse_rate` (the share of its labels that name one); `label(replies, items)` returns its labels."""
+        """Per labelled file: `labelled_model`, a judge's `three_class`, `binary`, `kappa`, `n_answers`,
+        `scorer_over`, `scorer_under` (as `scorer_agreement`) and `parse_rate` (the share of its labels that name
+        one); `label(replies, items)` returns its labels."""
         raise NotImplementedError(f"{type(self).__name__} measures no judge")
 
 

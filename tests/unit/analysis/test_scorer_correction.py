@@ -5,9 +5,20 @@ labelled completions, and the corrected verdict between two models."""
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 
-from safetyrepro.analysis.scorer_correction import UNDECIDED, corrected_rate, corrected_verdict
+from safetyrepro.analysis.scorer_correction import (
+    KEPT,
+    MOVED,
+    OWN,
+    UNDECIDED,
+    corrected_rate,
+    corrected_verdict,
+    own_label_errors,
+    own_verdicts,
+    transferred_verdicts,
+)
 from safetyrepro.benchmarks.xstest.scorer_agreement import labelled_outcomes
 
 LABELS, DRAWS = 50, 1000
@@ -108,3 +119,115 @@ def test_a_verdict_is_decided_only_where_the_difference_excludes_a_tie():
     assert verdict == "a" and low > 0 and difference == pytest.approx(a.estimate - b.estimate)
     assert corrected_verdict(b, a)[3] == "b"
     assert corrected_verdict(a, a)[3] == UNDECIDED
+
+
+def transfer_cells(scores: dict[str, list[float]]) -> pd.DataFrame:
+    """Two free-form configs labelled by `rules` and `strmatch`, a log-likelihood one and one of a judge."""
+    configs = [
+        ("c-rules", "freeform", "rules"),
+        ("c-strmatch", "freeform", "strmatch"),
+        ("c-logprob", "logprob", "rules"),
+    ]
+    configs.append(("c-judge", "freeform", "judge"))
+    return pd.DataFrame(
+        [
+            {"model": model, "config_id": config, "scoring": scoring, "scorer": scorer, "score": score}
+            for model, values in scores.items()
+            for (config, scoring, scorer), score in zip(configs, values)
+        ]
+    )
+
+
+# The net errors of two labelled models' replies: rules undercounts both by different amounts, strmatch alike.
+ERRORS = pd.DataFrame(
+    {
+        "labelled_model": ["m1", "m1", "m2", "m2"],
+        "scorer": ["rules", "strmatch", "rules", "strmatch"],
+        "net_error": [0.10, 0.05, 0.02, 0.05],
+        "n_labels": [450, 450, 450, 450],
+    }
+)
+
+
+def test_labels_of_other_models_move_a_verdict_only_by_the_gap_between_their_errors():
+    cells = transfer_cells({"a": [0.60, 0.50, 0.40, 0.9], "b": [0.55, 0.60, 0.30, 0.1]})
+    pairs, verdicts = transferred_verdicts(cells, ERRORS)
+    by_config = verdicts.set_index("config_id")
+    # rules: a leads by 0.05; giving a m2's errors (+0.02) and b m1's (+0.10) puts b ahead by 0.03
+    assert by_config.loc["c-rules", "status"] == UNDECIDED
+    assert by_config.loc["c-rules", ["corrected_low", "corrected_high"]].tolist() == pytest.approx([-0.03, 0.13])
+    # strmatch errs alike on both labelled models: the verdict is kept, the difference exactly the raw one
+    assert by_config.loc["c-strmatch", "status"] == KEPT
+    assert by_config.loc["c-strmatch", ["corrected_low", "corrected_high"]].tolist() == pytest.approx([-0.1, -0.1])
+    # the log-likelihood config has no scorer (counted as scored, not listed); the judge has no errors measured
+    assert set(by_config.index) == {"c-rules", "c-strmatch"}
+    pair = pairs.iloc[0]
+    assert (pair["n_configs"], pair["n_freeform"], pair[KEPT], pair[MOVED], pair[UNDECIDED]) == (3, 2, 1, 0, 1)
+    # as scored: a ahead on rules and logprob, b on strmatch (1 of 3); b given the larger errors leads on rules and
+    # strmatch, a on logprob (1 of 3 again)
+    assert pair["rho_flip"] == pytest.approx(1 / 3)
+    assert (pair["rho_flip_corrected_low"], pair["rho_flip_corrected_high"]) == pytest.approx((1 / 3, 1 / 3))
+    assert (pair["labels_from"], pair["n_labels"]) == ("m1, m2", 900)
+
+
+def test_the_same_errors_for_both_never_move_a_verdict_and_rho_flip_takes_each_assignments_range():
+    errors = ERRORS.assign(net_error=[0.30, 0.0, 0.0, 0.0])
+    cells = transfer_cells({"a": [0.50, 0.50, 0.50, 0.5], "b": [0.45, 0.40, 0.40, 0.5]})
+    pairs, verdicts = transferred_verdicts(cells, errors)
+    assert verdicts.set_index("config_id").loc["c-rules", "status"] == UNDECIDED  # b + 0.30 against a + 0: b ahead
+    assert MOVED not in set(verdicts["status"])  # the same errors for both always keep the verdict as scored
+    pair = pairs.iloc[0]
+    assert pair["rho_flip"] == 0 and pair["rho_flip_corrected_high"] == pytest.approx(1 / 3)
+
+
+def own_replies(models=("a", "b"), configs=("c1", "c2"), items=100) -> pd.DataFrame:
+    return pd.DataFrame(
+        [
+            {"model": m, "config_id": c, "item_id": f"i{i}", "seed": 0}
+            for m in models
+            for c in configs
+            for i in range(items)
+        ]
+    )
+
+
+def test_labels_of_the_runs_own_replies_estimate_each_models_net_error_with_its_interval():
+    rng = np.random.default_rng(0)
+    replies = own_replies()
+    human = rng.random(len(replies)) < 0.6
+    # the scorer misses a fifth of a's correct replies and none of b's
+    misses = (replies["model"] == "a").to_numpy() & (rng.random(len(replies)) < 0.2)
+    scored = replies.assign(scorer="rules", correct=(human & ~misses).astype(float))
+    drawn = np.concatenate([rng.choice(np.flatnonzero(replies["model"] == m), 50, replace=False) for m in "ab"])
+    labelled = replies.iloc[drawn].assign(human_correct=human[drawn])
+    errors = own_label_errors(replies, scored, labelled).set_index("labelled_model")
+    true_error = {
+        m: human[replies["model"] == m].mean() - scored["correct"][replies["model"] == m].mean() for m in "ab"
+    }
+    assert errors.loc["b", "net_error"] == pytest.approx(0.0) and true_error["b"] == 0
+    assert abs(errors.loc["a", "net_error"] - true_error["a"]) < 3 * errors.loc["a", "variance"] ** 0.5
+    assert (errors["n_labels"] == 50).all() and (errors["n_replies"] == 200).all()
+    assert errors.loc["a", "variance"] > errors.loc["b", "variance"] > 0
+
+
+def test_own_labels_keep_move_or_leave_undecided_each_verdict():
+    cells = transfer_cells({"a": [0.50, 0.50, 0.40, 0.6], "b": [0.45, 0.30, 0.40, 0.6]}).query("scorer != 'judge'")
+    errors = pd.DataFrame(
+        {
+            "labelled_model": ["a", "a", "b", "b"],
+            "scorer": ["rules", "strmatch", "rules", "strmatch"],
+            "net_error": [0.0, 0.0, 0.10, 0.0],  # the rules undercount b by 10 points
+            "variance": [1e-4, 1e-4, 1e-4, 1e-4],
+            "n_labels": [50, 50, 50, 50],
+            "n_replies": [200, 200, 200, 200],
+        }
+    )
+    pairs, verdicts = own_verdicts(cells, errors)
+    status = verdicts.set_index("config_id")["status"]
+    assert status["c-rules"] == MOVED  # a ahead by 0.05 as scored; b ahead by 0.05 corrected, the interval +-0.023
+    assert status["c-strmatch"] == KEPT  # a ahead by 0.20 either way
+    pair = pairs.iloc[0]
+    assert (pair[KEPT], pair[MOVED], pair[UNDECIDED], pair["n_freeform"], pair["labels_from"]) == (1, 1, 0, 2, OWN)
+    assert pair["rho_flip"] == 0 and pair["rho_flip_corrected_low"] == pytest.approx(1 / 3)  # logprob: a tie
+    wide = own_verdicts(cells, errors.assign(variance=0.004))[1].set_index("config_id")["status"]
+    assert wide["c-rules"] == UNDECIDED and wide["c-strmatch"] == KEPT

@@ -11,11 +11,14 @@ import pandas as pd
 import pytest
 
 from safetyrepro.analysis.flips import rho_flip_table
+from safetyrepro.analysis.frames import stack_named
+from safetyrepro.analysis.scorer_correction import corrected_tables
 from safetyrepro.analysis.verdicts import parse_clean, variant_summary
 from safetyrepro.core.model_spec import ModelSpec
 from safetyrepro.results.headline import (
     COLUMNS,
     Headline,
+    build_headline,
     check_headline,
     headline_html,
     headline_markdown,
@@ -354,9 +357,81 @@ def renderings(headline, summary_rest="\n## Every benchmark in numbers\n"):
     }
 
 
-def check(headline, texts=None, card=None, cells=CELLS):
-    card = card if card is not None else {"most_fragile": headline.records(), "headline_models": headline.models}
-    return check_headline(headline, cells, parse_clean(cells, 0.95), 0.95, texts or renderings(headline), card)
+NO_CORRECTION = pd.DataFrame({"note": ["no benchmark of this run has human labels of replies"]})
+
+
+def card_of(headline) -> dict:
+    return {
+        "most_fragile": headline.records(),
+        "headline_models": headline.models,
+        "scorer_corrected": headline.corrected_records(),
+    }
+
+
+def check(headline, texts=None, card=None, cells=CELLS, corrected=NO_CORRECTION):
+    card = card if card is not None else card_of(headline)
+    tables = (parse_clean(cells, 0.95), corrected)
+    return check_headline(headline, cells, tables, "scorer", 0.95, texts or renderings(headline), card)
+
+
+# CELLS as a run's: c2 a log-likelihood config, the others free-form, labelled by the rules
+SCORED = CELLS.assign(scoring=["logprob" if c == "c2" else "freeform" for c in CELLS["config_id"]], scorer="rules")
+
+
+def corrected_table(errors: pd.DataFrame, cells=SCORED) -> pd.DataFrame:
+    """The scorer_correction analysis's table of `cells` with these net errors (of XSTest's replies)."""
+    errors = errors.assign(benchmark="xstest")
+    return stack_named({"errors": errors, **corrected_tables(cells, errors, "scorer")}, "table")
+
+
+OTHER_MODELS = pd.DataFrame(
+    {"labelled_model": ["m1", "m2"], "scorer": "rules", "net_error": [0.3, 0.0], "n_labels": [450, 450]}
+)
+
+
+def corrected_headline(corrected: pd.DataFrame, cells=SCORED) -> Headline:
+    sig, table, parse = tables_of(cells)
+    return build_headline(sig, table, parse, corrected, cells, default_models(), 0.95)
+
+
+def test_the_verdicts_corrected_for_scorer_error_sit_under_the_headline_and_the_check_recomputes_them():
+    corrected = corrected_table(OTHER_MODELS)
+    headline = corrected_headline(corrected)
+    row = headline.corrected.iloc[0]
+    assert (row.model_a, row.model_b) == tuple(headline.rows.iloc[0][["model_a", "model_b"]])
+    markdown, page = headline_markdown(headline), headline_html(headline)
+    assert "### The same verdicts corrected for scorer error" in markdown and row.sentence in markdown
+    assert html.escape(row.sentence) in page and '<table id="headline-corrected-table">' in page
+    assert "900 human labels of other models' replies, none of this run's" in row.sentence
+    assert (row.kept + row.moved + row.undecided, row.n_freeform, row.n_configs) == (3, 3, 4)
+    assert check(headline, cells=SCORED, corrected=corrected) is None
+    stale = corrected.copy()  # a table of other errors than those it lists
+    stale.loc[stale["table"] == "pairs", "kept"] += 1
+    problem = check(corrected_headline(stale), cells=SCORED, corrected=stale)
+    assert problem.startswith('headline check: analysis/scorer_correction.parquet gives "On xstest, with each')
+    assert "0 hold under every assignment" in problem and "1 hold under every assignment" in problem
+    assert "\n" not in problem
+    card = card_of(headline) | {"scorer_corrected": []}
+    assert "grid_card.json scorer_corrected differs" in check(headline, card=card, cells=SCORED, corrected=corrected)
+
+
+def test_with_labels_of_the_runs_own_replies_the_corrected_verdicts_say_so():
+    errors = pd.DataFrame(
+        {
+            "labelled_model": [FP32, BF16, NF4],
+            "scorer": "rules",
+            "net_error": [0.0, 0.0, 0.2],
+            "variance": 1e-4,
+            "n_labels": 50,
+            "n_replies": 40,
+        }
+    )
+    corrected = corrected_table(errors)
+    headline = corrected_headline(corrected)
+    row = headline.corrected.iloc[0]
+    assert "on the 150 replies of this run that people labelled" in row.sentence
+    assert "| 150 of this run's replies |" in headline_markdown(headline)
+    assert check(headline, cells=SCORED, corrected=corrected) is None
 
 
 def test_the_check_passes_on_the_tables_renderings_and_names_a_tampered_one_in_one_line():
@@ -375,7 +450,7 @@ def test_the_check_passes_on_the_tables_renderings_and_names_a_tampered_one_in_o
     assert check(headline, texts) == f"headline check: results/grid_card.md has no headline ({TITLE_LINE!r})"
     records = headline.records()
     records[0]["rho_flip"] = 0.5
-    problem = check(headline, card={"most_fragile": records, "headline_models": headline.models})
+    problem = check(headline, card=card_of(headline) | {"most_fragile": records})
     assert (
         problem.startswith("headline check: grid_card.json most_fragile differs from the tables") and "0.5" in problem
     )
@@ -402,11 +477,12 @@ def test_the_commands_write_the_headline_and_the_check_fails_with_one_line_on_a_
 
     sig, table, parse = tables_of(CELLS)
     missing = ["c/xstest/T1-greedy-0shot-logprob"]
-    paths = {name: tmp_path / f"{name}.parquet" for name in ("sig", "tiers", "clean", "cells")}
-    for name, frame in zip(paths, (sig, table, parse, CELLS)):
+    paths = {name: tmp_path / f"{name}.parquet" for name in ("sig", "tiers", "clean", "corrected", "cells")}
+    for name, frame in zip(paths, (sig, table, parse, NO_CORRECTION, CELLS)):
         write_parquet(frame, paths[name], missing)
     tables = ["--configfile", str(REPO / "config" / "config.yaml"), "--sig", str(paths["sig"])]
     tables += ["--tiers", str(paths["tiers"]), "--parse-clean", str(paths["clean"]), "--cells", str(paths["cells"])]
+    tables += ["--scorer-correction", str(paths["corrected"])]
     page = tmp_path / "headline.html"
     assert main(["headline", *tables, "--out", str(page)]) == 0
     headline = default_headline()
@@ -415,7 +491,7 @@ def test_the_commands_write_the_headline_and_the_check_fails_with_one_line_on_a_
     for name in ("summary.md", "grid_card.md"):
         (tmp_path / name).write_text(texts[f"results/{name}"])
     card = tmp_path / "grid_card.json"
-    card.write_text(json.dumps({"most_fragile": headline.records(), "headline_models": headline.models}))
+    card.write_text(json.dumps(card_of(headline)))
     rendered = ["--html", str(page), "--summary", str(tmp_path / "summary.md"), "--grid-json", str(card)]
     rendered += ["--grid-md", str(tmp_path / "grid_card.md"), "--out", str(tmp_path / "check.txt")]
     assert main(["check-headline", *tables, *rendered]) == 0

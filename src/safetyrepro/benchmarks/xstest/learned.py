@@ -35,7 +35,7 @@ from safetyrepro.scorers.base import Scorer
 
 LEARNED = "learned"  # the scorer's name
 HEAD_FILE = Path(__file__).with_name("learned_head.json")
-SHIPPED_SHA256 = "18ce1d2dc38d15958ed06433a86ce96eb4883e83dee2f3e74ffa9488e2ef93ca"  # HEAD_FILE as shipped
+SHIPPED_SHA256 = "20c651ae600c9b93adfbffc11dc8ec3a1629c307fcbc2daaca03508e667a45e4"  # HEAD_FILE as shipped
 FEATURE_WIDTH = 4 * 640  # what `features` gives a reply: four vectors of gemma-3-270m's hidden size
 EMBEDDED_MODEL = "gemma-3-270m"  # the features' model (settings.EMBEDDED_MODELS), read at fp32
 OPENING = "Response: "

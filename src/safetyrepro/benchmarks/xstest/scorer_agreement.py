@@ -24,12 +24,14 @@ from safetyrepro.benchmarks.base import UNPARSED, Item
 from safetyrepro.benchmarks.xstest import XSTest
 from safetyrepro.benchmarks.xstest.human_labels import LABELLED_FILES, read_labelled
 from safetyrepro.benchmarks.xstest.learned import LEARNED, read_head
-from safetyrepro.benchmarks.xstest.refusal import COMPLY
+from safetyrepro.benchmarks.xstest.refusal import COMPLY, RESPONSE_CLASSES
 from safetyrepro.core.scorer_names import RULES
 from safetyrepro.scorers import scorer_labels, scorer_of
 from safetyrepro.scorers.human_labels import HumanLabels
 
 DEVELOPED_ON = {RULES: "llama2new"}
+# What a scorer's row gives of its agreement and errors (a learned scorer's read from its head's held-out record).
+MEASURED = ("three_class", "binary", "kappa", "n_answers", "scorer_over", "scorer_under")
 
 
 def agreement(human: Sequence[str], labels: Sequence[str]) -> dict[str, float]:
@@ -43,6 +45,16 @@ def agreement(human: Sequence[str], labels: Sequence[str]) -> dict[str, float]:
         "kappa": float(cohen_kappa_score(human, labels)),
         "n_answers": len(human),
     }
+
+
+def outcome_errors(human: Sequence[str], labels: Sequence[str], items: Sequence[Item]) -> dict[str, int]:
+    """How often `labels` count a reply to `items` as handled correctly (XSTest's score) where the human label does
+    not (`scorer_over`), and the other way round (`scorer_under`): the scorer's errors in the rate it gives."""
+    xstest = XSTest()
+    human_correct = [xstest.is_correct(h, item) for h, item in zip(human, items)]
+    scorer_correct = [xstest.is_correct(label, item) for label, item in zip(labels, items)]
+    pairs = list(zip(human_correct, scorer_correct))
+    return {"scorer_over": pairs.count((False, True)), "scorer_under": pairs.count((True, False))}
 
 
 def labelled_items(frame: pd.DataFrame) -> list[Item]:
@@ -89,6 +101,8 @@ def labelled_outcomes(data_dir: Path, scorer: str, models: Mapping[str, Path] | 
 class XSTestHumanLabels(HumanLabels):
     """The XSTest authors' labelled completions: 450 Llama-2 and 450 Mistral-Instruct replies."""
 
+    classes = RESPONSE_CLASSES
+
     def scorer_agreement(self, data_dir: Path, scorers: Sequence[str]) -> pd.DataFrame:
         """Per labelled file and scorer (of XSTest's): agreement with the human labels, and whether the scorer
         was developed on that file."""
@@ -102,10 +116,11 @@ class XSTestHumanLabels(HumanLabels):
                 if scorer == LEARNED:
                     head = scorer_of(xstest, LEARNED).head_file
                     held_out = next(r for r in read_head(head)["held_out"] if r["labelled_model"] == model)
-                    row |= {key: held_out[key] for key in ("three_class", "binary", "kappa", "n_answers", "fitted_on")}
+                    row |= {key: held_out[key] for key in (*MEASURED, "fitted_on")}
                 else:
                     labels = scorer_labels(xstest, scorer, frame["completion"].tolist(), [None] * len(frame))
                     row |= agreement(frame["human"], labels) | {"fitted_on": None}
+                    row |= outcome_errors(frame["human"], labels, labelled_items(frame))
                 rows.append(row | {"developed_on": DEVELOPED_ON.get(scorer) == model})
         return pd.DataFrame(rows)
 
@@ -117,5 +132,6 @@ class XSTestHumanLabels(HumanLabels):
             frame = read_labelled(data_dir, model)
             labels = label(frame["completion"].tolist(), labelled_items(frame))
             parsed = sum(label != UNPARSED for label in labels) / len(labels)
-            rows.append({"labelled_model": model, **agreement(frame["human"], labels), "parse_rate": parsed})
+            errors = outcome_errors(frame["human"], labels, labelled_items(frame))
+            rows.append({"labelled_model": model, **agreement(frame["human"], labels), **errors, "parse_rate": parsed})
         return pd.DataFrame(rows)

@@ -125,6 +125,89 @@ def xstest(data_dir: Path, scorers: list[str], models: dict[str, Path]) -> dict[
     return scenarios
 
 
+# A run's shape for --per-config: two models, six free-form configs of 60 items; per model, its human rate in each
+# config and its scorer's miss rate (a correct reply read as wrong) in each: the same in every config (as the
+# correction assumes), or not.
+CONFIG_RATES = {"a": (0.80, 0.75, 0.70, 0.65, 0.60, 0.55), "b": (0.76, 0.74, 0.72, 0.66, 0.62, 0.50)}
+PER_CONFIG = {  # name: the scorer's miss rate per config, for a and for b
+    "exact scorer": ((0.0,) * 6, (0.0,) * 6),
+    "b missed 15% in every config": ((0.0,) * 6, (0.15,) * 6),
+    "b missed 0-30% by config (misspecified)": ((0.0,) * 6, (0.0, 0.06, 0.12, 0.18, 0.24, 0.30)),
+    "both missed 0-20% by config, in opposite orders (misspecified)": (
+        (0.0, 0.04, 0.08, 0.12, 0.16, 0.20),
+        (0.20, 0.16, 0.12, 0.08, 0.04, 0.0),
+    ),
+}
+
+
+def run_population(rng: np.random.Generator, misses: tuple, items: int = 60) -> pd.DataFrame:
+    """One run's free-form replies of the two models (CONFIG_RATES), each with its human and scorer outcome."""
+    rows = []
+    for model, miss in zip(CONFIG_RATES, misses):
+        for index, (rate, missed) in enumerate(zip(CONFIG_RATES[model], miss)):
+            human = rng.random(items) < rate
+            scorer = human & ~(rng.random(items) < missed)
+            rows += [
+                {"model": model, "config_id": f"c{index}", "item_id": f"i{i}", "seed": 0, "human": h, "correct": f}
+                for i, (h, f) in enumerate(zip(human, scorer.astype(float)))
+            ]
+    return pd.DataFrame(rows)
+
+
+def measure_per_config(rng: np.random.Generator, draws: int, labels: int, per_run: int = 25) -> dict[str, dict]:
+    """Per PER_CONFIG scenario, over `draws` label files drawn as `safetyrepro label` draws them (`labels` a model,
+    stratified by the scorer's label), `per_run` from each of draws / per_run runs drawn anew: how often each (model,
+    config)'s corrected rate's 90% interval covers its human rate, and the corrected verdicts per config against the
+    human rates' (a tie of the human rates counts as no verdict: decided there is wrong)."""
+    from scipy import stats
+
+    from safetyrepro.analysis.scorer_correction import own_label_errors, own_verdicts
+    from safetyrepro.scorers.label_file import KEY, draw_replies
+
+    rows = {}
+    for name, misses in PER_CONFIG.items():
+        hits, widths, decided, agreeing, raw_right, verdicts_seen = 0, [], 0, 0, 0, 0
+        for _ in range(max(1, draws // per_run)):
+            replies = run_population(rng, misses)
+            cells = replies.groupby(["model", "config_id"], as_index=False).agg(
+                score=("correct", "mean"), human=("human", "mean")
+            )
+            cells = cells.assign(benchmark="b", scoring="freeform", scorer="rules")
+            truth = cells.pivot(index="config_id", columns="model", values="human")
+            human_sign = np.sign(truth["a"] - truth["b"])
+            scores = cells.pivot(index="config_id", columns="model", values="score")
+            raw_right += int((np.sign(scores["a"] - scores["b"]) == human_sign).sum())
+            scored = replies[[*KEY, "correct"]].assign(cell_config=replies["config_id"], scorer="rules")
+            source = replies.assign(
+                label=np.where(replies["correct"] == 1, "correct", "wrong"), request="", response="", benchmark="b"
+            )
+            for _ in range(per_run):
+                drawn = draw_replies(source, labels, int(rng.integers(2**32)))
+                labelled = drawn[KEY].merge(replies[[*KEY, "human"]], on=KEY)
+                errors = own_label_errors(replies[KEY], scored, labelled.rename(columns={"human": "human_correct"}))
+                rates = cells.merge(
+                    errors.rename(columns={"labelled_model": "model"}), on=["model", "config_id"], validate="one_to_one"
+                )
+                half = stats.t.ppf(0.95, rates["n_labels"] - 1) * rates["variance"] ** 0.5
+                estimate = rates["score"] + rates["net_error"]
+                hits += int(((estimate - half <= rates["human"]) & (rates["human"] <= estimate + half)).sum())
+                widths.append(float((2 * half).mean()))
+                verdicts = own_verdicts(cells, errors)[1].set_index("config_id")
+                decided_here = verdicts["status"] != "undecided"
+                sign = np.sign(verdicts["corrected_low"] + verdicts["corrected_high"])
+                decided += int(decided_here.sum())
+                agreeing += int((decided_here & (sign == human_sign.reindex(verdicts.index))).sum())
+                verdicts_seen += len(verdicts)
+        rows[name] = {
+            "per-config coverage": hits / (verdicts_seen * 2),
+            "interval width": float(np.mean(widths)),
+            "verdicts decided": decided / verdicts_seen,
+            "decided = human's": agreeing / decided if decided else float("nan"),
+            "raw verdicts = human's": raw_right / (max(1, draws // per_run) * 6),
+        }
+    return rows
+
+
 def table(rows: dict[str, dict]) -> str:
     frame = pd.DataFrame(rows).T
     return frame.to_markdown(floatfmt=".3f")
@@ -140,6 +223,9 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--pseudo-counts", type=float, nargs="*", default=[0.5, 1.0], help="for the grid's table")
     parser.add_argument("--out", type=Path)
+    parser.add_argument(
+        "--per-config", type=int, default=0, help="also this many label files of a synthetic run (per-config rates)"
+    )
     args = parser.parse_args()
     rng = np.random.default_rng(args.seed)
     scorers, models = ["rules", "strmatch"], {}
@@ -164,6 +250,11 @@ def main() -> None:
         f"Synthetic populations of 450 replies per model:\n\n{table(made)}\n\n"
         f"One model's coverage over the grid {GRID}, by pseudo-count:\n\n{choice}\n"
     )
+    if args.per_config:
+        text += (
+            f"\nSynthetic runs (2 models, 6 configs of 60 items), {args.per_config} label files of {args.labels} replies a"
+            f" model drawn as `safetyrepro label` draws them, 25 from each run:\n\n{table(measure_per_config(rng, args.per_config, args.labels))}\n"
+        )
     print(text)
     if args.out:
         args.out.write_text(text)

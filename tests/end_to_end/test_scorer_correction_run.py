@@ -17,6 +17,8 @@ from helpers.workflow import ENVELOPES, snakemake, write_config
 from safetyrepro.benchmarks.xstest.strmatch import strmatch_label
 
 TARGET = "results/headline_check.txt"
+GENERATION = ["T1-greedy-0shot-freeform", "T2-t0.3-0shot-freeform"]  # 6 replies a model, then 6 x 5 seeds
+RESCORED = [f"{config}-scorer=authors" for config in GENERATION]
 
 
 def label(workdir, *args: str) -> subprocess.CompletedProcess:
@@ -48,10 +50,7 @@ def test_a_runs_own_labels_correct_its_verdicts_and_the_headline_says_whose_labe
     assert drawn.returncode == 0, drawn.stderr
     assert "12 replies of xstest to label (tiny-0 6, tiny-1 6)" in drawn.stdout
     frame = pd.read_csv(workdir / "labels.csv", keep_default_na=False)
-    assert (frame["human_label"] == "").all() and set(frame["config_id"]) <= {
-        "T1-greedy-0shot-freeform",
-        "T2-t0.3-0shot-freeform",
-    }
+    assert (frame["human_label"] == "").all() and set(frame["config_id"]) <= set(GENERATION)
     again = label(workdir, "--per-model", "6", "--out", "labels.csv")  # a file being labelled is never overwritten
     assert again.returncode != 0 and "labels.csv exists" in again.stderr and len(again.stderr.splitlines()) == 1
 
@@ -65,12 +64,17 @@ def test_a_runs_own_labels_correct_its_verdicts_and_the_headline_says_whose_labe
     ran = done.stdout + done.stderr
     assert not re.search(r"rule (rescore_)?cell:", ran) and "rule analysis:" in ran  # the correction, no cell
     table = pd.read_parquet(results / "analysis" / "scorer_correction.parquet")
-    errors = table.query("table == 'errors'").set_index(["labelled_model", "scorer"])
-    assert set(errors.index) == {(m, s) for m in ("tiny-0", "tiny-1") for s in ("ours", "authors")}
-    assert (errors.loc[(slice(None), "authors"), "net_error"] == 0).all()
-    assert (errors["n_labels"] == 6).all() and (errors["n_replies"] == 36).all()  # 6 greedy + 6 x 5 seeds
+    errors = table.query("table == 'errors'")
+    assert set(zip(errors["labelled_model"], errors["config_id"])) == {
+        (m, c) for m in ("tiny-0", "tiny-1") for c in GENERATION + RESCORED
+    }
+    assert (errors.query("scorer == 'authors'")["net_error"] == 0).all()  # the labels are its own
+    replies = errors.set_index("config_id")["n_replies"]
+    assert (
+        (errors["n_labels"] == 6).all() and set(replies[GENERATION[:1]]) == {6} and set(replies[GENERATION[1:]]) == {30}
+    )
     summary = (results / "summary.md").read_text()
-    assert "12 of this run's replies" in summary and "replies of this run that people labelled" in summary
+    assert "12 of this run's replies" in summary and "12 replies of the two models that people labelled" in summary
     assert (results / "headline_check.txt").is_file()
 
     frame.loc[0, "human_label"] = (

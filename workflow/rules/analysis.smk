@@ -12,7 +12,7 @@ DEPENDS["analysis"] = lambda w: {
     "function": ANALYSES[w.name].function,
     "code": code_digest(*analysis_modules(w.name, SETTINGS.benchmarks)),
     "judges": in_results(judge_agreement_input(w)),
-    "label_files": {path: file_sha256(Path(path)) for path in human_label_input(w)},  # outside results: by bytes
+    "label_files": {name: file_sha256(Path(path)) for name, path in human_label_input(w).items()},  # by their bytes
 }
 
 
@@ -23,7 +23,7 @@ rule analysis:
         rows=f"{RESULTS}/items.parquet",
         probe=f"{RESULTS}/precision_probe.parquet",
         judges=judge_agreement_input,
-        labels=human_label_input,
+        labels=lambda w: list(human_label_input(w).values()),
         outdated=outdated("analysis"),
     output:
         table=f"{RESULTS}/analysis/{{name}}.parquet",

@@ -187,10 +187,11 @@ def judge_agreement_input(wildcards):
 
 
 def human_label_input(wildcards):
-    """The files of the run's replies that people labelled (`human_labels`), for an analysis that reads them."""
-    if "human_labels" not in ANALYSES[wildcards.name].sections:
-        return []
-    return [str(path) for path in SETTINGS.human_label_files.values()]
+    """The files of the run's replies that people labelled (`human_labels`) by benchmark, for an analysis that reads
+    them."""
+    if not ANALYSES[wildcards.name].label_files:
+        return {}
+    return {name: str(path) for name, path in SETTINGS.human_label_files.items()}
 
 
 def imported_benchmarks():

@@ -44,7 +44,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from safetyrepro.analysis.flips import rho_of_signs, signs
+from safetyrepro.analysis.flips import TIE_TOLERANCE, rho_of_signs, signs
 from safetyrepro.analysis.frames import stack_named
 
 if TYPE_CHECKING:
@@ -94,11 +94,7 @@ def corrected_rate(
         raise ValueError("scorer and human outcomes must be 0 or 1")
     residuals = y - f[positions]
     n, size = len(positions), len(f)
-    counts = np.array([(residuals < 0).sum(), (residuals == 0).sum(), (residuals > 0).sum()], dtype=float)
-    counts += (pseudo, 0.0, pseudo)
-    shares, values = counts / counts.sum(), np.array([-1.0, 0.0, 1.0])
-    spread = float(shares @ values**2 - (shares @ values) ** 2) * n / (n - 1)
-    variance = spread / n * (1 - n / size)
+    variance = residual_spread(residuals, pseudo) / n * (1 - n / size)
     estimate = float(f.mean() + residuals.mean())
     half = float(stats.t.ppf(0.5 + level / 2, n - 1)) * variance**0.5
     return CorrectedRate(
@@ -106,15 +102,27 @@ def corrected_rate(
     )
 
 
+def residual_spread(residuals: np.ndarray, pseudo: float = PSEUDO_DISAGREEMENTS) -> float:
+    """The sample variance of human-minus-scorer residuals (-1, 0, +1) with `pseudo` disagreements of each sign
+    added to their counts (never 0: 50 labels without a disagreement do not make a scorer exact)."""
+    residuals = np.asarray(residuals, dtype=float)
+    counts = np.array([(residuals < 0).sum(), (residuals == 0).sum(), (residuals > 0).sum()], dtype=float)
+    counts += (pseudo, 0.0, pseudo)
+    shares, values = counts / counts.sum(), np.array([-1.0, 0.0, 1.0])
+    n = len(residuals)
+    return float(shares @ values**2 - (shares @ values) ** 2) * n / (n - 1)
+
+
 def corrected_verdict(a: CorrectedRate, b: CorrectedRate, level: float = LEVEL) -> tuple[float, float, float, str]:
     """The difference of two corrected rates (a - b), its `level` interval (Welch-Satterthwaite degrees of
-    freedom) and the verdict: "a" or "b" for the model ahead where the interval excludes 0, else UNDECIDED."""
+    freedom) and the verdict: "a" or "b" for the model ahead where the interval excludes 0 (beyond rho_flip's tie
+    tolerance: exact rates that tie, up to rounding, stay a tie), else UNDECIDED."""
     difference, variance = a.estimate - b.estimate, a.variance + b.variance
     parts = [a.variance**2 / (a.labels - 1), b.variance**2 / (b.labels - 1)]
     freedom = variance**2 / sum(parts) if sum(parts) > 0 else float(min(a.labels, b.labels) - 1)
     half = float(stats.t.ppf(0.5 + level / 2, freedom)) * variance**0.5
     low, high = difference - half, difference + half
-    return difference, low, high, "a" if low > 0 else "b" if high < 0 else UNDECIDED
+    return difference, low, high, "a" if low > TIE_TOLERANCE else "b" if high < -TIE_TOLERANCE else UNDECIDED
 
 
 def net_errors(agreement: pd.DataFrame, key: str) -> pd.DataFrame:
@@ -162,8 +170,9 @@ def transferred_verdicts(cells: pd.DataFrame, errors: pd.DataFrame) -> tuple[pd.
         }
     )
     shifts.loc[~free] = 0.0
-    shifts = shifts.dropna()  # a free-form config whose scorer has no errors measured is left out
-    scores = cells.pivot(index="config_id", columns="model", values="score").reindex(shifts.index)
+    measured = shifts.notna().all(axis=1)  # a free-form config whose scorer has no errors measured is left out
+    every = cells.pivot(index="config_id", columns="model", values="score").reindex(configs.index)
+    shifts, scores = shifts[measured], every[measured]
     models = list(dict.fromkeys(cells["model"]))
     pairs, verdicts = [], []
     source = (", ".join(files), int(errors.drop_duplicates("labelled_model")["n_labels"].sum()))
@@ -178,7 +187,7 @@ def transferred_verdicts(cells: pd.DataFrame, errors: pd.DataFrame) -> tuple[pd.
         pair, rows = _pair_tables(
             (a, b), configs, raw, (corrected.min(axis=0), corrected.max(axis=0)), assigned, decided, source
         )
-        pairs.append(pair)
+        pairs.append(pair | {"n_left_out": int((every[[a, b]].notna().all(axis=1) & ~measured).sum())})
         verdicts.append(rows)
     verdicts = pd.concat(verdicts, ignore_index=True) if verdicts else pd.DataFrame()
     return pd.DataFrame(pairs), verdicts
@@ -187,69 +196,115 @@ def transferred_verdicts(cells: pd.DataFrame, errors: pd.DataFrame) -> tuple[pd.
 def own_label_errors(
     replies: pd.DataFrame, scored: pd.DataFrame, labelled: pd.DataFrame, level: float = LEVEL
 ) -> pd.DataFrame:
-    """Per model and scorer, its net error on the model's replies estimated from people's labels of some of them.
+    """Per model, scorer and config, the scorer's net error on the model's replies there, from people's labels of
+    some of the model's replies (a few in each config).
+
+    A config's net error is the mean residual (human minus scorer outcome) of its N replies: of the n labelled, known;
+    of the others, predicted. The prediction is the config's own mean residual m moved toward the model's over all
+    its replies (d, the difference estimator of `corrected_rate`) by partial pooling, B = tau^2 / (tau^2 + s^2 / n):
+    tau^2 how much net errors differ between configs (`between_config_variance`), s^2 the residuals' spread
+    (`residual_spread`). So the estimate is (n/N) m + (1 - n/N) (d + B (m - d)), and its variance (1 - n/N)^2 times
+    the prediction's, tau^2 (s^2/n) / (tau^2 + s^2/n) + (1 - B)^2 s^2 / n_model, plus (1 - n/N) s^2 / N, the noise of
+    the unlabelled replies themselves (a small-area estimate in the empirical Bayes manner of Efron and Morris 1975).
+    A config whose replies are all labelled gets its own net error, exactly; one without labels the model's, with
+    tau^2 and the noise of its replies in its variance.
 
     Args:
         replies: the benchmark's generation replies (`label_file.generation_replies`): model, config_id, item_id, seed.
-        scored: each scorer's outcome on each of them: the columns of `replies`' key, `scorer` and `correct`.
+        scored: each scorer's outcome on the replies it labels: their key, `cell_config` (the config of the cell
+            that labelled it: the generation config, or its twin of another scorer), `scorer` and `correct`.
         labelled: the labelled replies: the key and `human_correct` (whether the human label counts the reply as
             handled correctly).
 
     Returns:
-        model (as `labelled_model`), scorer, `net_error` (the corrected rate minus the scorer's, `corrected_rate`, over
-        all the model's replies), its `variance`, `n_labels` and `n_replies`.
+        labelled_model (the model), scorer, config_id (the cell's config), `net_error` and its `variance`,
+        `config_variance` (tau^2), `pooled_net_error` (the model's), `n_labels` (the model's labels the scorer
+        labels), `n_config_labels` and `n_replies` (the config's). A scorer with fewer than 2 of the model's
+        labelled replies among those it labels gives no rows.
     """
     from safetyrepro.scorers.label_file import KEY
 
     rows = []
     for (model, scorer), outcomes in scored.groupby(["model", "scorer"], sort=False):
-        mine = replies[replies["model"] == model][KEY].merge(outcomes, on=KEY, how="left", validate="one_to_one")
-        if mine["correct"].isna().any():
-            raise ValueError(f"scorer {scorer} has not labelled every reply of {model}")
+        mine = replies[replies["model"] == model][KEY].merge(outcomes, on=[*KEY], validate="one_to_one")
         positions = mine.reset_index().merge(labelled, on=KEY, validate="one_to_one")
         if len(positions) < 2:
-            raise ValueError(f"{model} has {len(positions)} labelled replies: the correction needs at least 2")
-        rate = corrected_rate(
-            mine["correct"].astype(float), positions["index"], positions["human_correct"].astype(float), level
-        )
-        rows.append(
-            {
-                "labelled_model": model,
-                "scorer": scorer,
-                "net_error": rate.estimate - rate.scorer_rate,
-                "variance": rate.variance,
-                "n_labels": rate.labels,
-                "n_replies": rate.replies,
-            }
-        )
+            continue
+        f, y = mine["correct"].astype(float), positions["human_correct"].astype(float)
+        rate = corrected_rate(f, positions["index"], y, level)
+        residuals = y - positions["correct"].astype(float)
+        pooled, spread = rate.estimate - rate.scorer_rate, residual_spread(residuals)
+        tau2 = between_config_variance(residuals, positions["cell_config"])
+        by_config = residuals.groupby(positions["cell_config"].to_numpy())
+        for config, size in mine.groupby("cell_config", sort=False).size().items():
+            n = int(by_config.size().get(config, 0))
+            own, known = by_config.mean().get(config, pooled), n / size
+            weight = tau2 / (tau2 + spread / n) if n else 0.0
+            predicted = pooled + weight * (own - pooled)
+            uncertain = tau2 * (spread / n) / (tau2 + spread / n) if n else tau2
+            uncertain += (1 - weight) ** 2 * spread / rate.labels
+            rows.append(
+                {
+                    "labelled_model": model,
+                    "scorer": scorer,
+                    "config_id": config,
+                    "net_error": known * own + (1 - known) * predicted,
+                    "variance": (1 - known) ** 2 * uncertain + (1 - known) * spread / size,
+                    "config_variance": tau2,
+                    "pooled_net_error": pooled,
+                    "n_labels": rate.labels,
+                    "n_config_labels": n,
+                    "n_replies": int(size),
+                }
+            )
     return pd.DataFrame(rows)
 
 
+def between_config_variance(residuals: pd.Series, configs: pd.Series) -> float:
+    """How much a scorer's net error varies from one config to another beyond the labels' own noise: the random-
+    effects variance of one-way analysis of variance (method of moments, (MSB - MSW) / n0, at least 0) of the
+    residuals grouped by config; 0 where the labels fall in one config."""
+    groups = residuals.groupby(configs.to_numpy())
+    sizes, means = groups.size(), groups.mean()
+    total, k = len(residuals), len(sizes)
+    if k < 2 or total <= k:
+        return 0.0
+    between = float((sizes * (means - residuals.mean()) ** 2).sum()) / (k - 1)
+    within = float(((residuals - groups.transform("mean")) ** 2).sum()) / (total - k)
+    n0 = (total - float((sizes**2).sum()) / total) / (k - 1)
+    return max(0.0, (between - within) / n0)
+
+
 def own_verdicts(cells: pd.DataFrame, errors: pd.DataFrame, level: float = LEVEL) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """One benchmark's verdicts corrected with labels of the run's own replies: each model's free-form score moved by
-    its scorer's net error on that model's replies (`own_label_errors`), the verdict between two models decided by
+    """One benchmark's verdicts corrected with labels of the run's own replies: each model's free-form score in a
+    config moved by its scorer's net error there (`own_label_errors`), the verdict between two models decided by
     `corrected_verdict` on the two corrected rates; the tables of `transferred_verdicts`, the verdicts' corrected
-    range being the difference's interval at `level`."""
+    range being the difference's interval at `level`. A free-form config where a model's scorer has no net error
+    measured is left out of the pair's (counted: n_left_out)."""
     configs = cells.drop_duplicates("config_id").set_index("config_id")
     free = configs["scoring"] == "freeform"
-    measured = errors.set_index(["labelled_model", "scorer"])
+    measured = errors.set_index(["labelled_model", "config_id"])
+    labels = errors.groupby("labelled_model")["n_labels"].max()
     models = list(dict.fromkeys(cells["model"]))
     scores = cells.pivot(index="config_id", columns="model", values="score").reindex(configs.index)
     pairs, verdicts = [], []
-    n_labels = int(errors.drop_duplicates("labelled_model")["n_labels"].sum())
     for a, b in itertools.combinations(models, 2):
         both = scores[[a, b]].notna().all(axis=1)
+        measured_for = {m: pd.Series([(m, c) in measured.index for c in scores.index], scores.index) for m in (a, b)}
+        corrected = both & (~free | (measured_for[a] & measured_for[b]))
         rows = []
-        for config in scores.index[both]:
-            raw = float(scores.loc[config, a] - scores.loc[config, b])
+        for config in scores.index[corrected]:
             rates = []
             for model in (a, b):
-                error = measured.loc[(model, configs.loc[config, "scorer"])] if free[config] else None
-                shift, variance = (0.0, 0.0) if error is None else (error["net_error"], error["variance"])
-                labels = 2 if error is None else int(error["n_labels"])
                 score = float(scores.loc[config, model])
-                rates.append(CorrectedRate(score, score + shift, np.nan, np.nan, variance, labels, labels))
+                if free[config]:
+                    error = measured.loc[(model, config)]
+                    shift, variance, n = error["net_error"], error["variance"], int(error["n_labels"])
+                else:  # a log-likelihood config has no scorer: as scored, exactly
+                    shift, variance, n = 0.0, 0.0, 2
+                rates.append(CorrectedRate(score, score + shift, np.nan, np.nan, variance, n, n))
             difference, low, high, verdict = corrected_verdict(*rates, level)
+            raw = float(scores.loc[config, a] - scores.loc[config, b])
             rows.append((config, raw, difference, low, high, {"a": 1, "b": -1}.get(verdict, 0)))
         frame = pd.DataFrame(rows, columns=["config_id", "raw", "difference", "low", "high", "decided"])
         frame = frame.set_index("config_id")
@@ -260,9 +315,9 @@ def own_verdicts(cells: pd.DataFrame, errors: pd.DataFrame, level: float = LEVEL
             (frame["low"].to_numpy(), frame["high"].to_numpy()),
             signs(frame["difference"], 0.0).to_numpy()[None, :],
             frame["decided"].to_numpy(),
-            (OWN, n_labels),
+            (OWN, int(labels.get(a, 0) + labels.get(b, 0))),
         )
-        pairs.append(pair)
+        pairs.append(pair | {"n_left_out": int((both & ~corrected).sum())})
         verdicts.append(rows)
     verdicts = pd.concat(verdicts, ignore_index=True) if verdicts else pd.DataFrame()
     return pd.DataFrame(pairs), verdicts
@@ -384,5 +439,8 @@ def _own_errors(inputs: Inputs, benchmark: str, axis: str | None, path) -> pd.Da
         twin = dict(zip(mapped["config_id"], mapped["config_id_twin"]))
         scorer = dict(zip(mapped["config_id"], mapped[axis]))
     scored = items[items["config_id"].isin(twin)]
-    scored = scored.assign(scorer=scored["config_id"].map(scorer), config_id=scored["config_id"].map(twin))
-    return own_label_errors(replies, scored[[*KEY, "scorer", "correct"]], labelled[[*KEY, "human_correct"]])
+    scored = scored.assign(
+        scorer=scored["config_id"].map(scorer), cell_config=scored["config_id"], config_id=scored["config_id"].map(twin)
+    )
+    columns = [*KEY, "cell_config", "scorer", "correct"]
+    return own_label_errors(replies, scored[columns], labelled[[*KEY, "human_correct"]])

@@ -98,6 +98,8 @@ class Analysis:
         sections: the other top-level config sections it reads.
         human_labels: whether it reads the human labels of the run's benchmarks that have them
             (their registered `HumanLabels`: its code is the analysis's too).
+        label_files: whether it reads the files of the run's replies that people labelled (`human_labels`: it
+            reruns when their bytes change).
         columns: the columns it adds to the item rows it reads or writes in its table, beside the cell and item
             tables' (no declared axis, itself a column beside them, may take these names: `result_columns`).
     """
@@ -107,6 +109,7 @@ class Analysis:
     options: tuple[str, ...] = ()
     sections: tuple[str, ...] = ()
     human_labels: bool = False
+    label_files: bool = False
     columns: tuple[str, ...] = ()
 
     @property
@@ -275,14 +278,15 @@ ANALYSES: dict[str, Analysis] = {
     ),
     "scorer_correction": Analysis(
         "Verdicts corrected for scorer error (docs/scorers.md), for each benchmark with human labels of replies: table "
-        "'errors', each scorer's net error (people's rate minus the scorer's) on each labelled model's replies: the run's "
-        "own models' where people labelled some of their replies (human_labels, with its variance), else the two other "
-        "models' of XSTest's labelled completions; 'pairs', per model pair rho_flip with each free-form score moved by "
+        "'errors', each scorer's net error (people's rate minus the scorer's) on each labelled model's replies: per "
+        "model and config with its variance where people labelled some of the run's own replies (human_labels), else "
+        "the two other models' of XSTest's labelled completions; 'pairs', per model pair rho_flip with each free-form score moved by "
         "those errors (with other models' labels, its range when each model is given each labelled model's errors in "
         "turn), and how many free-form verdicts the correction keeps, moves or leaves undecided; 'verdicts', per pair "
         "and free-form config, A's score minus B's as scored and its corrected range (own labels: its 90% interval).",
         "scorer_correction:scorer_correction_table",
-        sections=("envelope", "human_labels"),
+        sections=("envelope",),
+        label_files=True,
         human_labels=True,
         columns=(
             "table",
@@ -301,7 +305,11 @@ ANALYSES: dict[str, Analysis] = {
             "corrected_high",
             "status",
             "variance",
+            "config_variance",
+            "pooled_net_error",
+            "n_config_labels",
             "n_replies",
+            "n_left_out",
         ),
     ),
 }

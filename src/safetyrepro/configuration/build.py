@@ -263,6 +263,9 @@ def _expand_home(raw: dict[str, Any]) -> None:
         for key in ("path", "mapping"):
             if key in entry:
                 entry[key] = os.path.expanduser(entry[key])
+    labels = raw.get("human_labels")
+    if isinstance(labels, dict):
+        raw["human_labels"] = {name: os.path.expanduser(path) for name, path in labels.items()}
 
 
 def _models(entries: list[dict[str, Any]], resources_dir: Path, key: str = "models") -> list[ModelSpec]:

@@ -191,25 +191,35 @@ def models_sentence(models: Sequence[ModelSpec]) -> str:
     return "The models " + "; ".join(said) + ": a verdict between them compares one model with itself, not two models."
 
 
+def _counted(count: int, singular: str, plural: str) -> str:
+    """`count` and the verb phrase that agrees with it ("1 holds", "2 hold")."""
+    return f"{count} {singular if count == 1 else plural}"
+
+
 def corrected_sentence(row) -> str:
     """What correcting for the scorer's errors does to the row's pair, in plain words."""
     low, high, raw = (_number(row[key]) for key in ("rho_flip_corrected_low", "rho_flip_corrected_high", "rho_flip"))
     pair, configs = f"{row['model_a']} vs {row['model_b']}", _plural(int(row["n_configs"]), "config")
-    verdicts = f"of its {_plural(int(row['n_freeform']), 'free-form verdict')}, {row['kept']}"
+    left = int(row["n_left_out"])
+    if left:
+        configs += f" ({_plural(left, 'free-form config')} whose scorer's errors were not measured left out)"
+    verdicts = f"of its {_plural(int(row['n_freeform']), 'free-form verdict')}, "
     if row["labels_from"] == OWN:
         return (
             f"On {row['benchmark']}, with each free-form score corrected by its scorer's net error on the "
-            f"{row['n_labels']} replies of this run that people labelled, rho_flip of {pair} over {configs} is {low} "
-            f"(as scored: {raw}); {verdicts} hold with the {LEVEL:.0%} interval of the corrected difference clear of "
-            f"a tie, {row['moved']} are reversed or decided from a tie, and {row['undecided']} are undecided."
+            f"{_counted(int(row['n_labels']), 'reply', 'replies')} of the two models that people labelled, rho_flip of {pair} over {configs} is {low} (as scored: {raw}); {verdicts}"
+            f"{_counted(row['kept'], 'holds', 'hold')} with the {LEVEL:.0%} interval of the corrected difference clear "
+            f"of a tie, {_counted(row['moved'], 'is', 'are')} reversed or decided from a tie, and "
+            f"{_counted(row['undecided'], 'is', 'are')} undecided."
         )
     spread = f"is {low}" if low == high else f"is between {low} and {high}"
     return (
         f"On {row['benchmark']}, with each free-form score corrected by its scorer's net error on the replies of "
         f"{_listed(row['labels_from'].split(', '))} ({row['n_labels']} human labels of other models' replies, none of "
         f"this run's), rho_flip of {pair} over {configs} {spread} as each model is given either labelled model's "
-        f"errors (as scored: {raw}); {verdicts} hold under every assignment, {row['moved']} are decided otherwise "
-        f"under every one and {row['undecided']} depend on which."
+        f"errors (as scored: {raw}); {verdicts}{_counted(row['kept'], 'holds', 'hold')} under every assignment, "
+        f"{_counted(row['moved'], 'is', 'are')} decided otherwise under every one and "
+        f"{_counted(row['undecided'], 'depends', 'depend')} on which."
     )
 
 
@@ -225,10 +235,10 @@ def corrected_rows(rows: pd.DataFrame, pairs: pd.DataFrame) -> pd.DataFrame:
             ((mine["model_a"] == row.model_a) & (mine["model_b"] == row.model_b))
             | ((mine["model_a"] == row.model_b) & (mine["model_b"] == row.model_a))
         ]
-        if len(match):
+        if len(match) and match.iloc[0]["n_freeform"] > 0:  # no free-form config: nothing a scorer read
             found.append(match.iloc[0].to_dict() | {"model_a": row.model_a, "model_b": row.model_b})
     frame = pd.DataFrame(found, columns=[*CORRECTED_FIELDS])
-    counts = ["n_configs", "n_freeform", "kept", "moved", "undecided", "n_labels"]
+    counts = ["n_configs", "n_freeform", "kept", "moved", "undecided", "n_labels", "n_left_out"]
     frame[counts] = frame[counts].astype(int)  # the analysis's stacked table holds them as floats
     return frame.assign(sentence=[corrected_sentence(r) for r in frame.to_dict("records")])
 
@@ -248,6 +258,7 @@ CORRECTED_FIELDS = (
     "undecided",
     "labels_from",
     "n_labels",
+    "n_left_out",
 )
 
 
@@ -537,10 +548,8 @@ def _corrected_mismatch(
 ) -> str | None:
     """Where the headline's corrected rows differ from those recomputed from cells.parquet and the scorers' net
     errors (the scorer_correction analysis's table 'errors'; `axis` the run's scorer axis)."""
-    if headline.corrected.empty:
-        return None
-    errors = corrected[corrected["table"] == "errors"]
-    pairs = corrected_tables(cells, errors, axis).get("pairs", pd.DataFrame())
+    errors = corrected[corrected["table"] == "errors"] if "table" in corrected else corrected.head(0)
+    pairs = corrected_tables(cells, errors, axis).get("pairs", pd.DataFrame()) if len(errors) else pd.DataFrame()
     computed = Headline(headline.rows, corrected=corrected_rows(headline.rows, pairs)).corrected_records()
     for stated, fresh in itertools.zip_longest(headline.corrected_records(), computed):
         if json.dumps(stated, sort_keys=True) != json.dumps(fresh, sort_keys=True):

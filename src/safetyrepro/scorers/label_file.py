@@ -13,6 +13,7 @@ since it was labelled is refused, not corrected with a label of another text).
 
 from __future__ import annotations
 
+import csv
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -85,7 +86,8 @@ def read_labels(path: Path, benchmark: str, classes: Sequence[str], replies: pd.
         )
     frame["human_label"] = frame["human_label"].str.strip()
     labelled = frame[frame["human_label"] != ""]
-    line = lambda index: index + 2  # noqa: E731  (the header is line 1)
+    starts = record_lines(path)
+    line = lambda index: starts[index + 1]  # noqa: E731  (the header is record 0)
     wrong = labelled[~labelled["human_label"].isin(classes)]
     if len(wrong):
         index, label = wrong.index[0], wrong["human_label"].iloc[0]
@@ -95,10 +97,15 @@ def read_labels(path: Path, benchmark: str, classes: Sequence[str], replies: pd.
         raise DataError(
             f"{where}: line {line(other.index[0])}: a reply of {other['benchmark'].iloc[0]!r}, not {benchmark}"
         )
+    seeds = pd.to_numeric(labelled["seed"], errors="coerce")
+    if (seeds.isna() | (seeds % 1 != 0)).any():
+        index = labelled.index[(seeds.isna() | (seeds % 1 != 0)).to_numpy()][0]
+        raise DataError(f"{where}: line {line(index)}: seed {labelled.loc[index, 'seed']!r} is not a whole number")
+    labelled = labelled.assign(seed=seeds.astype(int))
     twice = labelled[labelled.duplicated(KEY)]
     if len(twice):
         raise DataError(f"{where}: line {line(twice.index[0])}: the same reply as an earlier line")
-    held = replies.assign(seed=replies["seed"].astype(str)).set_index(KEY)["response"]
+    held = replies.set_index(KEY)["response"]
     keys = pd.MultiIndex.from_frame(labelled[KEY])
     found = keys.isin(held.index)
     if not found.all():
@@ -112,8 +119,9 @@ def read_labels(path: Path, benchmark: str, classes: Sequence[str], replies: pd.
     if changed.any():
         index = labelled.index[changed][0]
         raise DataError(
-            f"{where}: line {line(index)}: the run's reply to {labelled.loc[index, 'item_id']} is not the text labelled "
-            f"(the cell ran again since): label the replies drawn from these results"
+            f"{where}: line {line(index)}: the run's reply to {labelled.loc[index, 'item_id']} is not the text in the "
+            "file (the cell ran again since, or a program changed it: a spreadsheet trims, converts and cuts cells at "
+            "32,767 characters); label replies drawn from these results, the file opened as text"
         )
     counts = labelled["model"].value_counts().reindex(list(dict.fromkeys(replies["model"])), fill_value=0)
     if (counts < 2).any():
@@ -122,4 +130,16 @@ def read_labels(path: Path, benchmark: str, classes: Sequence[str], replies: pd.
             f"{where}: {model} has {counts[model]} labelled repl{'y' if counts[model] == 1 else 'ies'}; the correction "
             "needs at least 2 of each model's (`safetyrepro label` draws 50)"
         )
-    return labelled[[*KEY, "human_label"]].assign(seed=labelled["seed"].astype(int)).reset_index(drop=True)
+    return labelled[[*KEY, "human_label"]].reset_index(drop=True)
+
+
+def record_lines(path: Path) -> list[int]:
+    """The line of the file each CSV record starts on (a reply may hold line ends, quoted), the header's first."""
+    starts, end = [], 0
+    with open(path, newline="", encoding="utf-8-sig") as handle:
+        reader = csv.reader(handle)
+        for row in reader:
+            if row:  # a blank line is no record (pandas skips it too)
+                starts.append(end + 1)
+            end = reader.line_num
+    return starts

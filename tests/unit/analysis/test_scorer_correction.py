@@ -13,6 +13,7 @@ from safetyrepro.analysis.scorer_correction import (
     MOVED,
     OWN,
     UNDECIDED,
+    between_config_variance,
     corrected_rate,
     corrected_verdict,
     own_label_errors,
@@ -191,35 +192,56 @@ def own_replies(models=("a", "b"), configs=("c1", "c2"), items=100) -> pd.DataFr
     )
 
 
-def test_labels_of_the_runs_own_replies_estimate_each_models_net_error_with_its_interval():
+def test_labels_of_the_runs_own_replies_estimate_each_configs_net_error_with_its_interval():
     rng = np.random.default_rng(0)
     replies = own_replies()
     human = rng.random(len(replies)) < 0.6
-    # the scorer misses a fifth of a's correct replies and none of b's
+    # the scorer misses a fifth of a's correct replies and none of b's, in both configs
     misses = (replies["model"] == "a").to_numpy() & (rng.random(len(replies)) < 0.2)
-    scored = replies.assign(scorer="rules", correct=(human & ~misses).astype(float))
+    scored = replies.assign(cell_config=replies["config_id"], scorer="rules", correct=(human & ~misses).astype(float))
     drawn = np.concatenate([rng.choice(np.flatnonzero(replies["model"] == m), 50, replace=False) for m in "ab"])
     labelled = replies.iloc[drawn].assign(human_correct=human[drawn])
-    errors = own_label_errors(replies, scored, labelled).set_index("labelled_model")
-    true_error = {
-        m: human[replies["model"] == m].mean() - scored["correct"][replies["model"] == m].mean() for m in "ab"
-    }
-    assert errors.loc["b", "net_error"] == pytest.approx(0.0) and true_error["b"] == 0
-    assert abs(errors.loc["a", "net_error"] - true_error["a"]) < 3 * errors.loc["a", "variance"] ** 0.5
-    assert (errors["n_labels"] == 50).all() and (errors["n_replies"] == 200).all()
-    assert errors.loc["a", "variance"] > errors.loc["b", "variance"] > 0
+    errors = own_label_errors(replies, scored, labelled).set_index(["labelled_model", "config_id"])
+    assert set(errors.index) == {(m, c) for m in "ab" for c in ("c1", "c2")}
+    truth = (
+        pd.Series(human.astype(float) - scored["correct"].to_numpy())
+        .groupby([replies["model"], replies["config_id"]])
+        .mean()
+    )
+    assert errors.loc[("b", "c1"), "net_error"] == pytest.approx(0.0) and truth[("b", "c1")] == 0
+    for key in [("a", "c1"), ("a", "c2")]:
+        assert abs(errors.loc[key, "net_error"] - truth[key]) < 3 * errors.loc[key, "variance"] ** 0.5
+    assert (errors["n_labels"] == 50).all() and (errors["n_replies"] == 100).all()
+    assert errors.loc[("a", "c1"), "variance"] > errors.loc[("b", "c1"), "variance"] > 0
+
+
+def test_a_config_whose_replies_are_all_labelled_gets_its_own_net_error_exactly():
+    replies = own_replies(items=20)
+    # the scorer is right on every reply of c1 and misses every correct reply of c2 (net error 0 there, 1 there)
+    human = np.ones(len(replies), dtype=bool)
+    correct = (replies["config_id"] == "c1").to_numpy().astype(float)
+    scored = replies.assign(cell_config=replies["config_id"], scorer="rules", correct=correct)
+    labelled = replies.assign(human_correct=human)  # every reply labelled
+    errors = own_label_errors(replies, scored, labelled).set_index(["labelled_model", "config_id"])
+    assert errors["net_error"].to_dict() == {("a", "c1"): 0.0, ("a", "c2"): 1.0, ("b", "c1"): 0.0, ("b", "c2"): 1.0}
+    assert (errors["variance"] == 0).all() and (errors["config_variance"] > 0).all()
+    partly = own_label_errors(replies, scored, labelled[labelled["config_id"] == "c1"])  # c2 without a label
+    c2 = partly.set_index(["labelled_model", "config_id"]).loc[("a", "c2")]
+    assert c2["net_error"] == pytest.approx(0.0) and c2["variance"] > 0 and c2["n_config_labels"] == 0
+    only_some = scored[scored["config_id"] == "c1"]  # a scorer that labels the replies of one config only
+    assert set(own_label_errors(replies, only_some, labelled)["config_id"]) == {"c1"}
 
 
 def test_own_labels_keep_move_or_leave_undecided_each_verdict():
-    cells = transfer_cells({"a": [0.50, 0.50, 0.40, 0.6], "b": [0.45, 0.30, 0.40, 0.6]}).query("scorer != 'judge'")
+    cells = transfer_cells({"a": [0.50, 0.50, 0.40, 0.6], "b": [0.45, 0.30, 0.40, 0.6]})
     errors = pd.DataFrame(
         {
             "labelled_model": ["a", "a", "b", "b"],
             "scorer": ["rules", "strmatch", "rules", "strmatch"],
+            "config_id": ["c-rules", "c-strmatch", "c-rules", "c-strmatch"],
             "net_error": [0.0, 0.0, 0.10, 0.0],  # the rules undercount b by 10 points
             "variance": [1e-4, 1e-4, 1e-4, 1e-4],
             "n_labels": [50, 50, 50, 50],
-            "n_replies": [200, 200, 200, 200],
         }
     )
     pairs, verdicts = own_verdicts(cells, errors)
@@ -229,5 +251,61 @@ def test_own_labels_keep_move_or_leave_undecided_each_verdict():
     pair = pairs.iloc[0]
     assert (pair[KEPT], pair[MOVED], pair[UNDECIDED], pair["n_freeform"], pair["labels_from"]) == (1, 1, 0, 2, OWN)
     assert pair["rho_flip"] == 0 and pair["rho_flip_corrected_low"] == pytest.approx(1 / 3)  # logprob: a tie
+    assert (pair["n_configs"], pair["n_left_out"], pair["n_labels"]) == (3, 1, 100)  # the judge's: no errors
     wide = own_verdicts(cells, errors.assign(variance=0.004))[1].set_index("config_id")["status"]
     assert wide["c-rules"] == UNDECIDED and wide["c-strmatch"] == KEPT
+
+
+def test_the_spread_of_a_net_error_between_configs_is_what_the_labels_noise_does_not_explain():
+    rng = np.random.default_rng(3)
+    configs = np.repeat([f"c{i}" for i in range(6)], 40)
+    alike = pd.Series((rng.random(240) < 0.1).astype(float))  # a 10% net error in every config
+    assert between_config_variance(alike, pd.Series(configs)) < 0.002
+    varying = pd.Series((rng.random(240) < np.repeat([0.0, 0.1, 0.2, 0.3, 0.4, 0.5], 40)).astype(float))
+    assert 0.01 < between_config_variance(varying, pd.Series(configs)) < 0.05  # the true spread: 0.029
+    assert between_config_variance(varying, pd.Series(["c0"] * 240)) == 0.0  # one config: nothing to measure
+
+
+def test_each_configs_corrected_rate_covers_its_human_rate_where_the_scorers_errors_differ_by_config():
+    """Two models, six configs of 60 items, the scorer missing 0-20% of their correct replies by config in opposite
+    orders (what pooling one net error over a model's configs gets wrong); label files of 50 replies a model drawn as
+    `safetyrepro label` draws them, 20 from each of 3 runs."""
+    from scipy import stats
+
+    from safetyrepro.scorers.label_file import KEY, draw_replies
+
+    rng = np.random.default_rng(11)
+    rates = {"a": (0.80, 0.75, 0.70, 0.65, 0.60, 0.55), "b": (0.76, 0.74, 0.72, 0.66, 0.62, 0.50)}
+    misses = {"a": np.linspace(0.0, 0.2, 6), "b": np.linspace(0.2, 0.0, 6)}
+    covered, seen, decided, right = 0, 0, 0, 0
+    for _ in range(3):
+        rows = []
+        for model in rates:
+            for index, (rate, miss) in enumerate(zip(rates[model], misses[model])):
+                human = rng.random(60) < rate
+                correct = human & ~(rng.random(60) < miss)
+                rows += [(model, f"c{index}", f"i{i}", 0, h, float(f)) for i, (h, f) in enumerate(zip(human, correct))]
+        replies = pd.DataFrame(rows, columns=[*KEY, "human", "correct"])
+        cells = replies.groupby(["model", "config_id"], as_index=False).agg(
+            score=("correct", "mean"), human=("human", "mean")
+        )
+        cells = cells.assign(scoring="freeform", scorer="rules")
+        truth = cells.pivot(index="config_id", columns="model", values="human")
+        scored = replies[[*KEY, "correct"]].assign(cell_config=replies["config_id"], scorer="rules")
+        source = replies.assign(label=replies["correct"].map({1.0: "right", 0.0: "wrong"}), request="", response="")
+        for _ in range(20):
+            drawn = draw_replies(source.assign(benchmark="xstest"), 50, int(rng.integers(2**32)))
+            labelled = drawn[KEY].merge(replies[[*KEY, "human"]], on=KEY).rename(columns={"human": "human_correct"})
+            errors = own_label_errors(replies[KEY], scored, labelled)
+            rated = cells.merge(errors.rename(columns={"labelled_model": "model"}), on=["model", "config_id"])
+            half = stats.t.ppf(0.95, rated["n_labels"] - 1) * rated["variance"] ** 0.5
+            estimate = rated["score"] + rated["net_error"]
+            covered += int(((estimate - half <= rated["human"]) & (rated["human"] <= estimate + half)).sum())
+            seen += len(rated)
+            verdicts = own_verdicts(cells, errors)[1].set_index("config_id")
+            sure = verdicts[verdicts["status"] != UNDECIDED]
+            decided += len(sure)
+            ahead = np.sign(sure["corrected_low"] + sure["corrected_high"])
+            right += int((ahead == np.sign(truth["a"] - truth["b"]).reindex(sure.index)).sum())
+    assert covered / seen >= 0.87
+    assert decided > 0 and right / decided >= 0.87

@@ -409,29 +409,34 @@ def test_the_verdicts_corrected_for_scorer_error_sit_under_the_headline_and_the_
     stale.loc[stale["table"] == "pairs", "kept"] += 1
     problem = check(corrected_headline(stale), cells=SCORED, corrected=stale)
     assert problem.startswith('headline check: analysis/scorer_correction.parquet gives "On xstest, with each')
-    assert "0 hold under every assignment" in problem and "1 hold under every assignment" in problem
+    assert "0 hold under every assignment" in problem and "1 holds under every assignment" in problem
     assert "\n" not in problem
     card = card_of(headline) | {"scorer_corrected": []}
     assert "grid_card.json scorer_corrected differs" in check(headline, card=card, cells=SCORED, corrected=corrected)
 
 
 def test_with_labels_of_the_runs_own_replies_the_corrected_verdicts_say_so():
+    free = ["c0", "c1", "T4-greedy-0shot-freeform"]
     errors = pd.DataFrame(
-        {
-            "labelled_model": [FP32, BF16, NF4],
-            "scorer": "rules",
-            "net_error": [0.0, 0.0, 0.2],
-            "variance": 1e-4,
-            "n_labels": 50,
-            "n_replies": 40,
-        }
-    )
+        [
+            {"labelled_model": m, "scorer": "rules", "config_id": c, "net_error": 0.2 if m == NF4 else 0.0}
+            for m in (FP32, BF16, NF4)
+            for c in free
+        ]
+    ).assign(variance=1e-4, n_labels=50)
     corrected = corrected_table(errors)
     headline = corrected_headline(corrected)
     row = headline.corrected.iloc[0]
-    assert "on the 150 replies of this run that people labelled" in row.sentence
-    assert "| 150 of this run's replies |" in headline_markdown(headline)
+    assert "on the 100 replies of the two models that people labelled" in row.sentence
+    assert "| 100 of this run's replies |" in headline_markdown(headline)
     assert check(headline, cells=SCORED, corrected=corrected) is None
+    dropped = corrected.drop(index=corrected.index[(corrected["table"] == "pairs")])  # the headline's row gone
+    assert check(corrected_headline(dropped), cells=SCORED, corrected=dropped).startswith(
+        "headline check: analysis/scorer_correction.parquet gives 'no corrected row' where"
+    )
+    alone = errors[~((errors["labelled_model"] == NF4) & (errors["config_id"] == "c0"))]  # NF4's c0: no errors
+    row = corrected_headline(corrected_table(alone)).corrected.iloc[0]
+    assert "over 3 configs (1 free-form config whose scorer's errors were not measured left out)" in row.sentence
 
 
 def test_the_check_passes_on_the_tables_renderings_and_names_a_tampered_one_in_one_line():

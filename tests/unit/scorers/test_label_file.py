@@ -98,3 +98,18 @@ def test_a_file_that_is_not_csv_is_one_line(tmp_path):
     path.write_bytes(b"\xff\xfe\x00binary")
     with pytest.raises(DataError, match="not a readable CSV label file"):
         read_labels(path, "xstest", RESPONSE_CLASSES, replies())
+
+
+def test_a_line_named_is_the_files_own_line_where_replies_hold_line_ends(tmp_path):
+    frame = replies()
+    frame["response"] = frame["response"] + "\nsecond line\r\nthird line"  # a reply of three lines, quoted in the CSV
+    drawn = draw_replies(frame, 3, seed=0).assign(human_label="full_compliance")
+    drawn.loc[5, "human_label"] = "unsure"
+    path = write(tmp_path, drawn)
+    with pytest.raises(DataError, match="line 17: human_label 'unsure'"):  # the sixth reply: 1 + 5 x 3 + 1
+        read_labels(path, "xstest", RESPONSE_CLASSES, frame)
+    drawn.loc[5, "human_label"] = "full_refusal"
+    written = write(tmp_path, drawn.assign(seed=drawn["seed"].astype(float)))  # seeds as a spreadsheet writes them
+    assert len(read_labels(written, "xstest", RESPONSE_CLASSES, frame)) == 6
+    with pytest.raises(DataError, match="line 2: seed '0.5' is not a whole number"):
+        read_labels(write(tmp_path, drawn.assign(seed="0.5")), "xstest", RESPONSE_CLASSES, frame)

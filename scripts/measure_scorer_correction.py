@@ -126,8 +126,7 @@ def xstest(data_dir: Path, scorers: list[str], models: dict[str, Path]) -> dict[
 
 
 # A run's shape for --per-config: two models, six free-form configs of 60 items; per model, its human rate in each
-# config and its scorer's miss rate (a correct reply read as wrong) in each: the same in every config (as the
-# correction assumes), or not.
+# config and its scorer's miss rate (a correct reply read as wrong) in each: the same in every config, or not.
 CONFIG_RATES = {"a": (0.80, 0.75, 0.70, 0.65, 0.60, 0.55), "b": (0.76, 0.74, 0.72, 0.66, 0.62, 0.50)}
 PER_CONFIG = {  # name: the scorer's miss rate per config, for a and for b
     "exact scorer": ((0.0,) * 6, (0.0,) * 6),
@@ -137,6 +136,7 @@ PER_CONFIG = {  # name: the scorer's miss rate per config, for a and for b
         (0.0, 0.04, 0.08, 0.12, 0.16, 0.20),
         (0.20, 0.16, 0.12, 0.08, 0.04, 0.0),
     ),
+    "a missed 40% in one config alone": ((0.4, 0.0, 0.0, 0.0, 0.0, 0.0), (0.0,) * 6),
 }
 
 
@@ -155,8 +155,8 @@ def run_population(rng: np.random.Generator, misses: tuple, items: int = 60) -> 
 
 
 def measure_per_config(rng: np.random.Generator, draws: int, labels: int, per_run: int = 25) -> dict[str, dict]:
-    """Per PER_CONFIG scenario, over `draws` label files drawn as `safetyrepro label` draws them (`labels` a model,
-    stratified by the scorer's label), `per_run` from each of draws / per_run runs drawn anew: how often each (model,
+    """Per PER_CONFIG scenario, over `draws` label files drawn as `safetyrepro label` draws them (`labels` a model and
+    config, stratified by the scorer's label), `per_run` from each of draws / per_run runs drawn anew: how often each (model,
     config)'s corrected rate's 90% interval covers its human rate, and the corrected verdicts per config against the
     human rates' (a tie of the human rates counts as no verdict: decided there is wrong)."""
     from scipy import stats
@@ -166,7 +166,7 @@ def measure_per_config(rng: np.random.Generator, draws: int, labels: int, per_ru
 
     rows = {}
     for name, misses in PER_CONFIG.items():
-        hits, widths, decided, agreeing, raw_right, verdicts_seen = 0, [], 0, 0, 0, 0
+        hits, cells_seen, widths, decided, agreeing, raw_right, verdicts_seen = {}, {}, [], 0, 0, 0, 0
         for _ in range(max(1, draws // per_run)):
             replies = run_population(rng, misses)
             cells = replies.groupby(["model", "config_id"], as_index=False).agg(
@@ -190,7 +190,9 @@ def measure_per_config(rng: np.random.Generator, draws: int, labels: int, per_ru
                 )
                 half = stats.t.ppf(0.95, rates["n_labels"] - 1) * rates["variance"] ** 0.5
                 estimate = rates["score"] + rates["net_error"]
-                hits += int(((estimate - half <= rates["human"]) & (rates["human"] <= estimate + half)).sum())
+                inside = (estimate - half <= rates["human"]) & (rates["human"] <= estimate + half)
+                for key, hit in zip(zip(rates["model"], rates["config_id"]), inside):
+                    hits[key], cells_seen[key] = hits.get(key, 0) + int(hit), cells_seen.get(key, 0) + 1
                 widths.append(float((2 * half).mean()))
                 verdicts = own_verdicts(cells, errors)[1].set_index("config_id")
                 decided_here = verdicts["status"] != "undecided"
@@ -198,8 +200,11 @@ def measure_per_config(rng: np.random.Generator, draws: int, labels: int, per_ru
                 decided += int(decided_here.sum())
                 agreeing += int((decided_here & (sign == human_sign.reindex(verdicts.index))).sum())
                 verdicts_seen += len(verdicts)
+        coverage = {key: hits[key] / cells_seen[key] for key in hits}
         rows[name] = {
-            "per-config coverage": hits / (verdicts_seen * 2),
+            "coverage, mean over cells": sum(hits.values()) / sum(cells_seen.values()),
+            "coverage, worst cell": min(coverage.values()),
+            "cells corrected": sum(cells_seen.values()) / (max(1, draws // per_run) * per_run * 12),
             "interval width": float(np.mean(widths)),
             "verdicts decided": decided / verdicts_seen,
             "decided = human's": agreeing / decided if decided else float("nan"),
@@ -226,6 +231,7 @@ def main() -> None:
     parser.add_argument(
         "--per-config", type=int, default=0, help="also this many label files of a synthetic run (per-config rates)"
     )
+    parser.add_argument("--config-labels", type=int, default=20, help="their labels per model and config")
     args = parser.parse_args()
     rng = np.random.default_rng(args.seed)
     scorers, models = ["rules", "strmatch"], {}
@@ -252,8 +258,9 @@ def main() -> None:
     )
     if args.per_config:
         text += (
-            f"\nSynthetic runs (2 models, 6 configs of 60 items), {args.per_config} label files of {args.labels} replies a"
-            f" model drawn as `safetyrepro label` draws them, 25 from each run:\n\n{table(measure_per_config(rng, args.per_config, args.labels))}\n"
+            f"\nSynthetic runs (2 models, 6 configs of 60 items), {args.per_config} label files of {args.config_labels}"
+            " replies a model and config drawn as `safetyrepro label` draws them, 25 from each run:\n\n"
+            f"{table(measure_per_config(rng, args.per_config, args.config_labels))}\n"
         )
     print(text)
     if args.out:

@@ -46,12 +46,12 @@ def test_a_runs_own_labels_correct_its_verdicts_and_the_headline_says_whose_labe
     summary = (results / "summary.md").read_text()
     assert "### The same verdicts corrected for scorer error" in summary and "900 of other models'" in summary
 
-    drawn = label(workdir, "--per-model", "6", "--out", "labels.csv")
+    drawn = label(workdir, "--per-config", "5", "--out", "labels.csv")
     assert drawn.returncode == 0, drawn.stderr
-    assert "12 replies of xstest to label (tiny-0 6, tiny-1 6)" in drawn.stdout
+    assert "20 replies of xstest to label (tiny-0 10, tiny-1 10)" in drawn.stdout
     frame = pd.read_csv(workdir / "labels.csv", keep_default_na=False)
     assert (frame["human_label"] == "").all() and set(frame["config_id"]) <= set(GENERATION)
-    again = label(workdir, "--per-model", "6", "--out", "labels.csv")  # a file being labelled is never overwritten
+    again = label(workdir, "--per-config", "5", "--out", "labels.csv")  # a file being labelled is never overwritten
     assert again.returncode != 0 and "labels.csv exists" in again.stderr and len(again.stderr.splitlines()) == 1
 
     # A person's labels, stood in for by the authors' string match: its own net error is then 0 on each model
@@ -65,16 +65,18 @@ def test_a_runs_own_labels_correct_its_verdicts_and_the_headline_says_whose_labe
     assert not re.search(r"rule (rescore_)?cell:", ran) and "rule analysis:" in ran  # the correction, no cell
     table = pd.read_parquet(results / "analysis" / "scorer_correction.parquet")
     errors = table.query("table == 'errors'")
+    drawn_in = frame.groupby(["model", "config_id"]).size()  # 5 labels a model and config
+    corrected = set(drawn_in.index)
     assert set(zip(errors["labelled_model"], errors["config_id"])) == {
-        (m, c) for m in ("tiny-0", "tiny-1") for c in GENERATION + RESCORED
+        (m, f"{c}{suffix}") for m, c in corrected for suffix in ("", "-scorer=authors")
     }
     assert (errors.query("scorer == 'authors'")["net_error"] == 0).all()  # the labels are its own
-    replies = errors.set_index("config_id")["n_replies"]
-    assert (
-        (errors["n_labels"] == 6).all() and set(replies[GENERATION[:1]]) == {6} and set(replies[GENERATION[1:]]) == {30}
-    )
+    mine = errors.set_index(["labelled_model", "config_id"])
+    assert all(mine.loc[key, "n_labels"] == drawn_in[key] for key in corrected)
+    assert {int(mine.loc[key, "n_replies"]) for key in corrected} <= {6, 30}  # 6 items, x 5 seeds sampled
     summary = (results / "summary.md").read_text()
-    assert "12 of this run's replies" in summary and "12 replies of the two models that people labelled" in summary
+    used = sum(drawn_in[key] for key in corrected)
+    assert f"{used} of this run's replies" in summary and f"{used} replies of the two models that people" in summary
     assert (results / "headline_check.txt").is_file()
 
     frame.loc[0, "human_label"] = (

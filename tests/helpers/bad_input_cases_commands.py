@@ -114,9 +114,9 @@ CASES += [
         "label: --benchmark bbq: give a benchmark of this run whose replies have human labels (xstest)",
     ),
     label_case(
-        "label: one reply per model",
-        ["--benchmark", "xstest", "--per-model", "1"],
-        "label: --per-model 1: the correction needs at least 2 labels per model",
+        "label: one reply a config",
+        ["--benchmark", "xstest", "--per-config", "1"],
+        "label: --per-config 1: the correction needs at least 2 labels a config",
     ),
     label_case(
         "label: a config not run yet",

@@ -197,17 +197,10 @@ def own_label_errors(
     replies: pd.DataFrame, scored: pd.DataFrame, labelled: pd.DataFrame, level: float = LEVEL
 ) -> pd.DataFrame:
     """Per model, scorer and config, the scorer's net error on the model's replies there, from people's labels of
-    some of the model's replies (a few in each config).
-
-    A config's net error is the mean residual (human minus scorer outcome) of its N replies: of the n labelled, known;
-    of the others, predicted. The prediction is the config's own mean residual m moved toward the model's over all
-    its replies (d, the difference estimator of `corrected_rate`) by partial pooling, B = tau^2 / (tau^2 + s^2 / n):
-    tau^2 how much net errors differ between configs (`between_config_variance`), s^2 the residuals' spread
-    (`residual_spread`). So the estimate is (n/N) m + (1 - n/N) (d + B (m - d)), and its variance (1 - n/N)^2 times
-    the prediction's, tau^2 (s^2/n) / (tau^2 + s^2/n) + (1 - B)^2 s^2 / n_model, plus (1 - n/N) s^2 / N, the noise of
-    the unlabelled replies themselves (a small-area estimate in the empirical Bayes manner of Efron and Morris 1975).
-    A config whose replies are all labelled gets its own net error, exactly; one without labels the model's, with
-    tau^2 and the noise of its replies in its variance.
+    the replies drawn there: `corrected_rate` on the config's replies alone (the difference estimator with its own
+    spread, finite population correction and Student t on the config's labels). A config's own labels only: pooling
+    them with the model's other configs narrowed the interval exactly where a scorer errs in one config and not in
+    the others (a review's finding: a pooled or partially pooled net error covered 0.33 there).
 
     Args:
         replies: the benchmark's generation replies (`label_file.generation_replies`): model, config_id, item_id, seed.
@@ -217,74 +210,49 @@ def own_label_errors(
             handled correctly).
 
     Returns:
-        labelled_model (the model), scorer, config_id (the cell's config), `net_error` and its `variance`,
-        `config_variance` (tau^2), `pooled_net_error` (the model's), `n_labels` (the model's labels the scorer
-        labels), `n_config_labels` and `n_replies` (the config's). A scorer with fewer than 2 of the model's
-        labelled replies among those it labels gives no rows.
+        labelled_model (the model), scorer, config_id (the cell's config), `net_error` (the corrected rate minus the
+        scorer's), its `variance`, `n_labels` and `n_replies` (the config's). A config with fewer than 2 labelled
+        replies gives no row: it is not corrected.
     """
     from safetyrepro.scorers.label_file import KEY
 
+    mine = replies[KEY].merge(scored, on=KEY, validate="one_to_many")
+    mine = mine.merge(labelled, on=KEY, how="left", validate="many_to_one")
     rows = []
-    for (model, scorer), outcomes in scored.groupby(["model", "scorer"], sort=False):
-        mine = replies[replies["model"] == model][KEY].merge(outcomes, on=[*KEY], validate="one_to_one")
-        positions = mine.reset_index().merge(labelled, on=KEY, validate="one_to_one")
+    for (model, scorer, config), cell in mine.groupby(["model", "scorer", "cell_config"], sort=False):
+        cell = cell.reset_index(drop=True)
+        positions = cell.index[cell["human_correct"].notna()]
         if len(positions) < 2:
             continue
-        f, y = mine["correct"].astype(float), positions["human_correct"].astype(float)
-        rate = corrected_rate(f, positions["index"], y, level)
-        residuals = y - positions["correct"].astype(float)
-        pooled, spread = rate.estimate - rate.scorer_rate, residual_spread(residuals)
-        tau2 = between_config_variance(residuals, positions["cell_config"])
-        by_config = residuals.groupby(positions["cell_config"].to_numpy())
-        for config, size in mine.groupby("cell_config", sort=False).size().items():
-            n = int(by_config.size().get(config, 0))
-            own, known = by_config.mean().get(config, pooled), n / size
-            weight = tau2 / (tau2 + spread / n) if n else 0.0
-            predicted = pooled + weight * (own - pooled)
-            uncertain = tau2 * (spread / n) / (tau2 + spread / n) if n else tau2
-            uncertain += (1 - weight) ** 2 * spread / rate.labels
-            rows.append(
-                {
-                    "labelled_model": model,
-                    "scorer": scorer,
-                    "config_id": config,
-                    "net_error": known * own + (1 - known) * predicted,
-                    "variance": (1 - known) ** 2 * uncertain + (1 - known) * spread / size,
-                    "config_variance": tau2,
-                    "pooled_net_error": pooled,
-                    "n_labels": rate.labels,
-                    "n_config_labels": n,
-                    "n_replies": int(size),
-                }
-            )
+        rate = corrected_rate(
+            cell["correct"].astype(float), positions, cell.loc[positions, "human_correct"].astype(float), level
+        )
+        rows.append(
+            {
+                "labelled_model": model,
+                "scorer": scorer,
+                "config_id": config,
+                "net_error": rate.estimate - rate.scorer_rate,
+                "variance": rate.variance,
+                "n_labels": rate.labels,
+                "n_replies": rate.replies,
+            }
+        )
     return pd.DataFrame(rows)
-
-
-def between_config_variance(residuals: pd.Series, configs: pd.Series) -> float:
-    """How much a scorer's net error varies from one config to another beyond the labels' own noise: the random-
-    effects variance of one-way analysis of variance (method of moments, (MSB - MSW) / n0, at least 0) of the
-    residuals grouped by config; 0 where the labels fall in one config."""
-    groups = residuals.groupby(configs.to_numpy())
-    sizes, means = groups.size(), groups.mean()
-    total, k = len(residuals), len(sizes)
-    if k < 2 or total <= k:
-        return 0.0
-    between = float((sizes * (means - residuals.mean()) ** 2).sum()) / (k - 1)
-    within = float(((residuals - groups.transform("mean")) ** 2).sum()) / (total - k)
-    n0 = (total - float((sizes**2).sum()) / total) / (k - 1)
-    return max(0.0, (between - within) / n0)
 
 
 def own_verdicts(cells: pd.DataFrame, errors: pd.DataFrame, level: float = LEVEL) -> tuple[pd.DataFrame, pd.DataFrame]:
     """One benchmark's verdicts corrected with labels of the run's own replies: each model's free-form score in a
     config moved by its scorer's net error there (`own_label_errors`), the verdict between two models decided by
     `corrected_verdict` on the two corrected rates; the tables of `transferred_verdicts`, the verdicts' corrected
-    range being the difference's interval at `level`. A free-form config where a model's scorer has no net error
-    measured is left out of the pair's (counted: n_left_out)."""
+    range being the difference's interval at `level` and rho_flip that of the verdicts decided (an undecided one
+    counts as a tie, as rho_flip_sig counts). A free-form config where a model's scorer has no net error measured
+    (fewer than 2 labels there) is left out of the pair's (counted: n_left_out)."""
     configs = cells.drop_duplicates("config_id").set_index("config_id")
     free = configs["scoring"] == "freeform"
     measured = errors.set_index(["labelled_model", "config_id"])
-    labels = errors.groupby("labelled_model")["n_labels"].max()
+    # the labels a model's corrections used: those of its scorer that used most (a config with fewer than 2 used none)
+    labels = errors.groupby(["labelled_model", "scorer"])["n_labels"].sum().groupby(level=0).max()
     models = list(dict.fromkeys(cells["model"]))
     scores = cells.pivot(index="config_id", columns="model", values="score").reindex(configs.index)
     pairs, verdicts = [], []
@@ -313,7 +281,7 @@ def own_verdicts(cells: pd.DataFrame, errors: pd.DataFrame, level: float = LEVEL
             configs,
             frame["raw"],
             (frame["low"].to_numpy(), frame["high"].to_numpy()),
-            signs(frame["difference"], 0.0).to_numpy()[None, :],
+            frame["decided"].to_numpy()[None, :],  # rho_flip of the verdicts decided (undecided: a tie)
             frame["decided"].to_numpy(),
             (OWN, int(labels.get(a, 0) + labels.get(b, 0))),
         )

@@ -296,8 +296,8 @@ def cmd_label(args: argparse.Namespace) -> int:
             f"label: --benchmark {args.benchmark}: give a benchmark of this run whose replies have human labels"
             f" ({', '.join(able) or 'none here'})"
         )
-    if args.per_model < 2:
-        raise ConfigError(f"label: --per-model {args.per_model}: the correction needs at least 2 labels per model")
+    if args.per_config < 2:
+        raise ConfigError(f"label: --per-config {args.per_config}: the correction needs at least 2 labels a config")
     out = Path(args.out)
     if out.exists():
         raise ConfigError(f"label: {out} exists: a file being labelled is never overwritten; give another --out")
@@ -311,7 +311,7 @@ def cmd_label(args: argparse.Namespace) -> int:
     replies = generation_replies(items, cells, args.benchmark, axis, default)
     found = BENCHMARKS[args.benchmark].items_by_id(settings.data_dir, set(replies["item_id"]), settings.subset_seed)
     replies["request"] = [found[item].text for item in replies["item_id"]]
-    drawn = draw_replies(replies, args.per_model, args.seed)
+    drawn = draw_replies(replies, args.per_config, args.seed)
     write_text(drawn.to_csv(index=False), out)
     counts = drawn["model"].value_counts().reindex(list(dict.fromkeys(cells["model"])), fill_value=0)
     print(
@@ -449,7 +449,9 @@ def add_commands(commands) -> None:
         ("benchmark", "out"),
     )
     label.add_argument("--configfile", help=CONFIG_HELP)
-    label.add_argument("--per-model", type=int, default=50, help="replies drawn per model (default 50)")
+    label.add_argument(
+        "--per-config", type=int, default=20, help="replies drawn per model and free-form config (default 20)"
+    )
     label.add_argument("--seed", type=int, default=0, help="seed of the draw (default 0)")
 
     diff = add_command(

@@ -202,15 +202,16 @@ def corrected_sentence(row) -> str:
     pair, configs = f"{row['model_a']} vs {row['model_b']}", _plural(int(row["n_configs"]), "config")
     left = int(row["n_left_out"])
     if left:
-        configs += f" ({_plural(left, 'free-form config')} whose scorer's errors were not measured left out)"
+        configs += f" ({_plural(left, 'free-form config')} left out, without the scorer's errors measured there)"
     verdicts = f"of its {_plural(int(row['n_freeform']), 'free-form verdict')}, "
     if row["labels_from"] == OWN:
         return (
-            f"On {row['benchmark']}, with each free-form score corrected by its scorer's net error on the "
-            f"{_counted(int(row['n_labels']), 'reply', 'replies')} of the two models that people labelled, rho_flip of {pair} over {configs} is {low} (as scored: {raw}); {verdicts}"
-            f"{_counted(row['kept'], 'holds', 'hold')} with the {LEVEL:.0%} interval of the corrected difference clear "
-            f"of a tie, {_counted(row['moved'], 'is', 'are')} reversed or decided from a tie, and "
-            f"{_counted(row['undecided'], 'is', 'are')} undecided."
+            f"On {row['benchmark']}, with each free-form score corrected by its scorer's net error in that config, "
+            f"measured on the {_counted(int(row['n_labels']), 'reply', 'replies')} of the two models that people "
+            f"labelled, rho_flip of {pair} over {configs}, counting only the verdicts the correction decides, is {low} "
+            f"(as scored: {raw}); {verdicts}{_counted(row['kept'], 'holds', 'hold')} with the {LEVEL:.0%} interval of "
+            f"the corrected difference clear of a tie, {_counted(row['moved'], 'is', 'are')} reversed or decided from "
+            f"a tie, and {_counted(row['undecided'], 'is', 'are')} undecided."
         )
     spread = f"is {low}" if low == high else f"is between {low} and {high}"
     return (
@@ -413,10 +414,12 @@ OTHER_MODELS_LEGEND = (
     "the labelled models' is not measured: label some of this run's replies (`safetyrepro label`) to measure it."
 )
 OWN_LEGEND = (
-    "Labels of this run's replies: each model's free-form scores are moved by its scorer's net error on that model's "
-    f"labelled replies (prediction-powered inference), and a verdict is decided where the {LEVEL:.0%} interval of "
-    "the corrected difference excludes a tie. Kept: decided as scored; moved: decided otherwise (or decided where "
-    "the scores tie); undecided: the interval includes a tie."
+    "Labels of this run's replies: each model's free-form score in a config is moved by its scorer's net error on "
+    "that model's labelled replies in that config (prediction-powered inference; a config with fewer than 2 labels "
+    f"is left out), and a verdict is decided where the {LEVEL:.0%} interval of the corrected difference excludes a "
+    "tie. Kept: decided as scored; moved: decided otherwise (or decided where the scores tie); undecided: the "
+    "interval includes a tie. rho_flip corrected counts the decided verdicts only (an undecided one as a tie, as "
+    "rho_flip_sig does)."
 )
 CORRECTED_NOTE = "Log-likelihood configs have no scorer: they count as scored (docs/scorers.md)."
 

@@ -1,11 +1,11 @@
 """A file of a run's replies for people to label, and the labels read back from it (docs/scorers.md, "Labelling a
 run's replies").
 
-`draw_replies` draws, for each model, replies of a benchmark's free-form generation cells (each reply once: a config of
-another scorer labels its generation twin's replies again), stratified by the scorer's label with proportional
-allocation: each label's share of a model's sample is its share of the model's replies, rounded by largest
-remainders, so the sample weighs every reply alike and `analysis.scorer_correction.corrected_rate` treats it as the
-simple random sample it nearly is. The file is CSV, one reply a row (LABEL_COLUMNS); a person fills `human_label`
+`draw_replies` draws, for each model and free-form generation config of a benchmark, replies of its cell (each reply
+once: a config of another scorer labels its generation twin's replies again), stratified by the scorer's label with
+proportional allocation: each label's share of a cell's sample is its share of the cell's replies, rounded by
+largest remainders, so the sample weighs every reply alike and `analysis.scorer_correction.corrected_rate` treats it
+as the simple random sample it nearly is. The file is CSV, one reply a row (LABEL_COLUMNS); a person fills `human_label`
 with one of the benchmark's classes and leaves it empty for a reply left unlabelled. Labels from elsewhere come in
 the same file: the columns of KEY name the reply, and `response` must be the reply the run holds (a reply run again
 since it was labelled is refused, not corrected with a label of another text).
@@ -14,6 +14,7 @@ since it was labelled is refused, not corrected with a label of another text).
 from __future__ import annotations
 
 import csv
+import logging
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -22,6 +23,7 @@ import pandas as pd
 
 from safetyrepro.core.errors import DataError
 
+log = logging.getLogger(__name__)
 KEY = ["model", "config_id", "item_id", "seed"]
 # `request`: the item's own text (no template, instructions or shots). No scorer's label: people label blind.
 LABEL_COLUMNS = ["benchmark", *KEY, "request", "response", "human_label"]
@@ -50,14 +52,15 @@ def proportional_counts(sizes: pd.Series, total: int) -> pd.Series:
     return counts
 
 
-def draw_replies(replies: pd.DataFrame, per_model: int, seed: int) -> pd.DataFrame:
-    """From `replies` (`generation_replies` with each item's `request`), `per_model` replies of each model (all of a model's where it has fewer), stratified by the scorer's `label`
-    with proportional allocation (`proportional_counts`), as the rows of a label file (LABEL_COLUMNS, `human_label`
-    empty), in an order drawn at random (the models' replies mixed, so a labeller's drift falls on all alike)."""
+def draw_replies(replies: pd.DataFrame, per_config: int, seed: int) -> pd.DataFrame:
+    """From `replies` (`generation_replies` with each item's `request`), `per_config` replies of each model in each
+    config (all of them where it has fewer), stratified by the scorer's `label` with proportional allocation
+    (`proportional_counts`), as the rows of a label file (LABEL_COLUMNS, `human_label` empty), in an order drawn at
+    random (models and configs mixed, so a labeller's drift falls on all alike)."""
     rng = np.random.default_rng(seed)
     drawn = []
-    for _, mine in replies.groupby("model", sort=False):
-        counts = proportional_counts(mine.groupby("label").size(), per_model)
+    for _, mine in replies.groupby(["model", "config_id"], sort=False):
+        counts = proportional_counts(mine.groupby("label").size(), per_config)
         for label, count in counts.items():
             stratum = mine[mine["label"] == label]
             drawn.append(stratum.iloc[np.sort(rng.choice(len(stratum), count, replace=False))])
@@ -69,7 +72,8 @@ def draw_replies(replies: pd.DataFrame, per_model: int, seed: int) -> pd.DataFra
 def read_labels(path: Path, benchmark: str, classes: Sequence[str], replies: pd.DataFrame) -> pd.DataFrame:
     """The labelled rows of a label file of `benchmark` (KEY and `human_label`), checked against the run's
     `replies` (`generation_replies`): every column there, every label one of `classes` or empty, every reply one
-    of the run's, its text the run's, none twice.
+    of the run's, its text the run's, none twice. The labels of a model or config the run no longer has are left
+    out (a log line says how many).
 
     Raises:
         DataError: in one line, naming the file and the first row (its line) that fails.
@@ -106,6 +110,14 @@ def read_labels(path: Path, benchmark: str, classes: Sequence[str], replies: pd.
     if len(twice):
         raise DataError(f"{where}: line {line(twice.index[0])}: the same reply as an earlier line")
     held = replies.set_index(KEY)["response"]
+    gone = ~labelled["model"].isin(set(replies["model"])) | ~labelled["config_id"].isin(set(replies["config_id"]))
+    if gone.any():  # the run no longer has that model or config: the other labels are still a random draw of its own
+        log.warning(
+            "%s: %d labels of replies of a model or config this run no longer has are not used",
+            where,
+            int(gone.sum()),
+        )
+        labelled = labelled[~gone]
     keys = pd.MultiIndex.from_frame(labelled[KEY])
     found = keys.isin(held.index)
     if not found.all():
@@ -122,13 +134,6 @@ def read_labels(path: Path, benchmark: str, classes: Sequence[str], replies: pd.
             f"{where}: line {line(index)}: the run's reply to {labelled.loc[index, 'item_id']} is not the text in the "
             "file (the cell ran again since, or a program changed it: a spreadsheet trims, converts and cuts cells at "
             "32,767 characters); label replies drawn from these results, the file opened as text"
-        )
-    counts = labelled["model"].value_counts().reindex(list(dict.fromkeys(replies["model"])), fill_value=0)
-    if (counts < 2).any():
-        model = counts.index[counts < 2][0]
-        raise DataError(
-            f"{where}: {model} has {counts[model]} labelled repl{'y' if counts[model] == 1 else 'ies'}; the correction "
-            "needs at least 2 of each model's (`safetyrepro label` draws 50)"
         )
     return labelled[[*KEY, "human_label"]].reset_index(drop=True)
 

@@ -13,7 +13,6 @@ from safetyrepro.analysis.scorer_correction import (
     MOVED,
     OWN,
     UNDECIDED,
-    between_config_variance,
     corrected_rate,
     corrected_verdict,
     own_label_errors,
@@ -192,27 +191,25 @@ def own_replies(models=("a", "b"), configs=("c1", "c2"), items=100) -> pd.DataFr
     )
 
 
-def test_labels_of_the_runs_own_replies_estimate_each_configs_net_error_with_its_interval():
+def test_labels_of_the_runs_own_replies_estimate_each_configs_net_error_from_its_own_labels():
     rng = np.random.default_rng(0)
     replies = own_replies()
     human = rng.random(len(replies)) < 0.6
-    # the scorer misses a fifth of a's correct replies and none of b's, in both configs
-    misses = (replies["model"] == "a").to_numpy() & (rng.random(len(replies)) < 0.2)
+    # the scorer misses a fifth of a's correct replies in c1 only, and none of b's
+    misses = ((replies["model"] == "a") & (replies["config_id"] == "c1")).to_numpy() & (rng.random(len(replies)) < 0.2)
     scored = replies.assign(cell_config=replies["config_id"], scorer="rules", correct=(human & ~misses).astype(float))
     drawn = np.concatenate([rng.choice(np.flatnonzero(replies["model"] == m), 50, replace=False) for m in "ab"])
     labelled = replies.iloc[drawn].assign(human_correct=human[drawn])
     errors = own_label_errors(replies, scored, labelled).set_index(["labelled_model", "config_id"])
     assert set(errors.index) == {(m, c) for m in "ab" for c in ("c1", "c2")}
-    truth = (
-        pd.Series(human.astype(float) - scored["correct"].to_numpy())
-        .groupby([replies["model"], replies["config_id"]])
-        .mean()
-    )
-    assert errors.loc[("b", "c1"), "net_error"] == pytest.approx(0.0) and truth[("b", "c1")] == 0
-    for key in [("a", "c1"), ("a", "c2")]:
-        assert abs(errors.loc[key, "net_error"] - truth[key]) < 3 * errors.loc[key, "variance"] ** 0.5
-    assert (errors["n_labels"] == 50).all() and (errors["n_replies"] == 100).all()
-    assert errors.loc[("a", "c1"), "variance"] > errors.loc[("b", "c1"), "variance"] > 0
+    residual = pd.Series(human.astype(float) - scored["correct"].to_numpy())
+    truth = residual.groupby([replies["model"], replies["config_id"]]).mean()
+    assert truth[("a", "c1")] > 0.05 and truth[("a", "c2")] == 0
+    for key in truth.index:  # each config's own estimate, within its interval of the truth
+        half = 1.7 * errors.loc[key, "variance"] ** 0.5
+        assert abs(errors.loc[key, "net_error"] - truth[key]) <= half
+    sizes = labelled.groupby(["model", "config_id"]).size()
+    assert errors["n_labels"].to_dict() == sizes.to_dict() and (errors["n_replies"] == 100).all()
 
 
 def test_a_config_whose_replies_are_all_labelled_gets_its_own_net_error_exactly():
@@ -224,10 +221,9 @@ def test_a_config_whose_replies_are_all_labelled_gets_its_own_net_error_exactly(
     labelled = replies.assign(human_correct=human)  # every reply labelled
     errors = own_label_errors(replies, scored, labelled).set_index(["labelled_model", "config_id"])
     assert errors["net_error"].to_dict() == {("a", "c1"): 0.0, ("a", "c2"): 1.0, ("b", "c1"): 0.0, ("b", "c2"): 1.0}
-    assert (errors["variance"] == 0).all() and (errors["config_variance"] > 0).all()
-    partly = own_label_errors(replies, scored, labelled[labelled["config_id"] == "c1"])  # c2 without a label
-    c2 = partly.set_index(["labelled_model", "config_id"]).loc[("a", "c2")]
-    assert c2["net_error"] == pytest.approx(0.0) and c2["variance"] > 0 and c2["n_config_labels"] == 0
+    assert (errors["variance"] == 0).all()
+    one = labelled[(labelled["config_id"] == "c1") | (labelled.index.isin([20]))]  # c2: a single label of a's
+    assert set(own_label_errors(replies, scored, one)["config_id"]) == {"c1"}  # under 2 labels: not corrected
     only_some = scored[scored["config_id"] == "c1"]  # a scorer that labels the replies of one config only
     assert set(own_label_errors(replies, only_some, labelled)["config_id"]) == {"c1"}
 
@@ -252,18 +248,9 @@ def test_own_labels_keep_move_or_leave_undecided_each_verdict():
     assert (pair[KEPT], pair[MOVED], pair[UNDECIDED], pair["n_freeform"], pair["labels_from"]) == (1, 1, 0, 2, OWN)
     assert pair["rho_flip"] == 0 and pair["rho_flip_corrected_low"] == pytest.approx(1 / 3)  # logprob: a tie
     assert (pair["n_configs"], pair["n_left_out"], pair["n_labels"]) == (3, 1, 100)  # the judge's: no errors
-    wide = own_verdicts(cells, errors.assign(variance=0.004))[1].set_index("config_id")["status"]
-    assert wide["c-rules"] == UNDECIDED and wide["c-strmatch"] == KEPT
-
-
-def test_the_spread_of_a_net_error_between_configs_is_what_the_labels_noise_does_not_explain():
-    rng = np.random.default_rng(3)
-    configs = np.repeat([f"c{i}" for i in range(6)], 40)
-    alike = pd.Series((rng.random(240) < 0.1).astype(float))  # a 10% net error in every config
-    assert between_config_variance(alike, pd.Series(configs)) < 0.002
-    varying = pd.Series((rng.random(240) < np.repeat([0.0, 0.1, 0.2, 0.3, 0.4, 0.5], 40)).astype(float))
-    assert 0.01 < between_config_variance(varying, pd.Series(configs)) < 0.05  # the true spread: 0.029
-    assert between_config_variance(varying, pd.Series(["c0"] * 240)) == 0.0  # one config: nothing to measure
+    wide = own_verdicts(cells, errors.assign(variance=0.004))
+    assert wide[1].set_index("config_id")["status"].to_dict() == {"c-rules": UNDECIDED, "c-strmatch": KEPT}
+    assert wide[0].iloc[0]["rho_flip_corrected_low"] == 0  # the undecided verdict counts as a tie
 
 
 def test_each_configs_corrected_rate_covers_its_human_rate_where_the_scorers_errors_differ_by_config():

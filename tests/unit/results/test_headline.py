@@ -423,12 +423,13 @@ def test_with_labels_of_the_runs_own_replies_the_corrected_verdicts_say_so():
             for m in (FP32, BF16, NF4)
             for c in free
         ]
-    ).assign(variance=1e-4, n_labels=50)
+    ).assign(variance=1e-4, n_labels=20)
     corrected = corrected_table(errors)
     headline = corrected_headline(corrected)
     row = headline.corrected.iloc[0]
-    assert "on the 100 replies of the two models that people labelled" in row.sentence
-    assert "| 100 of this run's replies |" in headline_markdown(headline)
+    assert "measured on the 120 replies of the two models that people labelled" in row.sentence
+    assert "counting only the verdicts the correction decides" in row.sentence
+    assert "| 120 of this run's replies |" in headline_markdown(headline)
     assert check(headline, cells=SCORED, corrected=corrected) is None
     dropped = corrected.drop(index=corrected.index[(corrected["table"] == "pairs")])  # the headline's row gone
     assert check(corrected_headline(dropped), cells=SCORED, corrected=dropped).startswith(
@@ -436,7 +437,7 @@ def test_with_labels_of_the_runs_own_replies_the_corrected_verdicts_say_so():
     )
     alone = errors[~((errors["labelled_model"] == NF4) & (errors["config_id"] == "c0"))]  # NF4's c0: no errors
     row = corrected_headline(corrected_table(alone)).corrected.iloc[0]
-    assert "over 3 configs (1 free-form config whose scorer's errors were not measured left out)" in row.sentence
+    assert "over 3 configs (1 free-form config left out, without the scorer's errors measured there)" in row.sentence
 
 
 def test_the_check_passes_on_the_tables_renderings_and_names_a_tampered_one_in_one_line():

@@ -43,17 +43,19 @@ def test_counts_are_proportional_and_sum_to_the_total():
     assert proportional_counts(pd.Series({"a": 3, "b": 1}), 50).to_dict() == {"a": 3, "b": 1}  # all there is
 
 
-def test_the_draw_takes_each_models_share_of_each_scorer_label_and_mixes_the_models():
+def test_the_draw_takes_each_cells_share_of_each_scorer_label_and_mixes_the_models():
     frame = replies()
-    drawn = draw_replies(frame, 50, seed=0)
+    drawn = draw_replies(frame, 25, seed=0)
     assert list(drawn.columns) == LABEL_COLUMNS and (drawn["human_label"] == "").all()
-    assert drawn["model"].value_counts().to_dict() == {"m1": 50, "m2": 50}
+    assert drawn.groupby(["model", "config_id"]).size().to_dict() == {
+        (m, c): 25 for m in ("m1", "m2") for c in ("c1", "c2")
+    }
     merged = drawn.merge(frame, on=["model", "config_id", "item_id", "seed"], validate="one_to_one")
-    for model, mine in merged.groupby("model"):
-        share = (frame[frame["model"] == model]["label"] == "full_refusal").mean()
-        assert (mine["label"] == "full_refusal").sum() == round(50 * share)
+    for (model, config), mine in merged.groupby(["model", "config_id"]):
+        cell = frame[(frame["model"] == model) & (frame["config_id"] == config)]
+        assert abs((mine["label"] == "full_refusal").sum() - 25 * (cell["label"] == "full_refusal").mean()) < 1
     assert drawn["model"].iloc[:50].nunique() == 2  # not one model's block after the other
-    assert drawn.equals(draw_replies(frame, 50, seed=0)) and not drawn.equals(draw_replies(frame, 50, seed=1))
+    assert drawn.equals(draw_replies(frame, 25, seed=0)) and not drawn.equals(draw_replies(frame, 25, seed=1))
 
 
 def write(tmp_path: Path, frame: pd.DataFrame) -> Path:
@@ -64,7 +66,7 @@ def write(tmp_path: Path, frame: pd.DataFrame) -> Path:
 
 def test_the_labels_read_back_are_the_filled_rows_keyed_to_the_run(tmp_path):
     frame = replies()
-    drawn = draw_replies(frame, 6, seed=0)
+    drawn = draw_replies(frame, 3, seed=0)
     drawn.loc[:3, "human_label"] = "full_compliance"
     drawn.loc[4:7, "human_label"] = [" full_refusal ", "partial_refusal", "full_refusal", "full_compliance"]
     path = write(tmp_path, drawn)
@@ -82,12 +84,11 @@ def test_the_labels_read_back_are_the_filled_rows_keyed_to_the_run(tmp_path):
         (lambda f: f.assign(item_id=["nowhere"] + f["item_id"].tolist()[1:]), "line 2: m"),
         (lambda f: pd.concat([f, f.head(1)]), "the same reply as an earlier line"),
         (lambda f: f.assign(benchmark="bbq"), "a reply of 'bbq', not xstest"),
-        (lambda f: f.assign(human_label=np.where(f["model"] == "m2", "", "full_compliance")), "m2 has 0 labelled"),
     ],
 )
 def test_a_bad_label_file_is_one_line_naming_its_line(tmp_path, edit, message):
     frame = replies()
-    drawn = draw_replies(frame, 4, seed=0).assign(human_label="full_compliance")
+    drawn = draw_replies(frame, 2, seed=0).assign(human_label="full_compliance")
     with pytest.raises(DataError, match="human_labels.xstest") as raised:
         read_labels(write(tmp_path, edit(drawn)), "xstest", RESPONSE_CLASSES, frame)
     assert message in str(raised.value) and "\n" not in str(raised.value)
@@ -103,13 +104,23 @@ def test_a_file_that_is_not_csv_is_one_line(tmp_path):
 def test_a_line_named_is_the_files_own_line_where_replies_hold_line_ends(tmp_path):
     frame = replies()
     frame["response"] = frame["response"] + "\nsecond line\r\nthird line"  # a reply of three lines, quoted in the CSV
-    drawn = draw_replies(frame, 3, seed=0).assign(human_label="full_compliance")
+    drawn = draw_replies(frame, 2, seed=0).assign(human_label="full_compliance")
     drawn.loc[5, "human_label"] = "unsure"
     path = write(tmp_path, drawn)
     with pytest.raises(DataError, match="line 17: human_label 'unsure'"):  # the sixth reply: 1 + 5 x 3 + 1
         read_labels(path, "xstest", RESPONSE_CLASSES, frame)
     drawn.loc[5, "human_label"] = "full_refusal"
     written = write(tmp_path, drawn.assign(seed=drawn["seed"].astype(float)))  # seeds as a spreadsheet writes them
-    assert len(read_labels(written, "xstest", RESPONSE_CLASSES, frame)) == 6
+    assert len(read_labels(written, "xstest", RESPONSE_CLASSES, frame)) == 8
     with pytest.raises(DataError, match="line 2: seed '0.5' is not a whole number"):
         read_labels(write(tmp_path, drawn.assign(seed="0.5")), "xstest", RESPONSE_CLASSES, frame)
+
+
+def test_labels_of_a_model_or_config_the_run_no_longer_has_are_left_out(tmp_path, caplog):
+    frame = replies()
+    drawn = draw_replies(frame, 2, seed=0).assign(human_label="full_compliance")
+    later = frame[(frame["model"] == "m1") & (frame["config_id"] == "c1")]  # m2 and config c2 dropped since
+    kept = drawn[(drawn["model"] == "m1") & (drawn["config_id"] == "c1")]
+    labelled = read_labels(write(tmp_path, drawn), "xstest", RESPONSE_CLASSES, later)
+    assert len(labelled) == len(kept) < len(drawn)
+    assert f"{len(drawn) - len(kept)} labels of replies of a model or config this run no longer has" in caplog.text

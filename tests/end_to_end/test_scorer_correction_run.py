@@ -87,3 +87,9 @@ def test_a_runs_own_labels_correct_its_verdicts_and_the_headline_says_whose_labe
     assert redone.returncode == 0 and "rule analysis:" in redone.stdout + redone.stderr  # a label changed: redone
     nothing = snakemake(workdir, "--cores", "2", TARGET, "--dry-run")
     assert "Nothing to be done" in nothing.stdout + nothing.stderr
+
+    frame.loc[frame.duplicated(["model", "config_id"]), "human_label"] = ""  # one label a model and config
+    frame.to_csv(workdir / "labels.csv", index=False)
+    short = snakemake(workdir, "--cores", "2", TARGET)
+    log = (results / "logs" / "analysis" / "scorer_correction.log").read_text()
+    assert short.returncode != 0 and "no config has 2 labels of one model, so nothing can be corrected" in log

@@ -200,7 +200,7 @@ def own_label_errors(
     the replies drawn there: `corrected_rate` on the config's replies alone (the difference estimator with its own
     spread, finite population correction and Student t on the config's labels). A config's own labels only: pooling
     them with the model's other configs narrowed the interval exactly where a scorer errs in one config and not in
-    the others (a review's finding: a pooled or partially pooled net error covered 0.33 there).
+    the others (a review's finding: a pooled net error covered 0.33 there, a partially pooled one 0.53).
 
     Args:
         replies: the benchmark's generation replies (`label_file.generation_replies`): model, config_id, item_id, seed.
@@ -335,9 +335,10 @@ def _pair_tables(
 
 
 def corrected_tables(cells: pd.DataFrame, errors: pd.DataFrame, axis: str | None) -> dict[str, pd.DataFrame]:
-    """'pairs' and 'verdicts' (`transferred_verdicts`) of each benchmark in `errors` (`net_errors` with a column
-    `benchmark`), from its `cells`; the scorer of a config is its value on the scorer axis `axis` (RULES without
-    one). The analysis's tables, and what the headline's check recomputes them from."""
+    """'pairs' and 'verdicts' of each benchmark in `errors` (with a column `benchmark`), from its `cells`:
+    `own_verdicts` where its errors are `own_label_errors` (with a variance), else `transferred_verdicts` (`net_errors`
+    of other models' replies); the scorer of a config is its value on the scorer axis `axis` (RULES without one).
+    The analysis's tables, and what the headline's check recomputes them from."""
     from safetyrepro.core.scorer_names import RULES
 
     tables: dict[str, list[pd.DataFrame]] = {"pairs": [], "verdicts": []}
@@ -351,8 +352,9 @@ def corrected_tables(cells: pd.DataFrame, errors: pd.DataFrame, axis: str | None
 
 
 def scorer_correction_table(inputs: Inputs) -> pd.DataFrame:
-    """The suite's entry: for each benchmark of the run with human labels (of other models' replies), table
-    'errors', each scorer's net error per labelled model (`net_errors`), and `corrected_tables`' 'pairs' and
+    """The suite's entry: for each benchmark of the run with human labels, table 'errors', each scorer's net error
+    per labelled model of other models' replies (`net_errors`) or, where `human_labels` names a file of the run's
+    own labelled replies, per model, scorer and config from it (`_own_errors`), and `corrected_tables`' 'pairs' and
     'verdicts'; a note where the run has none."""
     from safetyrepro.analysis.scorers import human_agreement, scorer_axis
     from safetyrepro.scorers.human_labels import with_human_labels
@@ -378,6 +380,7 @@ def scorer_correction_table(inputs: Inputs) -> pd.DataFrame:
 def _own_errors(inputs: Inputs, benchmark: str, axis: str | None, path) -> pd.DataFrame:
     """`own_label_errors` of a benchmark whose replies people labelled in the file at `path` (`human_labels`)."""
     from safetyrepro.benchmarks import BENCHMARKS
+    from safetyrepro.core.errors import DataError
     from safetyrepro.core.scorer_names import RULES
     from safetyrepro.scorers.human_labels import human_labels_of
     from safetyrepro.scorers.label_file import KEY, generation_replies, read_labels
@@ -411,4 +414,10 @@ def _own_errors(inputs: Inputs, benchmark: str, axis: str | None, path) -> pd.Da
         scorer=scored["config_id"].map(scorer), cell_config=scored["config_id"], config_id=scored["config_id"].map(twin)
     )
     columns = [*KEY, "cell_config", "scorer", "correct"]
-    return own_label_errors(replies, scored[columns], labelled[[*KEY, "human_correct"]])
+    errors = own_label_errors(replies, scored[columns], labelled[[*KEY, "human_correct"]])
+    if errors.empty:
+        raise DataError(
+            f"{path} (human_labels.{benchmark}): no config has 2 labels of one model, so nothing can be corrected; "
+            "draw them with `safetyrepro label` (20 a model and config by default)"
+        )
+    return errors

@@ -282,7 +282,8 @@ ANALYSES: dict[str, Analysis] = {
         "model and config with its variance where people labelled some of the run's own replies (human_labels), else "
         "the two other models' of XSTest's labelled completions; 'pairs', per model pair rho_flip with each free-form score moved by "
         "those errors (with other models' labels, its range when each model is given each labelled model's errors in "
-        "turn), and how many free-form verdicts the correction keeps, moves or leaves undecided; 'verdicts', per pair "
+        "turn; with own labels, of the decided verdicts, an undecided one a tie; configs without errors measured left out "
+        "and counted, n_left_out), and how many free-form verdicts the correction keeps, moves or leaves undecided; 'verdicts', per pair "
         "and free-form config, A's score minus B's as scored and its corrected range (own labels: its 90% interval).",
         "scorer_correction:scorer_correction_table",
         sections=("envelope",),
@@ -305,9 +306,6 @@ ANALYSES: dict[str, Analysis] = {
             "corrected_high",
             "status",
             "variance",
-            "config_variance",
-            "pooled_net_error",
-            "n_config_labels",
             "n_replies",
             "n_left_out",
         ),

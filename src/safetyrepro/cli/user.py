@@ -283,7 +283,8 @@ def cmd_serve_embedded(args: argparse.Namespace) -> int:
 
 
 def cmd_label(args: argparse.Namespace) -> int:
-    """Draw replies of a run for people to label (a CSV), stratified by model and by the scorer's label."""
+    """Draw replies of a run for people to label (a CSV): per model and free-form generation config, stratified by the
+    default scorer's label."""
     from safetyrepro.analysis.scorers import scorer_axis
     from safetyrepro.results.storage import read_parquet_checked, write_text
     from safetyrepro.scorers.human_labels import human_labels_of, with_human_labels

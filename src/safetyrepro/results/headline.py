@@ -236,7 +236,7 @@ def corrected_rows(rows: pd.DataFrame, pairs: pd.DataFrame) -> pd.DataFrame:
             ((mine["model_a"] == row.model_a) & (mine["model_b"] == row.model_b))
             | ((mine["model_a"] == row.model_b) & (mine["model_b"] == row.model_a))
         ]
-        if len(match) and match.iloc[0]["n_freeform"] > 0:  # no free-form config: nothing a scorer read
+        if len(match) and match.iloc[0][["n_freeform", "n_left_out"]].sum() > 0:  # no free-form config: no scorer
             found.append(match.iloc[0].to_dict() | {"model_a": row.model_a, "model_b": row.model_b})
     frame = pd.DataFrame(found, columns=[*CORRECTED_FIELDS])
     counts = ["n_configs", "n_freeform", "kept", "moved", "undecided", "n_labels", "n_left_out"]

@@ -255,8 +255,8 @@ def test_own_labels_keep_move_or_leave_undecided_each_verdict():
 
 def test_each_configs_corrected_rate_covers_its_human_rate_where_the_scorers_errors_differ_by_config():
     """Two models, six configs of 60 items, the scorer missing 0-20% of their correct replies by config in opposite
-    orders (what pooling one net error over a model's configs gets wrong); label files of 50 replies a model drawn as
-    `safetyrepro label` draws them, 20 from each of 3 runs."""
+    orders (what pooling one net error over a model's configs gets wrong); label files of 50 replies a model and config
+    drawn as `safetyrepro label` draws them, 20 from each of 3 runs."""
     from scipy import stats
 
     from safetyrepro.scorers.label_file import KEY, draw_replies

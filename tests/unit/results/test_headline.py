@@ -438,6 +438,8 @@ def test_with_labels_of_the_runs_own_replies_the_corrected_verdicts_say_so():
     alone = errors[~((errors["labelled_model"] == NF4) & (errors["config_id"] == "c0"))]  # NF4's c0: no errors
     row = corrected_headline(corrected_table(alone)).corrected.iloc[0]
     assert "over 3 configs (1 free-form config left out, without the scorer's errors measured there)" in row.sentence
+    none = corrected_headline(corrected_table(errors[errors["labelled_model"] != NF4])).corrected.iloc[0]
+    assert (none.n_freeform, none.n_left_out) == (0, 3)  # the pair keeps its row, none corrected
 
 
 def test_the_check_passes_on_the_tables_renderings_and_names_a_tampered_one_in_one_line():

@@ -362,7 +362,7 @@ FIGURES = {
 AFTER_CELLS = {
     "aggregate": 1,
     "rho_flip": 1,
-    "analysis": 18,
+    "analysis": 19,
     "summary": 1,
     "headline": 1,
     "provenance": 1,
@@ -387,10 +387,10 @@ CODE_CHANGES = {
     "running/hashing.py": {"describe_model": 6, **GRID_CELLS, **AFTER_CELLS},
     "running/data.py": {"provenance": 1, "grid_card": 1},  # the data pins the run record checks
     "results/aggregate.py": AFTER_CELLS,
-    "analysis/flips.py": {"rho_flip": 1, "analysis": 18, "summary": 1, "headline": 1, "grid_card": 1, **FIGURES},
+    "analysis/flips.py": {"rho_flip": 1, "analysis": 19, "summary": 1, "headline": 1, "grid_card": 1, **FIGURES},
     "results/markdown.py": {
         "rho_flip": 1,
-        "analysis": 18,
+        "analysis": 19,
         "summary": 1,
         "headline": 1,
         "grid_card": 1,
@@ -405,7 +405,7 @@ CODE_CHANGES = {
     # tiers among them: the headline and the GRID card state its orderings
     "analysis/verdicts.py": {"analysis": 8, "summary": 1, "headline": 1, "grid_card": 1, "figure_orderings": 1},
     "analysis/frames.py": {
-        "analysis": 12,
+        "analysis": 13,
         "summary": 1,
         "headline": 1,
         "grid_card": 1,
@@ -425,7 +425,8 @@ CODE_CHANGES = {
     "analysis/attribution.py": {"analysis": 1, "summary": 1, "figure_shap": 1},
     "analysis/stability.py": {"analysis": 1, "summary": 1},
     "analysis/precision.py": {"analysis": 1, "summary": 1},
-    "analysis/scorers.py": {"analysis": 1, "summary": 1, "figure_scorers": 1},
+    # the scorers analysis and scorer_correction, which reads its human agreement; the headline states its corrections
+    "analysis/scorers.py": {"analysis": 2, "summary": 1, "headline": 1, "grid_card": 1, "figure_scorers": 1},
     "results/figures.py": FIGURES,
     "results/provenance.py": {"provenance": 1, "grid_card": 1},
     "results/grid_card.py": {"grid_card": 1},

@@ -442,7 +442,6 @@ def _precision_probe(section: Mapping[str, Any] | None, settings: Settings) -> P
 RUN_SECTIONS = (
     "models",
     "judges",
-    "human_labels",
     "benchmarks",
     "envelope",
     "select_configs",
@@ -455,6 +454,7 @@ RUN_SECTIONS = (
 def _import_settings(raw: dict[str, Any], layers: tuple[str, ...]) -> Settings:
     """Settings of a config that analyses imported results (`imports`): no models, benchmarks or envelope."""
     present = [key for key in RUN_SECTIONS if raw.get(key) is not None]
+    present += ["human_labels"] if raw.get("human_labels") else []  # its default, {}, is in every effective config
     estimate = raw.get("estimate")  # its defaults are no run section: the effective config of imports has them
     present += [
         f"estimate.{key}" for key in ("budget_share", "budget_cells") if isinstance(estimate, dict) and key in estimate

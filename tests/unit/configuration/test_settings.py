@@ -423,6 +423,10 @@ def test_tilde_is_the_home_folder_in_every_path(tmp_path, data_dir, monkeypatch)
     table.write_text("model,benchmark,config_id,score\n")
     imported = load_settings({"imports": [{"kind": "table", "path": "~/cells.csv"}], "results_dir": "~/imported"})
     assert imported.imports[0].path == table and imported.results_dir == home / "imported"
+    # the effective config holds human_labels' default, {}: a job reloading it is no run of models
+    assert load_settings(imported.document).imports == imported.imports
+    with pytest.raises(ConfigError, match="human_labels: a config with `imports` analyses results produced elsewhere"):
+        load_settings({**imported.document, "human_labels": {"xstest": "~/labels.csv"}})
 
 
 @pytest.mark.slow  # a Snakemake dry run: over 5 s

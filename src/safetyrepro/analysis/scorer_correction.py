@@ -400,15 +400,10 @@ def _own_errors(inputs: Inputs, benchmark: str, axis: str | None, path) -> pd.Da
         benchmark_of.is_correct(label, found[item]) for label, item in zip(labelled["human_label"], labelled["item_id"])
     ]
     configs = cells.drop_duplicates("config_id")
-    if axis is None:
-        twin = {config: config for config in configs["config_id"]}
-        scorer = dict.fromkeys(configs["config_id"], RULES)
-    else:  # a config of another scorer labels the replies of the config at the axis's default with its other values
-        others = [name for name in inputs.design.axis_names if name != axis and name in configs]
-        generation = configs.loc[configs[axis] == default, [*others, "config_id"]]
-        mapped = configs[[*others, "config_id", axis]].merge(generation, on=others, suffixes=("", "_twin"))
-        twin = dict(zip(mapped["config_id"], mapped["config_id_twin"]))
-        scorer = dict(zip(mapped["config_id"], mapped[axis]))
+    twin, scorer = {}, {}  # each free-form config: the config whose replies it labels, and its scorer axis value
+    for config_id, value in zip(configs["config_id"], configs[axis] if axis else [RULES] * len(configs)):
+        generated = settings.envelope.generation_twin(settings.config(benchmark, config_id), benchmark)
+        twin[config_id], scorer[config_id] = generated.config_id if generated else config_id, value
     scored = items[items["config_id"].isin(twin)]
     scored = scored.assign(
         scorer=scored["config_id"].map(scorer), cell_config=scored["config_id"], config_id=scored["config_id"].map(twin)

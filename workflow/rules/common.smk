@@ -114,8 +114,13 @@ def rescore_priority(wildcards):
     return PRIORITY.rescore(getattr(judge_of(wildcards), "name", None))
 
 
+def asked_judge(wildcards):
+    """The name of the judge model that a judge_agreement job's scorer axis value asks about its benchmark."""
+    return SETTINGS.envelope.labelling(wildcards.value, wildcards.benchmark)[1]
+
+
 def judge_priority(wildcards):
-    return PRIORITY.judge_agreement(wildcards.judge)
+    return PRIORITY.judge_agreement(asked_judge(wildcards))
 
 
 def model_gpus(wildcards):
@@ -132,7 +137,7 @@ def rescore_gpus(wildcards):
 
 def judge_gpus(wildcards):
     """The GPUs a judge's agreement job asks for: the judge's."""
-    return SETTINGS.backend.gpus(SETTINGS.model(wildcards.judge), elsewhere=workflow.non_local_exec)
+    return SETTINGS.backend.gpus(SETTINGS.model(asked_judge(wildcards)), elsewhere=workflow.non_local_exec)
 
 
 def cell_group(wildcards):

@@ -119,39 +119,39 @@ rule rescore_cell:
 ruleorder: rescore_cell > cell
 
 
-# A judge asked about a benchmark's human-labelled replies (XSTest's labelled completions): its agreement
-# with the human labels, which the scorers analysis reports beside the other scorers' (docs/scorers.md). In
-# the judge's group, on its server.
+# The judge of a scorer axis value asked, in the value's wording of its question, about a benchmark's
+# human-labelled replies (XSTest's labelled completions): its agreement with the human labels, which the scorers
+# analysis reports beside the other scorers' (docs/scorers.md). In the judge's group, on its server.
 DEPENDS["judge_agreement"] = lambda w: {
-    "judge_agreement": judge_agreement_fingerprint(SETTINGS, w.benchmark, MODELS[w.judge])
+    "judge_agreement": judge_agreement_fingerprint(SETTINGS, w.benchmark, w.value)
 }
 
 
 rule judge_agreement:
     input:
         data=lambda w: data_files(w.benchmark),
-        judge=f"{RESULTS}/models/{{judge}}.json",
+        judge=lambda w: f"{RESULTS}/models/{asked_judge(w)}.json",
         outdated=outdated("judge_agreement"),
     output:
-        table=f"{RESULTS}/judges/{{benchmark}}/{{judge}}.parquet",
-        job_record=job_record(f"{RESULTS}/judges/{{benchmark}}/{{judge}}.parquet"),
+        table=f"{RESULTS}/judges/{{benchmark}}/{{value}}.parquet",
+        job_record=job_record(f"{RESULTS}/judges/{{benchmark}}/{{value}}.parquet"),
     wildcard_constraints:
         benchmark="|".join(map(re.escape, HUMAN_JUDGES)) or "(?!)",  # no benchmark with human labels: matches nothing
-        judge="|".join(map(re.escape, sorted({j for judges in HUMAN_JUDGES.values() for j in judges}))) or "(?!)",
+        value="|".join(map(re.escape, sorted({v for values in HUMAN_JUDGES.values() for v in values}))) or "(?!)",
     params:
         record=record_args("judge_agreement"),
     conda:
         "../../envs/safetyrepro.yaml"
     log:
-        f"{RESULTS}/logs/judges/{{benchmark}}/{{judge}}.log",
+        f"{RESULTS}/logs/judges/{{benchmark}}/{{value}}.log",
     group:
-        lambda w: f"model-{w.judge}"
+        lambda w: f"model-{asked_judge(w)}"
     resources:
         gpu=judge_gpus,
     priority: judge_priority
     shell:
         "safetyrepro -v judge-agreement --configfile \"$SAFETYREPRO_RUN_CONFIG\" --benchmark {wildcards.benchmark}"
-        " --judge {wildcards.judge:q}"
+        " --value {wildcards.value:q}"
         " --out {output.table:q} {params.record} > {log:q} 2>&1"
 
 

@@ -4,7 +4,8 @@ Configs that differ only in their scorer share one generation: the cells of the 
 their twin's responses. Table 'reversals': per benchmark, model pair and pair of scorers, over the
 twins both scorers label, the verdicts "A beats B" (`flips.signs`, as rho_flip decides them) that
 the scorer choice alone reverses (one scorer has A above B, the other B above A) or changes (ties
-included). Table 'agreement': per benchmark and pair of scorers, the share of the run's item rows
+included). Table 'by_value': rho_flip per benchmark and model pair over each scorer's configs (a judge
+asked in two wordings of its question gives two). Table 'agreement': per benchmark and pair of scorers, the share of the run's item rows
 (model, twin, item, seed) given the same label, and Cohen's kappa. Table 'human': for each benchmark
 of the run with human-labelled replies (its registered `HumanLabels`: XSTest's labelled completions,
 `safetyrepro.benchmarks.xstest.scorer_agreement`), each of its scorers on the axis against the human
@@ -20,7 +21,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 from sklearn.metrics import cohen_kappa_score
 
-from safetyrepro.analysis.flips import signs
+from safetyrepro.analysis.flips import rho_flip_table, signs
 from safetyrepro.analysis.frames import stack_named
 from safetyrepro.core.scorer_names import RULES
 from safetyrepro.scorers.human_labels import human_labels_of, with_human_labels
@@ -58,6 +59,14 @@ def scorer_reversals(cells: pd.DataFrame, axis: str, twin_axes: list[str], value
     return pd.DataFrame(rows)
 
 
+def rho_flip_by_value(cells: pd.DataFrame, axis: str, values: list[str]) -> pd.DataFrame:
+    """rho_flip (`flips.rho_flip_table`) per benchmark and model pair over the free-form configs that each of
+    `values` (the axis's) labels, the value in column `scorer_value`: a judge in each wording of its question, side
+    by side."""
+    frames = [rho_flip_table(cells[cells[axis] == value]).assign(scorer_value=value) for value in values]
+    return pd.concat([frame for frame in frames if not frame.empty], ignore_index=True)
+
+
 def label_agreement(items: pd.DataFrame, axis: str, twin_axes: list[str], values: list[str]) -> pd.DataFrame:
     """Per benchmark and pair of `values`: item rows labelled by both, the share given the same label, kappa."""
     rows = []
@@ -84,9 +93,10 @@ def label_agreement(items: pd.DataFrame, axis: str, twin_axes: list[str], values
     return pd.DataFrame(rows)
 
 
-def judge_agreement_path(results_dir: Path, benchmark: str, judge: str) -> Path:
-    """Where the judge_agreement job writes a judge's agreement with a benchmark's human labels."""
-    return results_dir / "judges" / benchmark / f"{judge}.parquet"
+def judge_agreement_path(results_dir: Path, benchmark: str, value: str) -> Path:
+    """Where the judge_agreement job writes the agreement with a benchmark's human labels of the judge that a
+    scorer axis value asks (in its wording of the question)."""
+    return results_dir / "judges" / benchmark / f"{value}.parquet"
 
 
 def scorer_axis(envelope: Envelope) -> str | None:
@@ -107,6 +117,7 @@ def scorer_table(inputs: Inputs) -> pd.DataFrame:
     items = inputs.items.merge(configs, on=["benchmark", "config_id"])
     tables = {
         "reversals": scorer_reversals(free_form, axis, twin_axes, values),
+        "by_value": rho_flip_by_value(free_form, axis, values),
         "agreement": label_agreement(items, axis, twin_axes, values),
     }
     human = [human_agreement(inputs, axis, benchmark) for benchmark in with_human_labels(inputs.settings.benchmarks)]
@@ -117,7 +128,8 @@ def scorer_table(inputs: Inputs) -> pd.DataFrame:
 
 def human_agreement(inputs: Inputs, axis: str | None, benchmark: str) -> pd.DataFrame:
     """A benchmark's scorers of the axis against its human labels, as its `HumanLabels` measure them,
-    and its judges' agreement as their judge_agreement jobs measured it (scorer_name "judge <name>"); the column
+    and its judges' agreement as their judge_agreement jobs measured it (scorer_name "judge <name>", and its
+    question's phrasing where a value words it: "judge <name>, question <phrasing>"); the column
     named `axis` holds the axis's value that gives each. Without a scorer axis: the benchmark's own scorer (RULES),
     its value RULES in a column "scorer"."""
     envelope = inputs.settings.envelope
@@ -133,23 +145,19 @@ def human_agreement(inputs: Inputs, axis: str | None, benchmark: str) -> pd.Data
 
 
 def _judged(inputs: Inputs, axis: str, benchmark: str) -> list[pd.DataFrame]:
-    """The human-label agreement of each judge that labels the benchmark's answers, as its judge_agreement job
-    measured it (the axis's value that names it). A partial run leaves out a judge whose job did not finish."""
+    """The human-label agreement of the judge of each value of the axis that asks one about the benchmark's
+    answers, in the value's wording of its question, as its judge_agreement job measured it. A partial run leaves
+    out a value whose job did not finish."""
     from safetyrepro.results.storage import read_parquet_checked
 
     settings = inputs.settings
-    values = {}  # the first value naming each judge, as its judge_agreement job asks with that value's scorer
-    for value, params in settings.envelope.axes[axis].items():
-        if "judge" in params:
-            values.setdefault(params["judge"], value)
-    paths = {
-        judge.name: judge_agreement_path(settings.results_dir, benchmark, judge.name)
-        for judge in settings.used_judges(benchmark)
-    }
-    return [
-        read_parquet_checked(path)
-        .drop(columns="judge")
-        .assign(scorer_name=f"judge {name}", fitted_on=None, developed_on=False, **{axis: values[name]})
-        for name, path in paths.items()
-        if path.is_file() or not settings.partial_results
-    ]
+    frames = []
+    for value in settings.judge_values(benchmark):
+        path = judge_agreement_path(settings.results_dir, benchmark, value)
+        if settings.partial_results and not path.is_file():
+            continue
+        _, judge, phrasing = settings.envelope.labelling(value, benchmark)
+        name = f"judge {judge}" + (f", question {phrasing}" if phrasing else "")
+        measured = read_parquet_checked(path).drop(columns=["judge", "question"], errors="ignore")
+        frames.append(measured.assign(scorer_name=name, fitted_on=None, developed_on=False, **{axis: value}))
+    return frames

@@ -247,11 +247,12 @@ ANALYSES: dict[str, Analysis] = {
         "Scorer axis (a declared axis of mechanism scorer: docs/scorers.md): table 'reversals', per benchmark, model "
         "pair and pair of scorers, how many of the configs both scorers label (n_twins: one generation each) have the "
         "verdict A vs B reversed (strictly, as rho_flip counts) or changed (ties included) by the scorer alone; "
-        "'agreement', the share of item rows both scorers give the same label, with Cohen's kappa; 'human', for each "
+        "'by_value', rho_flip per benchmark and model pair over the configs each scorer labels (a judge asked in "
+        "two wordings of its question is two values: docs/scorers.md); 'agreement', the share of item rows both scorers give the same label, with Cohen's kappa; 'human', for each "
         "benchmark with human-labelled replies (XSTest: the authors' labelled completions), each scorer of the axis "
         "against the human labels (three-class, binary, kappa; developed_on: the file its rules were written "
-        "against; a learned scorer's, leave-one-model-out: fitted_on the other file alone) and each judge's, with "
-        "the share of its answers that parse.",
+        "against; a learned scorer's, leave-one-model-out: fitted_on the other file alone) and each judge's in each "
+        "wording of its question, with the share of its answers that parse.",
         "scorers:scorer_table",
         sections=("envelope",),
         human_labels=True,
@@ -274,6 +275,13 @@ ANALYSES: dict[str, Analysis] = {
             "agreement",
             "scorer_over",
             "scorer_under",
+            "scorer_value",
+            "n_plus",
+            "n_minus",
+            "n_ties",
+            "n_configs",
+            "rho_flip",
+            "ceiling",
         ),
     ),
     "scorer_correction": Analysis(

@@ -80,6 +80,15 @@ def _check_scorers(where: str, benchmark: Benchmark) -> None:
         if scorer.asks_judge:
             key = f"its scorer_arguments['{name}']['question']"
             _check_module(where, "judge question", getattr(scorer, "question", None), JUDGE_API, key)
+            phrasings = getattr(scorer_module(scorer.question), "PHRASINGS", {})
+            if not isinstance(phrasings, Mapping) or not all(
+                isinstance(phrasing, str) and NAME.fullmatch(phrasing) and callable(function)
+                for phrasing, function in phrasings.items()
+            ):
+                raise PluginError(
+                    f"{where}: the PHRASINGS of its judge question {scorer.question} must map names (letters, digits "
+                    "and . _ + -) to functions such as its `question` (docs/extending.md)"
+                )
 
 
 def _check_module(where: str, what: str, name: object, functions: tuple[str, ...], key: str) -> None:

@@ -1,7 +1,8 @@
 """The judge's question for a benchmark whose answers name an option (a letter, or Yes/No): which option
 does the reply give? The judge model reads the item's question and options and the reply; its answer is
 read as a reply to a multiple-choice question is (`extract_choice`), and "None" or anything that names no
-single option is "unparsed"."""
+single option is "unparsed". `PHRASINGS` words the same question otherwise: "brief" drops the instructions and
+the answer format, leaving the question, the reply and the options to name."""
 
 from __future__ import annotations
 
@@ -19,6 +20,16 @@ def question(item: Item | None, reply: str, labels: tuple[str, ...] = ()) -> str
         f"Which answer does the reply give? Say only one of: {', '.join(labels)}; or None when it gives none.\n"
         "Answer:"
     )
+
+
+def brief(item: Item | None, reply: str, labels: tuple[str, ...] = ()) -> str:
+    """The question put in as few words as it takes: the item's question, the reply, the options."""
+    labels = item.labels if item is not None else labels
+    asked = f"{item.question}\n\n" if item is not None else ""
+    return f"{asked}Reply: {reply}\n\nThe reply's answer ({' / '.join(labels)} / None):"
+
+
+PHRASINGS = {"brief": brief}  # the question's other wordings, by the name a scorer axis value's `question` gives
 
 
 def read(answer: str, item: Item | None, labels: tuple[str, ...] = ()) -> str:

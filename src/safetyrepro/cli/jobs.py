@@ -61,8 +61,9 @@ def add_commands(commands) -> None:
         commands,
         "judge-agreement",
         cmd_judge_agreement,
-        "a judge's agreement with a benchmark's human labels (writes --out Parquet)",
-        ("configfile", "judge", "out"),
+        "the agreement with a benchmark's human labels of the judge a scorer axis value asks, in its wording of "
+        "the question (writes --out Parquet)",
+        ("configfile", "value", "out"),
     )
     judged.add_argument("--benchmark", required=True, choices=with_human_labels(sorted(BENCHMARKS)))
     aggregate = add_command(

@@ -102,8 +102,9 @@ class _Replies:
             self._judges[spec.name] = _judge_backend(self.settings, spec, configfile)
         return spec.name
 
-    def resolve(self, record: dict, where: str) -> tuple[Item, tuple[str, str | None] | dict]:
-        """The line's item and what labels it, (scorer, judge's name or None), or on the log-likelihood path the
+    def resolve(self, record: dict, where: str) -> tuple[Item, tuple[str, str | None, str | None] | dict]:
+        """The line's item and what labels it, (scorer, judge's name or None, the phrasing of the judge's question
+        or None: its own wording), or on the log-likelihood path the
         line's `logliks` that choose its label; a line whose item or labelling is not known, or whose response a
         scorer would read is not text, is a DataError naming `where`."""
         name = self.benchmark.name
@@ -126,10 +127,13 @@ class _Replies:
             )
         scorer = self.args.scorer or (RULES if config is None else self.settings.labelling_scorer(name, config))
         if not asks_judge(scorer):
-            return item, (scorer, None)
+            return item, (scorer, None, None)
         if item_id is None:
             raise DataError(f"{where}: a judge is asked about the item as a cell shows it: give the item_id")
-        return item, (scorer, self.named_judge or self.judge(self.settings.judge_model(name, config)))
+        if self.named_judge is not None:  # --scorer judge: its question as its module words it
+            return item, (scorer, self.named_judge, None)
+        judge = self.judge(self.settings.judge_model(name, config))
+        return item, (scorer, judge, self.settings.envelope.judge_phrasing(config, name))
 
     def _config(self, config_id: object, where: str) -> Config | None:
         if config_id is None:
@@ -173,7 +177,7 @@ class _Replies:
             raise DataError(f"{where}: options must be a list of the options' texts, in the order shown (A, B, ...)")
         return self.benchmark.posed_item(prompt, options)
 
-    def labels(self, resolved: list[tuple[dict, Item, tuple[str, str | None] | dict]]) -> list[str]:
+    def labels(self, resolved: list[tuple[dict, Item, tuple[str, str | None, str | None] | dict]]) -> list[str]:
         """The label of each resolved line, each scorer (and judge) asked once about its lines."""
         labels = [self.benchmark.choose(how, item) if isinstance(how, dict) else "" for _, item, how in resolved]
         for scorer in dict.fromkeys(how for _, _, how in resolved if isinstance(how, tuple)):
@@ -183,14 +187,16 @@ class _Replies:
                 labels[i] = label
         return labels
 
-    def _scored(self, scorer: str, judge: str | None, replies: list, items: list[Item]) -> list[str]:
+    def _scored(
+        self, scorer: str, judge: str | None, phrasing: str | None, replies: list, items: list[Item]
+    ) -> list[str]:
         from safetyrepro.scorers import scorer_labels
 
         if judge is not None:
             from safetyrepro.running.judge import judge_labels
 
             batch_size = self.settings.backend.batch_size
-            return judge_labels(self.benchmark, scorer, self._judges[judge], replies, items, batch_size)
+            return judge_labels(self.benchmark, scorer, self._judges[judge], replies, items, batch_size, phrasing)
         return scorer_labels(self.benchmark, scorer, replies, items, self.scorer_models(scorer))
 
     @staticmethod
@@ -235,7 +241,7 @@ class _Replies:
 
 
 def _asks_a_judge(resolved: tuple) -> bool:
-    """Whether a resolved line is labelled by a judge model (its labelling is (scorer, the judge's name))."""
+    """Whether a resolved line is labelled by a judge model (its labelling is (scorer, the judge's name, phrasing))."""
     how = resolved[-1]
     return isinstance(how, tuple) and how[1] is not None
 

@@ -41,24 +41,43 @@ class EnvelopeError(ValueError):
     """The envelope section of a config is inconsistent."""
 
 
-def _check_judge(axis: str, value: str, params: Mapping[str, Any], default: str) -> None:
+def _check_judge(
+    axis: str, value: str, params: Mapping[str, Any], default: str, phrasings: Mapping[str, Mapping[str, tuple]]
+) -> None:
     """A value of a scorer axis names a judge model exactly when its scorer asks one (`Scorer.asks_judge`), and
-    the default's does not (the default's cells generate the replies that the others label)."""
+    the default's does not (the default's cells generate the replies that the others label); a value's `question`
+    is a phrasing that some benchmark's question of its scorer has (`phrasings`: by benchmark and scorer)."""
     where, scorer = f"envelope.axes.{axis}.values.{value}", params["scorer"]
     judged = asks_judge(scorer)
     if judged and "judge" not in params:
         raise EnvelopeError(
             f"{where}.judge: name the judge model that scorer '{scorer}' asks (one of the config's judges)"
         )
-    if not judged and "judge" in params:
+    for key in ("judge", "question"):
+        if not judged and key in params:
+            raise EnvelopeError(
+                f"{where}.{key}: scorer '{scorer}' asks no judge model; only a value whose scorer asks one names "
+                + ("it" if key == "judge" else "its question's phrasing")
+            )
+    if "question" in params and not any(params["question"] in by[scorer] for by in phrasings.values() if scorer in by):
+        listed = "; ".join(f"{b}: {', '.join(by[scorer]) or 'none'}" for b, by in phrasings.items() if scorer in by)
         raise EnvelopeError(
-            f"{where}.judge: scorer '{scorer}' asks no judge model; only a value whose scorer asks one names it"
+            f"{where}.question: no benchmark's {scorer} question has a phrasing {excerpt(params['question'])} "
+            f"(phrasings by benchmark: {listed}; docs/scorers.md)"
         )
     if judged and value == default:
         raise EnvelopeError(
             f"envelope.axes.{axis}.default: '{value}' is a judge; the default's cells generate the replies the "
             "other values label, so make a value that parses them (e.g. rules) the default"
         )
+
+
+def _phrasings(benchmark: Any) -> dict[str, tuple[str, ...]]:
+    """The phrasings of the question of each of a benchmark's scorers that asks a judge, by scorer."""
+    from safetyrepro.scorers import scorer_of
+
+    made = {name: scorer_of(benchmark, name) for name in benchmark.scorers if asks_judge(name)}
+    return {name: scorer.phrasings() for name, scorer in made.items()}
 
 
 @dataclass(frozen=True)
@@ -82,7 +101,8 @@ class Envelope:
     `axes` maps every axis to its values' parameters; `mechanisms` names how each declared axis (one
     beyond the four built in) acts, and `defaults` its value where it cannot act.
     `acts_on` says, per benchmark, on which scoring paths option_order and answer_formulation act
-    (a benchmark's `presentation_acts`); `scorers`, per benchmark, the scorers it has (a benchmark's `scorers`).
+    (a benchmark's `presentation_acts`); `scorers`, per benchmark, the scorers it has (a benchmark's `scorers`);
+    `phrasings`, per benchmark and scorer asking a judge, the names of its question's other wordings.
     """
 
     axes: dict[str, dict[str, dict[str, Any]]]
@@ -97,6 +117,7 @@ class Envelope:
     defaults: dict[str, str] = field(default_factory=dict)
     acts_on: Mapping[str, Mapping[str, tuple[str, ...]]] = field(repr=False, default_factory=dict)
     scorers: Mapping[str, tuple[str, ...]] = field(repr=False, default_factory=dict)
+    phrasings: Mapping[str, Mapping[str, tuple[str, ...]]] = field(repr=False, default_factory=dict)
     _configs: dict[str, list[Config]] = field(repr=False, compare=False, default_factory=dict)
     _by_values: dict[tuple, Config] = field(repr=False, compare=False, default_factory=dict)
 
@@ -119,6 +140,7 @@ class Envelope:
             axes[axis], mechanisms[axis], defaults[axis] = values, mechanism, default
         variables = {axis for axis, kind in mechanisms.items() if kind == "template_variable"}
         offered = {name: tuple(benchmark.scorers) for name, benchmark in benchmarks.items()}
+        phrasings = {name: _phrasings(benchmark) for name, benchmark in benchmarks.items()}
         for axis in (axis for axis, kind in mechanisms.items() if kind == "scorer"):
             for value, params in axes[axis].items():
                 if (broken := scorer_plugins().broken.get(params["scorer"])) is not None:
@@ -129,7 +151,7 @@ class Envelope:
                         f"envelope.axes.{axis}.values.{value}.scorer: no benchmark has a scorer "
                         f"{excerpt(params['scorer'])} (scorers by benchmark: {listed})"
                     )
-                _check_judge(axis, value, params, defaults[axis])
+                _check_judge(axis, value, params, defaults[axis], phrasings)
         for name, params in axes["template"].items():
             for key in ("text", "logprob_text"):
                 if key in params:
@@ -150,6 +172,7 @@ class Envelope:
             defaults=defaults,
             acts_on={name: dict(benchmark.presentation_acts) for name, benchmark in benchmarks.items()},
             scorers=offered,
+            phrasings=phrasings,
         )
         return envelope
 
@@ -263,12 +286,19 @@ class Envelope:
                 return {k: v for k, v in self.axes[axis][config[axis]].items() if k != "tier"}
         return {}
 
-    def _labeller(self, value: str, axis: str, benchmark: str) -> tuple[str, str | None]:
+    def _labeller(self, value: str, axis: str, benchmark: str) -> tuple[str, str | None, str | None]:
         """The scorer that a value of the scorer axis gives on `benchmark` (its own where the benchmark has it,
-        else the benchmark's: `rules`), with the name of the judge model it asks where that scorer is a judge."""
+        else the benchmark's: `rules`), with the name of the judge model it asks and the phrasing of its question
+        (None: the question's own) where that scorer is a judge. Where the benchmark's question has not the value's
+        phrasing, the default's: the value does not act there."""
         params = self.axes[axis][value]
         scorer = params["scorer"] if params["scorer"] in self.scorers.get(benchmark, ()) else RULES
-        return scorer, params.get("judge") if asks_judge(scorer) else None
+        if not asks_judge(scorer):
+            return scorer, None, None
+        phrasing = params.get("question")
+        if phrasing is not None and phrasing not in self.phrasings.get(benchmark, {}).get(scorer, ()):
+            return self._labeller(self.defaults[axis], axis, benchmark)
+        return scorer, params["judge"], phrasing
 
     def scorers_of(self, benchmark: str) -> list[str]:
         """The scorers that read `benchmark`'s replies under this envelope: those its scorer axis's values give
@@ -283,18 +313,22 @@ class Envelope:
         axis = next(iter(self.declared("scorer")), None)
         return RULES if axis is None else self._labeller(config[axis], axis, benchmark)[0]
 
-    def judge_scorer(self, benchmark: str, judge: str) -> str:
-        """The scorer that asks the judge model `judge` about `benchmark`'s replies: that of the first value of the
-        scorer axis naming it there (StopIteration where none does)."""
-        axis = next(iter(self.declared("scorer")))
-        labellers = (self._labeller(value, axis, benchmark) for value in self.axes[axis])
-        return next(scorer for scorer, asked in labellers if asked == judge)
+    def labelling(self, value: str, benchmark: str) -> tuple[str, str | None, str | None]:
+        """What a value of the scorer axis labels `benchmark`'s replies with: its scorer there, and the judge model
+        it asks and its question's phrasing (None where no judge is asked, or the question is the module's own)."""
+        return self._labeller(value, next(iter(self.declared("scorer"))), benchmark)
 
     def judge_name(self, config: Config, benchmark: str) -> str | None:
         """The name of the judge model that labels the config's free-form responses on `benchmark`, or None
         (another scorer labels them)."""
         axis = next(iter(self.declared("scorer")), None)
         return None if axis is None else self._labeller(config[axis], axis, benchmark)[1]
+
+    def judge_phrasing(self, config: Config, benchmark: str) -> str | None:
+        """The phrasing of the question the config's judge model is asked about `benchmark`'s replies (its scorer
+        axis value's `question`), or None: the question's own wording, or no judge."""
+        axis = next(iter(self.declared("scorer")), None)
+        return None if axis is None else self._labeller(config[axis], axis, benchmark)[2]
 
     def generation_twin(self, config: Config, benchmark: str) -> Config | None:
         """The config whose responses this one's cell labels with another scorer (the same config at the
@@ -326,7 +360,7 @@ class Envelope:
         """What a cell of `config` on `benchmark` (whose task text is `task`) runs, as far as the envelope
         decides it: the scoring path, the prompt template with the task and template variables filled in,
         the few-shot count and draw, the options' presentation, the batch size and, for free-form cells,
-        the generation settings and scorer. Only what the code acts on counts (top_p under greedy, a draw's seed
+        the generation settings and scorer (and judge, and its question's phrasing). Only what the code acts on counts (top_p under greedy, a draw's seed
         at 0 shots or in pool order, an order's seed unless shuffled, decoding on the log-likelihood path
         are not), so two configs with equal cells would run the same thing twice."""
         marks = {name: f"\0{name}\0" for name in TEMPLATE_FIELDS - {"task"}}
@@ -349,6 +383,7 @@ class Envelope:
                 seeds,
                 self.scorer(config, benchmark),
                 self.judge_name(config, benchmark),
+                self.judge_phrasing(config, benchmark),
             )
         batch_size = self.setting("backend_option", config).get("batch_size")
         shots = (n, drawn, None if drawn == "pool_order" else draw["seed"])

@@ -418,6 +418,15 @@ class Settings:
         used = {self.envelope.judge_name(c, b) for b in benchmarks for c in self.configs(b) if c.scoring == "freeform"}
         return [spec for spec in self.judges if spec.name in used]
 
+    def judge_values(self, benchmark: str) -> list[str]:
+        """The values of the scorer axis that ask a judge about some free-form reply of `benchmark` in this run (a
+        judge, in a wording of its question: each has its judge_agreement job), in the axis's order."""
+        axis = next(iter(self.envelope.declared("scorer")), None)
+        if axis is None or benchmark not in self.benchmarks:
+            return []
+        used = {c[axis] for c in self.configs(benchmark) if c.scoring == "freeform"}
+        return [v for v in self.envelope.axes[axis] if v in used and self.envelope.labelling(v, benchmark)[1]]
+
     def served_models(self) -> list[ModelSpec]:
         """Every model a model server may load in this run: the run's, then the judges it asks."""
         return [*self.run_models(), *self.used_judges()]

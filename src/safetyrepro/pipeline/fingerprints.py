@@ -360,16 +360,19 @@ def grid_cell_is_current(settings: Settings, model: str, benchmark: str, config_
     return record_problem(record, fingerprint(made_of), outputs, settings.results_dir) is None
 
 
-def judge_agreement_fingerprint(settings: Settings, benchmark: str, judge: ModelSpec) -> str:
-    """What a judge's agreement with a benchmark's human labels depends on: the judge, the backend that serves
-    it, the benchmark's data as it is now (`data_digests`) and the code that asks (its judge question) and
-    measures (its `HumanLabels`)."""
+def judge_agreement_fingerprint(settings: Settings, benchmark: str, value: str) -> str:
+    """What the agreement with a benchmark's human labels of the judge a scorer axis value asks depends on: the
+    judge, the backend that serves it, the phrasing of its question (none: the question's own), the benchmark's
+    data as it is now (`data_digests`) and the code that asks (its judge question) and measures (its
+    `HumanLabels`)."""
     from safetyrepro.benchmarks import BENCHMARKS
     from safetyrepro.scorers import scorer_of
     from safetyrepro.scorers.human_labels import human_labels_of
 
+    name, judge_name, phrasing = settings.envelope.labelling(value, benchmark)
+    judge = settings.model(judge_name)
     serving = _serving(settings, "freeform", settings.backend.batch_condition("freeform", None, judge), judge)
-    scorer = scorer_of(BENCHMARKS[benchmark], settings.envelope.judge_scorer(benchmark, judge.name))
+    scorer = scorer_of(BENCHMARKS[benchmark], name)
     modules = (*scorer.code(), *human_labels_of(benchmark).code(), backend_module(serving["backend"]))
     params = {
         "judge": judge.record(),
@@ -377,4 +380,6 @@ def judge_agreement_fingerprint(settings: Settings, benchmark: str, judge: Model
         "data": data_digests(settings, [benchmark]),
         "code": code_digest(*modules),
     }
+    if phrasing is not None:  # the question's own wording keeps a run's fingerprints as they were
+        params["question"] = phrasing
     return hashlib.sha256(json.dumps(params, sort_keys=True).encode()).hexdigest()

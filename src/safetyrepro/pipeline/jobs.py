@@ -123,12 +123,13 @@ def cmd_rescore_cell(args: argparse.Namespace) -> int:
         raise ConfigError(f"config {config.config_id} runs its own {args.benchmark} cell: it has no generation twin")
     data = item_set(settings, args.benchmark, envelope.presentation(config, args.benchmark))
     scorer, judge = envelope.scorer(config, args.benchmark), settings.judge_model(args.benchmark, config)
+    phrasing = envelope.judge_phrasing(config, args.benchmark)
     log.info(
         "cell %s / %s / %s: %s labels the responses of %s",
         spec.name,
         args.benchmark,
         config.config_id,
-        f"{scorer} {judge.name}" if judge else scorer,
+        (f"{scorer} {judge.name}" + (f" (question phrased {phrasing})" if phrasing else "")) if judge else scorer,
         twin.config_id,
     )
     batch = settings.batch_condition(config, judge or spec)  # a judge's batches, where one labels
@@ -144,28 +145,36 @@ def cmd_rescore_cell(args: argparse.Namespace) -> int:
 
 @job("out")
 def cmd_judge_agreement(args: argparse.Namespace) -> int:
-    """Ask a judge (--judge, through its model server) about a benchmark's human-labelled replies (its registered
-    `HumanLabels`); write its agreement with the human labels per file (the scorers analysis reads it)."""
+    """Ask the judge of a scorer axis value (--value, through the judge's model server) about a benchmark's
+    human-labelled replies (its registered `HumanLabels`), in that value's wording of its question; write its
+    agreement with the human labels per file (the scorers analysis reads it)."""
     from safetyrepro.results.storage import write_parquet
     from safetyrepro.running.judge import judge_labels
     from safetyrepro.scorers.human_labels import human_labels_of
 
     settings = load_settings(args.configfile)
-    judge, benchmark = settings.model(args.judge), BENCHMARKS[args.benchmark]
-    judges = settings.used_judges(benchmark.name)
-    if judge not in judges:
-        asked = ", ".join(spec.name for spec in judges) or "none"
-        raise ConfigError(f"--judge: {judge.name} labels no reply of {benchmark.name} (its judges: {asked})")
-    scorer = settings.envelope.judge_scorer(benchmark.name, judge.name)
-    log.info("judge %s (scorer %s): asked about the labelled replies of %s", judge.name, scorer, benchmark.name)
+    benchmark = BENCHMARKS[args.benchmark]
+    values = settings.judge_values(benchmark.name)
+    if args.value not in values:
+        asking = ", ".join(values) or "none"
+        raise ConfigError(f"--value: {args.value} asks no judge about {benchmark.name} (the values that do: {asking})")
+    scorer, name, phrasing = settings.envelope.labelling(args.value, benchmark.name)
+    judge = settings.model(name)
+    log.info(
+        "judge %s (scorer %s, question %s): asked about the labelled replies of %s",
+        judge.name,
+        scorer,
+        phrasing or "as its module words it",
+        benchmark.name,
+    )
     judge_backend = serving_backends(settings, judge, Path(args.configfile))["generate"]
     batch_size = settings.backend.batch_condition("freeform", None, judge).batch_size
 
     def label(replies: list[str], items: list) -> list[str]:
-        return judge_labels(benchmark, scorer, judge_backend, replies, items, batch_size)
+        return judge_labels(benchmark, scorer, judge_backend, replies, items, batch_size, phrasing)
 
     measured = human_labels_of(benchmark.name).judge_agreement(settings.data_dir, label)
-    write_parquet(measured.assign(judge=judge.name), Path(args.out))
+    write_parquet(measured.assign(judge=judge.name, question=phrasing), Path(args.out))
     return 0
 
 

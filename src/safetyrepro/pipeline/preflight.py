@@ -7,6 +7,7 @@ and the workflow's `onstart` run it."""
 from __future__ import annotations
 
 import importlib.util
+import itertools
 import logging
 import os
 import subprocess
@@ -303,10 +304,11 @@ def _judge_questions(
         asks = settings.judge_model(benchmark, config)
         if asks is None or asks.name != judge.name:
             continue
-        module = scorer_of(data.benchmark, settings.labelling_scorer(benchmark, config)).question_module()
+        scorer = scorer_of(data.benchmark, settings.labelling_scorer(benchmark, config))
+        ask = scorer.asking(settings.envelope.judge_phrasing(config, benchmark))
         tokens = settings.envelope.decoding(config).max_new_tokens
         for item in data.items:
-            question = module.question(item, "", data.benchmark.default_labels)
+            question = ask(item, "", data.benchmark.default_labels)
             if question not in questions or questions[question][3] < tokens:
                 questions[question] = (benchmark, config.config_id, item.item_id, tokens)
     return questions
@@ -314,19 +316,21 @@ def _judge_questions(
 
 def _agreement_questions(settings: Settings, judge: ModelSpec) -> dict[str, tuple[str, str, str]]:
     """Every distinct question `judge`'s judge_agreement jobs ask: about each human-labelled reply with text of
-    each benchmark of the run that has human labels and that it judges (as the workflow's HUMAN_JUDGES), the
-    reply as the judge reads it; with the benchmark, the labelled file (`labelled_model`) and the item id. The
-    benchmark's `judge_agreement` is run with a `label` that records what it is given and labels nothing."""
+    each benchmark of the run that has human labels, in the wording of each scorer axis value that asks `judge`
+    about it (as the workflow's HUMAN_JUDGES), the reply as the judge reads it; with the benchmark, the labelled
+    file (`labelled_model`) and the item id. The benchmark's `judge_agreement` is run with a `label` that records
+    what it is given and labels nothing."""
     from safetyrepro.benchmarks import BENCHMARKS, UNPARSED
     from safetyrepro.running.judge import question_about
     from safetyrepro.scorers.human_labels import human_labels_of, with_human_labels
 
     questions = {}
     for name in with_human_labels(settings.benchmarks):
-        if judge not in settings.used_judges(name):
+        askers = [settings.envelope.labelling(value, name) for value in settings.judge_values(name)]
+        askers = list(dict.fromkeys((scorer, phrasing) for scorer, asked, phrasing in askers if asked == judge.name))
+        if not askers:
             continue
         benchmark, asked = BENCHMARKS[name], []
-        scorer = settings.envelope.judge_scorer(name, judge.name)
 
         def capture(replies: list[str], items: list, asked: list = asked) -> list[str]:
             asked.append(list(zip(replies, items)))
@@ -336,8 +340,8 @@ def _agreement_questions(settings: Settings, judge: ModelSpec) -> dict[str, tupl
         files = list(measured["labelled_model"]) if "labelled_model" in measured else []
         for call, pairs in enumerate(asked):
             labelled = files[call] if len(files) == len(asked) else f"#{call + 1}"
-            for reply, item in pairs:
-                if (question := question_about(benchmark, scorer, reply, item)) is not None:  # else not asked
+            for (reply, item), (scorer, phrasing) in itertools.product(pairs, askers):
+                if (question := question_about(benchmark, scorer, reply, item, phrasing)) is not None:  # else not asked
                     questions.setdefault(question, (name, labelled, getattr(item, "item_id", "(no item)")))
     return questions
 

@@ -41,9 +41,9 @@ def rescored_configs(settings: Settings) -> dict[str, str]:
 
 
 def human_judges(settings: Settings) -> dict[str, list[str]]:
-    """Per benchmark of the run with human-labelled replies (its registered HumanLabels), the judges asked about
-    them: those that label its answers."""
-    return {b: [j.name for j in settings.used_judges(b)] for b in with_human_labels(settings.benchmarks)}
+    """Per benchmark of the run with human-labelled replies (its registered HumanLabels), the scorer axis values
+    whose judge is asked about them (in the value's wording of its question): those that label its answers."""
+    return {b: settings.judge_values(b) for b in with_human_labels(settings.benchmarks)}
 
 
 @dataclass(frozen=True)
@@ -133,7 +133,7 @@ def rescore_group(model: str, judge: ModelSpec | None) -> str:
 def judge_agreement_input(results: str, judges: dict[str, list[str]], partial: bool) -> list[str]:
     """The judges' agreement tables (`human_judges`) an analysis that reads human labels reads (in a partial run,
     those that finished)."""
-    paths = [f"{results}/judges/{b}/{judge}.parquet" for b, names in judges.items() for judge in names]
+    paths = [f"{results}/judges/{b}/{value}.parquet" for b, values in judges.items() for value in values]
     return [path for path in paths if not partial or Path(path).is_file()]
 
 

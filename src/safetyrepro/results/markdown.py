@@ -216,6 +216,20 @@ def _scorer_lines(table: pd.DataFrame | None) -> list[str]:
             f"| {row.benchmark} | {row.model_a} vs {row.model_b} | {row.scorer_a} vs {row.scorer_b} | "
             f"{int(row.reversed)} | {int(row.changed)} | {int(row.n_twins)} |"
         )
+    by_value = table[table["table"] == "by_value"] if "scorer_value" in table.columns else table.iloc[:0]
+    if len(by_value):
+        lines += [
+            "",
+            "rho_flip under each scorer, over the configs it labels (a judge in two wordings of its question is two):",
+            "",
+            "| benchmark | pair | scorer | rho_flip (N+ / N-) | configs |",
+            "|---|---|---|---|---|",
+        ]
+        lines += [
+            f"| {row.benchmark} | {row.model_a} vs {row.model_b} | {row.scorer_value} | {row.rho_flip:.3f} "
+            f"({int(row.n_plus)} / {int(row.n_minus)}) | {int(row.n_configs)} |"
+            for row in by_value.itertuples()
+        ]
     human = table[table["table"] == "human"]
     if len(human):
         lines += ["", "Scorers against the human labels of each benchmark's labelled replies (three-class):"]

@@ -130,7 +130,8 @@ def rescore_cell(
 
         if judge_backend is None:
             raise ValueError("this cell's scorer asks a judge model: give the backend that serves it")
-        labels = judge_labels(data.benchmark, scorer, judge_backend, responses, items, batch.batch_size)
+        phrasing = envelope.judge_phrasing(config, data.benchmark.name)
+        labels = judge_labels(data.benchmark, scorer, judge_backend, responses, items, batch.batch_size, phrasing)
     else:
         labels = scorer_labels(data.benchmark, scorer, responses, items, scorer_models)
     rows = [

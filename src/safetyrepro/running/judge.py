@@ -1,7 +1,7 @@
 """Judging replies: a judge model (one of the config's `judges`, served by the run's backends as a model
-under test is) is asked its benchmark's fixed question about each reply, greedily, and its answer is
-read into the benchmark's labels (the module that the question of the scorer asking it names: `question`,
-`read`). An answer that names no label is "unparsed", as is a reply with no text (nothing is asked).
+under test is) is asked its benchmark's question about each reply (as the scorer axis value asking it words
+it: its `question`, a phrasing of the question's module, or the module's own), greedily, and its answer is
+read into the benchmark's labels (the module that the question of the scorer asking it names: `read`). An answer that names no label is "unparsed", as is a reply with no text (nothing is asked).
 Each distinct question is asked once per cell."""
 
 from __future__ import annotations
@@ -24,13 +24,15 @@ REPLY_CHARS = 2000  # the judge reads at most this much of a reply: its opening 
 SHOWN = 5  # unparsed answers quoted in the cell's log
 
 
-def question_about(benchmark: Benchmark, scorer: str, reply: str, item: Item | None) -> str | None:
+def question_about(
+    benchmark: Benchmark, scorer: str, reply: str, item: Item | None, phrasing: str | None = None
+) -> str | None:
     """The question a judge is asked about one reply to an item (the question of `scorer`, a scorer of the benchmark
-    that asks a judge, the reply cut to what the judge reads), or None for a reply without text, which is not asked."""
+    that asks a judge, in its `phrasing` (None: the question module's own), the reply cut to what the judge reads),
+    or None for a reply without text, which is not asked."""
     if not (isinstance(reply, str) and reply.strip()):
         return None
-    module = scorer_of(benchmark, scorer).question_module()
-    return module.question(item, shortened(reply), benchmark.default_labels)
+    return scorer_of(benchmark, scorer).asking(phrasing)(item, shortened(reply), benchmark.default_labels)
 
 
 def judge_labels(
@@ -40,11 +42,13 @@ def judge_labels(
     replies: Sequence[str],
     items: Sequence[Item | None],
     batch_size: int | None,
+    phrasing: str | None = None,
 ) -> list[str]:
-    """One label per reply: the judge's answer to `scorer`'s question about it, read into a label."""
+    """One label per reply: the judge's answer to `scorer`'s question about it (in its `phrasing`), read into a
+    label."""
     module = scorer_of(benchmark, scorer).question_module()
     labels = benchmark.default_labels
-    questions = [question_about(benchmark, scorer, reply, item) for reply, item in zip(replies, items)]
+    questions = [question_about(benchmark, scorer, reply, item, phrasing) for reply, item in zip(replies, items)]
     distinct = list(dict.fromkeys(q for q in questions if q is not None))
     answers = {}
     if distinct:

@@ -1,9 +1,11 @@
 """The scorer "judge": a judge model (one of the config's `judges`) asked a question about each reply
 (safetyrepro.running.judge). The question is its argument: a module with `question(item, reply, labels)`
-and `read(answer, item, labels)`, by default the option question of safetyrepro.benchmarks.judge_question."""
+and `read(answer, item, labels)`, by default the option question of safetyrepro.benchmarks.judge_question.
+The module may word its question otherwise too (`PHRASINGS`): a scorer axis value's `question` names one."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from types import ModuleType
 
 from safetyrepro.core.scorer_names import JUDGE
@@ -28,3 +30,13 @@ class Judge(Scorer):
         from safetyrepro.plugins import scorer_module
 
         return scorer_module(self.question)
+
+    def phrasings(self) -> tuple[str, ...]:
+        """The names of its question's other wordings (its module's `PHRASINGS`), which a value's `question` names."""
+        return tuple(getattr(self.question_module(), "PHRASINGS", {}))
+
+    def asking(self, phrasing: str | None) -> Callable[..., str]:
+        """The function that words its question about a reply: the module's `question`, or its phrasing `phrasing`
+        (read alike, by the module's `read`)."""
+        module = self.question_module()
+        return module.question if phrasing is None else module.PHRASINGS[phrasing]

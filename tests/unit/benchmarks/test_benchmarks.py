@@ -882,8 +882,15 @@ def test_a_plugins_declarations_are_checked_as_it_loads(tmp_path, monkeypatch, m
             None,
             "its judge question module 'mini_missing' cannot be imported: ModuleNotFoundError: No module named",
         ),
+        (
+            'scorer_arguments = {"judge": {"question": "mini_phrased"}}',
+            "mini_phrased",
+            "def question(item, reply, labels):\n    return reply\n\n\n"
+            "def read(answer, item, labels):\n    return answer\n\n\nPHRASINGS = {'in short': question}\n",
+            "the PHRASINGS of its judge question mini_phrased must map names (letters, digits and . _ + -) to functions",
+        ),
     ],
-    ids=["question without read", "no question module"],
+    ids=["question without read", "no question module", "a phrasing's name with a space"],
 )
 def test_a_plugins_judge_question_is_checked_when_it_loads(tmp_path, monkeypatch, declared, module, code, message):
     """A judge question module that cannot be imported, or lacks one of its functions, is refused at discovery, not

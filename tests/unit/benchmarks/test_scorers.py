@@ -31,7 +31,7 @@ from helpers.tiny_model import tiny_model_entries
 from helpers.workflow import ENVELOPES, snakemake, write_config
 from sklearn.metrics import cohen_kappa_score
 
-from safetyrepro.analysis.scorers import label_agreement, scorer_reversals
+from safetyrepro.analysis.scorers import label_agreement, rho_flip_by_value, scorer_reversals
 from safetyrepro.benchmarks import BENCHMARKS
 from safetyrepro.benchmarks.xstest import FINAL_LABELS, LABELLED_FILES, RESPONSE_CLASSES
 from safetyrepro.benchmarks.xstest.human_labels import read_labelled
@@ -45,6 +45,7 @@ from safetyrepro.benchmarks.xstest.learned import (
 from safetyrepro.benchmarks.xstest.strmatch import strmatch_label
 from safetyrepro.configuration.build import load_settings
 from safetyrepro.configuration.schema import ConfigError
+from safetyrepro.results.markdown import _scorer_lines
 from safetyrepro.running.hashing import file_sha256
 from safetyrepro.scorers import scorer_labels, scorer_of
 from safetyrepro.scorers.human_labels import GROUP as HUMAN_LABELS
@@ -338,6 +339,32 @@ def test_reversals_count_the_verdicts_the_scorer_alone_moves():
     ]
 
 
+def test_rho_flip_by_value_counts_each_scorers_configs_alone():
+    """Our rules put A above B on T1 and T2 and below on T3 (rho_flip 1/3 over 3 configs); the judge in its brief
+    wording puts A above on T1 and ties on T2 (0 over 2, the tie in the denominator); a value labelling nothing
+    here has no row."""
+    scores = {("T1", "ours"): (0.6, 0.4), ("T2", "ours"): (0.7, 0.1), ("T3", "ours"): (0.2, 0.9)}
+    scores |= {("T1", "brief"): (0.5, 0.4), ("T2", "brief"): (0.3, 0.3)}
+    cells = pd.DataFrame(
+        [
+            {"benchmark": "xstest", "model": model, "config_id": f"{template}-{scorer}", "scorer": scorer, "score": s}
+            for (template, scorer), pair in scores.items()
+            for model, s in zip(("A", "B"), pair)
+        ]
+    )
+    table = rho_flip_by_value(cells, "scorer", ["ours", "brief", "judged"]).set_index("scorer_value")
+    assert table[["n_plus", "n_minus", "n_ties", "n_configs"]].to_dict("index") == {
+        "ours": {"n_plus": 2, "n_minus": 1, "n_ties": 0, "n_configs": 3},
+        "brief": {"n_plus": 1, "n_minus": 0, "n_ties": 1, "n_configs": 2},
+    }
+    assert table["rho_flip"].tolist() == [pytest.approx(1 / 3), 0.0] and table["ceiling"].tolist() == [1 / 3, 1 / 2]
+    summary = _scorer_lines(table.reset_index().assign(table="by_value"))  # the summary's table of them
+    assert (
+        "| xstest | A vs B | ours | 0.333 (2 / 1) | 3 |" in summary
+        and "| xstest | A vs B | brief | 0.000 (1 / 0) | 2 |" in summary
+    )
+
+
 def test_label_agreement_pairs_the_rows_of_one_generation():
     labels = {"ours": ["full_refusal", "full_compliance", "full_compliance", "partial_refusal"]}
     labels["authors"] = ["full_refusal", "full_refusal", "full_compliance", "full_compliance"]
@@ -392,10 +419,10 @@ def test_each_benchmark_with_human_labels_gets_a_judges_agreement_job(tmp_path, 
     )
     planned = snakemake(workdir, "--dry-run", "--printshellcmds", "results/analysis/scorers.parquet")
     assert planned.returncode == 0, planned.stderr[-3000:]
-    asked = sorted(re.findall(r"judge-agreement .*--benchmark (\S+) --judge referee --out (\S+)", planned.stdout))
+    asked = sorted(re.findall(r"judge-agreement .*--benchmark (\S+) --value judged --out (\S+)", planned.stdout))
     assert asked == [
-        ("bbqlabelled", "results/judges/bbqlabelled/referee.parquet"),
-        ("xstest", "results/judges/xstest/referee.parquet"),
+        ("bbqlabelled", "results/judges/bbqlabelled/judged.parquet"),
+        ("xstest", "results/judges/xstest/judged.parquet"),
     ]
     analysis = planned.stdout.split("rule analysis:", 1)[1].split("\n\n", 1)[0]
     assert all(path in analysis for _, path in asked), analysis

@@ -65,6 +65,18 @@ def _second_judge(axis):
             "envelope.axes.scorer.values.authors.judge: scorer 'strmatch' asks no judge model; only a value whose scorer asks one names it",
         ),
         (
+            lambda axis: axis["values"]["authors"].update(question="brief"),
+            [REFEREE],
+            "envelope.axes.scorer.values.authors.question: scorer 'strmatch' asks no judge model; only a value whose "
+            "scorer asks one names its question's phrasing",
+        ),
+        (
+            lambda axis: axis["values"]["judged"].update(question="terse"),
+            [REFEREE],
+            "envelope.axes.scorer.values.judged.question: no benchmark's judge question has a phrasing 'terse' "
+            "(phrasings by benchmark: bbq: brief; crows_pairs: brief;",
+        ),
+        (
             lambda axis: axis.update(default="judged"),
             [REFEREE],
             "envelope.axes.scorer.default: 'judged' is a judge; the default's cells generate the replies",
@@ -177,15 +189,16 @@ def test_the_judges_answers_are_read_into_the_benchmarks_labels(data_dir):
     assert "Request:" not in asked and "Reply: Sorry, no." in asked
 
 
-def test_a_judges_agreement_job_for_a_model_that_judges_nothing_there_is_refused():
-    """`judge-agreement` asks only a judge that labels some reply of the benchmark (as the workflow schedules it)."""
+def test_a_judges_agreement_job_for_a_value_that_asks_no_judge_there_is_refused():
+    """`judge-agreement` asks only the judge of a value that labels some reply of the benchmark (as the workflow
+    schedules it)."""
     done = cli(
         *("judge-agreement", "--configfile", "config/judge.yaml", "--benchmark", "xstest"),
-        *("--judge", "gemma-270m-fp32", "--out", "unused.parquet"),
+        *("--value", "authors", "--out", "unused.parquet"),
     )
     assert (done.returncode, done.stderr) == (
         2,
-        "safetyrepro: error: --judge: gemma-270m-fp32 labels no reply of xstest (its judges: gemma-judge)\n",
+        "safetyrepro: error: --value: authors asks no judge about xstest (the values that do: judge, judge.brief)\n",
     )
 
 
@@ -421,12 +434,11 @@ def test_what_reads_human_labels_follows_the_benchmarks_that_declare_them(data_d
         fingerprints.code_digest.cache_clear()
         assert labelled not in fingerprints.code_closure(*fingerprints.analysis_modules(name, benchmarks)), name
     settings = judged_settings(data_dir)
-    judge = settings.model("referee")
     assert with_human_labels(settings.benchmarks) == ["xstest"]
 
     def agreement_now() -> str:
         fingerprints.code_digest.cache_clear()
-        return fingerprints.judge_agreement_fingerprint(settings, "xstest", judge)
+        return fingerprints.judge_agreement_fingerprint(settings, "xstest", "judged")
 
     before = agreement_now()
     for edited, changes in (
@@ -440,7 +452,7 @@ def test_what_reads_human_labels_follows_the_benchmarks_that_declare_them(data_d
         monkeypatch.undo()
     monkeypatch.setitem(discovered().loaded, "bbq", human_labels_of("xstest"))
     assert with_human_labels(settings.benchmarks) == ["bbq", "xstest"]
-    assert fingerprints.judge_agreement_fingerprint(settings, "bbq", judge) != agreement_now()  # its own data pins
+    assert fingerprints.judge_agreement_fingerprint(settings, "bbq", "judged") != agreement_now()  # its own data pins
 
 
 GUARD = '''
@@ -453,6 +465,63 @@ class Guard(Judge):
     name = "guard"
     benchmarks = ("bbq",)
 '''
+
+
+BRIEF = JUDGED.replace("judged", "brief")
+WITH_BRIEF = {
+    **WITH_JUDGE,
+    "values": {
+        **WITH_JUDGE["values"],
+        "brief": {"tier": "core", "scorer": "judge", "judge": "referee", "question": "brief"},
+    },
+}
+
+
+def test_a_judge_asked_in_another_wording_is_a_value_of_its_own(data_dir):
+    """A value's `question` names a phrasing of the benchmark's judge question: its cells relabel the same
+    generation as the value asking the question as written, ask the judge the reworded question and read its
+    answers alike; each value has its own cells, fingerprints and judge_agreement job."""
+    from safetyrepro.pipeline import fingerprints
+    from safetyrepro.pipeline.schedule import human_judges
+    from safetyrepro.running.judge import judge_labels
+
+    settings = judged_settings(data_dir, WITH_BRIEF)
+    envelope, model = settings.envelope, settings.models[0]
+    for benchmark, module in (("xstest", xstest_judge), ("bbq", option_judge)):
+        brief, judged = settings.config(benchmark, BRIEF), settings.config(benchmark, JUDGED)
+        assert envelope.labelling("brief", benchmark) == ("judge", "referee", "brief")
+        assert (envelope.judge_phrasing(brief, benchmark), envelope.judge_phrasing(judged, benchmark)) == (
+            "brief",
+            None,
+        )
+        assert envelope.generation_twin(brief, benchmark) == envelope.generation_twin(judged, benchmark)
+        assert settings.judge_model(benchmark, brief).name == "referee"
+        assert fingerprints.cell_fingerprint(settings, model, benchmark, brief) != fingerprints.cell_fingerprint(
+            settings, model, benchmark, judged
+        )
+        for phrasing, words in ((None, module.question), ("brief", module.brief)):
+            judge = Answers("B")
+            labels = judge_labels(BENCHMARKS[benchmark], "judge", judge, ["No.", ""], [None, None], None, phrasing)
+            assert judge.asked == [words(None, "No.", BENCHMARKS[benchmark].default_labels)]
+            assert labels == [module.read("B", None, BENCHMARKS[benchmark].default_labels), UNPARSED]
+    assert xstest_judge.brief(None, "No.") != xstest_judge.question(None, "No.")
+    assert settings.judge_values("xstest") == ["judged", "brief"] and human_judges(settings) == {
+        "xstest": ["judged", "brief"]
+    }
+    assert fingerprints.judge_agreement_fingerprint(
+        settings, "xstest", "brief"
+    ) != fingerprints.judge_agreement_fingerprint(settings, "xstest", "judged")
+
+
+def test_a_wording_that_a_benchmarks_question_lacks_leaves_its_value_off_that_benchmark(data_dir, monkeypatch):
+    """Where a benchmark's judge question has not the value's phrasing, the value does not act there (as a
+    scorer the benchmark lacks): its configs are left out of that benchmark, and kept where the phrasing is."""
+    monkeypatch.setattr(xstest_judge, "PHRASINGS", {})
+    settings = judged_settings(data_dir, WITH_BRIEF)
+    assert BRIEF not in {c.config_id for c in settings.configs("xstest")}
+    assert BRIEF in {c.config_id for c in settings.configs("bbq")} and settings.judge_values("xstest") == ["judged"]
+    default = settings.envelope.defaults["scorer"]
+    assert settings.envelope.labelling("brief", "xstest") == settings.envelope.labelling(default, "xstest")
 
 
 class Answers:
@@ -487,7 +556,7 @@ def test_any_scorer_that_asks_a_judge_names_one_and_is_served_it(tmp_path, monke
         config = settings.config("bbq", "T1-greedy-0shot-freeform-scorer=guarded")
         assert settings.envelope.scorer(config, "bbq") == "guard"
         assert settings.judge_model("bbq", config).name == "referee"
-        assert settings.envelope.judge_scorer("bbq", "referee") == "guard"
+        assert settings.envelope.labelling("guarded", "bbq") == ("guard", "referee", None)
         judge = Answers("B")
         assert judge_labels(bbq, "guard", judge, ["the second one", " "], [None, None], None) == ["B", UNPARSED]
         assert len(judge.asked) == 1 and "the second one" in judge.asked[0]

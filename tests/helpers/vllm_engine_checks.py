@@ -46,21 +46,30 @@ PROBE_FORMATS = {"fp32": ("plain", "chat"), "bf16": ("plain",)}
 # all land on core 0. Unbound, each engine takes its worker's share of threads (OMP_NUM_THREADS,
 # tests/conftest.py) wherever the OS finds room.
 ENGINE_ENV = {"VLLM_CPU_OMP_THREADS_BIND": "nobind"}
-# Real engines at once across the session's workers (a probe holds the HF model and an engine, about
-# 8 GB; the grid's server an engine and a transformers copy): three side by side ran the 24 GB
-# machine out of memory.
-ENGINE_SLOTS = 2
+# Room a test with a real engine takes, with what the other workers hold beside it. Measured on the 24 GB
+# machine (fresh-clone suite, 2026-12-07): the bf16 probe's process 6.0 GB; the served-model test's vLLM
+# worker 5.2 GB, its API server 1.6 GB and its run's HF server 2.4 GB; the three pytest workers 1.2-1.4 GB each.
+# Two such tests side by side left 1.9 GB, and on CI 0.7 GB: the second engine could not take its 1 GiB KV
+# cache (stop 70's failure). On 2 cores two engines gain no throughput anyway (each runs compute threads).
+ROOM_PER_ENGINE = 16 * 2**30
+
+
+def engine_slots() -> int:
+    """Real engines at once across the session's workers: one per ROOM_PER_ENGINE of the machine's memory and
+    per two cores, at least one."""
+    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    return max(1, min(memory // ROOM_PER_ENGINE, len(os.sched_getaffinity(0)) // 2))
 
 
 @contextmanager
 def engine_slot(tmp_path_factory, worker_id: str) -> Iterator[None]:
-    """Held while a test runs real engines: one of ENGINE_SLOTS file locks that the workers share."""
+    """Held while a test runs real engines: one of `engine_slots()` file locks that the workers share."""
     from filelock import FileLock, Timeout
 
     from helpers.session import session_folder
 
     folder = session_folder(tmp_path_factory, worker_id)
-    locks = [FileLock(folder / f"vllm-engine-{slot}.lock") for slot in range(ENGINE_SLOTS)]
+    locks = [FileLock(folder / f"vllm-engine-{slot}.lock") for slot in range(engine_slots())]
     while True:
         for lock in locks:
             try:

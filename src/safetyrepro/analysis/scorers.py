@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 from sklearn.metrics import cohen_kappa_score
 
-from safetyrepro.analysis.flips import rho_flip_table, signs
+from safetyrepro.analysis.flips import RHO_COLUMNS, rho_flip_table, signs
 from safetyrepro.analysis.frames import stack_named
 from safetyrepro.core.scorer_names import RULES
 from safetyrepro.scorers.human_labels import human_labels_of, with_human_labels
@@ -64,7 +64,8 @@ def rho_flip_by_value(cells: pd.DataFrame, axis: str, values: list[str]) -> pd.D
     `values` (the axis's) labels, the value in column `scorer_value`: a judge in each wording of its question, side
     by side."""
     frames = [rho_flip_table(cells[cells[axis] == value]).assign(scorer_value=value) for value in values]
-    return pd.concat([frame for frame in frames if not frame.empty], ignore_index=True)
+    frames = [frame for frame in frames if not frame.empty]  # a value with no pair of models scored: no row
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=[*RHO_COLUMNS, "scorer_value"])
 
 
 def label_agreement(items: pd.DataFrame, axis: str, twin_axes: list[str], values: list[str]) -> pd.DataFrame:
@@ -105,7 +106,7 @@ def scorer_axis(envelope: Envelope) -> str | None:
 
 
 def scorer_table(inputs: Inputs) -> pd.DataFrame:
-    """The suite's entry: the three tables stacked, or a note when the run declares no scorer axis."""
+    """The suite's entry: its tables stacked, or a note when the run declares no scorer axis."""
     envelope = inputs.settings.envelope  # None for imported results
     axis = scorer_axis(envelope) if envelope is not None else None
     if axis is None or axis not in inputs.cells.columns:
@@ -128,8 +129,9 @@ def scorer_table(inputs: Inputs) -> pd.DataFrame:
 
 def human_agreement(inputs: Inputs, axis: str | None, benchmark: str) -> pd.DataFrame:
     """A benchmark's scorers of the axis against its human labels, as its `HumanLabels` measure them,
-    and its judges' agreement as their judge_agreement jobs measured it (scorer_name "judge <name>", and its
-    question's phrasing where a value words it: "judge <name>, question <phrasing>"); the column
+    and its judges' agreement as their judge_agreement jobs measured it (scorer_name "<scorer> <judge>", e.g.
+    "judge gemma-judge", and its question's phrasing where a value words it: "judge gemma-judge, question brief"); the
+    column
     named `axis` holds the axis's value that gives each. Without a scorer axis: the benchmark's own scorer (RULES),
     its value RULES in a column "scorer"."""
     envelope = inputs.settings.envelope
@@ -156,8 +158,8 @@ def _judged(inputs: Inputs, axis: str, benchmark: str) -> list[pd.DataFrame]:
         path = judge_agreement_path(settings.results_dir, benchmark, value)
         if settings.partial_results and not path.is_file():
             continue
-        _, judge, phrasing = settings.envelope.labelling(value, benchmark)
-        name = f"judge {judge}" + (f", question {phrasing}" if phrasing else "")
+        scorer, judge, phrasing = settings.envelope.labelling(value, benchmark)
+        name = f"{scorer} {judge}" + (f", question {phrasing}" if phrasing else "")
         measured = read_parquet_checked(path).drop(columns=["judge", "question"], errors="ignore")
         frames.append(measured.assign(scorer_name=name, fitted_on=None, developed_on=False, **{axis: value}))
     return frames

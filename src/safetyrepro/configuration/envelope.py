@@ -73,11 +73,13 @@ def _check_judge(
 
 
 def _phrasings(benchmark: Any) -> dict[str, tuple[str, ...]]:
-    """The phrasings of the question of each of a benchmark's scorers that asks a judge, by scorer."""
+    """The phrasings of the question of each of a benchmark's scorers that asks a judge (its question module's
+    PHRASINGS, checked at discovery), by scorer."""
+    from safetyrepro.plugins import scorer_module
     from safetyrepro.scorers import scorer_of
 
-    made = {name: scorer_of(benchmark, name) for name in benchmark.scorers if asks_judge(name)}
-    return {name: scorer.phrasings() for name, scorer in made.items()}
+    questions = {name: scorer_of(benchmark, name).question for name in benchmark.scorers if asks_judge(name)}
+    return {name: tuple(getattr(scorer_module(question), "PHRASINGS", {})) for name, question in questions.items()}
 
 
 @dataclass(frozen=True)

@@ -222,7 +222,7 @@ def _check_context(settings: Settings) -> None:
         if found := _longest_over(measured):
             count, (length, _, (benchmark, labelled, item_id)) = found
             raise ConfigError(
-                f"{where}: {count} of the {len(agreement)} questions its judge_agreement job asks about "
+                f"{where}: {count} of the {len(agreement)} questions its judge_agreement jobs ask about "
                 f"{', '.join(sorted({b for b, _, _ in agreement.values()}))}'s human-labelled replies are longer than the "
                 f"{limit} tokens it keeps (context {context or 'not stated'}, less its {ANSWER.max_new_tokens} "
                 f"answer tokens); the longest, about {benchmark}'s labelled {labelled} reply to item {item_id}, has "

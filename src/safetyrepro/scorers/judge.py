@@ -31,10 +31,6 @@ class Judge(Scorer):
 
         return scorer_module(self.question)
 
-    def phrasings(self) -> tuple[str, ...]:
-        """The names of its question's other wordings (its module's `PHRASINGS`), which a value's `question` names."""
-        return tuple(getattr(self.question_module(), "PHRASINGS", {}))
-
     def asking(self, phrasing: str | None) -> Callable[..., str]:
         """The function that words its question about a reply: the module's `question`, or its phrasing `phrasing`
         (read alike, by the module's `read`)."""

@@ -358,6 +358,8 @@ def test_rho_flip_by_value_counts_each_scorers_configs_alone():
         "brief": {"n_plus": 1, "n_minus": 0, "n_ties": 1, "n_configs": 2},
     }
     assert table["rho_flip"].tolist() == [pytest.approx(1 / 3), 0.0] and table["ceiling"].tolist() == [1 / 3, 1 / 2]
+    alone = rho_flip_by_value(cells[cells["model"] == "A"], "scorer", ["ours", "brief"])  # one model: no pair
+    assert alone.empty and {"scorer_value", "rho_flip"} <= set(alone.columns)
     summary = _scorer_lines(table.reset_index().assign(table="by_value"))  # the summary's table of them
     assert (
         "| xstest | A vs B | ours | 0.333 (2 / 1) | 3 |" in summary

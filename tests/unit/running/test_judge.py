@@ -385,7 +385,7 @@ def test_a_judge_whose_context_cannot_hold_its_agreement_questions_is_refused(ti
     with pytest.raises(ConfigError) as raised:
         _check_context(tiny_judge(512))
     found = re.fullmatch(
-        r"judges\[0\] \(referee\): (\d+) of the 900 questions its judge_agreement job asks about xstest's "
+        r"judges\[0\] \(referee\): (\d+) of the 900 questions its judge_agreement jobs ask about xstest's "
         r"human-labelled replies are longer than the 504 tokens it keeps \(context 512, less its 8 answer tokens\); "
         r"the longest, about xstest's labelled (\w+) reply to item labelled-\d+, has (\d+): use a judge with a "
         r"longer context",

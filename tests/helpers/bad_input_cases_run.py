@@ -46,6 +46,21 @@ def _judged_config(benchmark: str, select: list[str] | None) -> Case:
     return Case(f"a judge no cell asks ({where})", build)
 
 
+def _worded(name: str, value: dict, message: str) -> Case:
+    """A scorer axis with a judge and the value `value`: a wording of the judge's question it cannot have."""
+
+    def build(scratch: Path, data_dir: Path):
+        config = base_config(data_dir, "xstest") | JUDGE
+        axis = {"mechanism": "scorer", "default": "ours", "values": {"ours": {"tier": "core", "scorer": "rules"}}}
+        axis["values"] |= {"judged": JUDGED, "worded": value}
+        config["envelope"]["axes"]["scorer"] = axis
+        path = scratch / "config.yaml"
+        path.write_text(yaml.safe_dump(config))
+        return ["check", "--plan", "--configfile", str(path)], message, None
+
+    return Case(name, build)
+
+
 def _server_python(name: str, make: callable, message: str) -> Case:
     """`backend.server_python` set to what `make(scratch)` builds (checked as `check` checks this machine)."""
 
@@ -149,6 +164,20 @@ CASES: list[Case] = [
     *(
         accepted_case(_judged_config(*run), "a part of the grid may leave a judge out: `check` names it, unserved")
         for run in [("truthfulqa", ["T1-greedy-0shot-logprob"]), ("crows_pairs", None)]
+    ),
+    # the judge's question in a wording it cannot have (docs/scorers.md, "A judge model")
+    _worded(
+        "a judge asked in a wording no benchmark's question has",
+        {**JUDGED, "question": "terse"},
+        "envelope.axes.scorer.values.worded.question: no benchmark's judge question has a phrasing 'terse' "
+        "(phrasings by benchmark: bbq: brief; crows_pairs: brief; toxigen: brief; truthfulqa: brief; xstest: brief; "
+        "docs/scorers.md)",
+    ),
+    _worded(
+        "a wording of the question on a value that asks no judge",
+        {"tier": "core", "scorer": "strmatch", "question": "brief"},
+        "envelope.axes.scorer.values.worded.question: scorer 'strmatch' asks no judge model; only a value whose "
+        "scorer asks one names its question's phrasing",
     ),
     # 3. servers that cannot serve (asked as `check` asks this machine: without --plan)
     _server_python(

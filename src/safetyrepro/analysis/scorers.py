@@ -4,12 +4,13 @@ Configs that differ only in their scorer share one generation: the cells of the 
 their twin's responses. Table 'reversals': per benchmark, model pair and pair of scorers, over the
 twins both scorers label, the verdicts "A beats B" (`flips.signs`, as rho_flip decides them) that
 the scorer choice alone reverses (one scorer has A above B, the other B above A) or changes (ties
-included). Table 'by_value': rho_flip per benchmark and model pair over each scorer's configs (a judge
-asked in two wordings of its question gives two). Table 'agreement': per benchmark and pair of scorers, the share of the run's item rows
+included). Table 'by_value': rho_flip per benchmark and model pair over the free-form configs of each value of
+the axis (a judge asked in two wordings of its question is two values). Table 'agreement': per benchmark and pair of scorers, the share of the run's item rows
 (model, twin, item, seed) given the same label, and Cohen's kappa. Table 'human': for each benchmark
 of the run with human-labelled replies (its registered `HumanLabels`: XSTest's labelled completions,
 `safetyrepro.benchmarks.xstest.scorer_agreement`), each of its scorers on the axis against the human
-labels; a judge's as its judge_agreement job measured it, with the share of its answers that parse.
+labels; a judge's, in each value's wording of its question, as that value's judge_agreement job measured it, with
+the share of its answers that parse.
 """
 
 from __future__ import annotations

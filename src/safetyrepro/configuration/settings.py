@@ -420,7 +420,7 @@ class Settings:
 
     def judge_values(self, benchmark: str) -> list[str]:
         """The values of the scorer axis that ask a judge about some free-form reply of `benchmark` in this run (a
-        judge, in a wording of its question: each has its judge_agreement job), in the axis's order."""
+        judge, in a wording of its question: on a benchmark with human labels, each has its judge_agreement job), in the axis's order."""
         axis = next(iter(self.envelope.declared("scorer")), None)
         if axis is None or benchmark not in self.benchmarks:
             return []

@@ -170,7 +170,7 @@ def _check_context(settings: Settings) -> None:
     first examples missing; so the run is refused here, naming the longest prompt. A judge's context
     holds, the same way, each question it is asked about a cell's reply (its benchmark's judge question
     about the item, with room for a reply of the cell's new tokens) and its answer's tokens, and each question its
-    judge_agreement job asks about a human-labelled reply (as the job reads it)."""
+    judge_agreement jobs ask about a human-labelled reply (as the jobs read it), in each wording asked."""
     from safetyrepro.backends.prompt_ids import encode_prompt, prompt_limit
     from safetyrepro.core.judge_answer import ANSWER
 
@@ -297,15 +297,15 @@ def _judge_questions(
 ) -> dict[str, tuple[str, str, str, int]]:
     """Every distinct question `judge` is asked about the run's replies, without the reply, with the benchmark,
     config id and item id of one cell that asks it, and the most new tokens a reply it is asked about may have."""
-    from safetyrepro.scorers import scorer_of
+    from safetyrepro.running.judge import wording
 
     questions = {}
     for benchmark, config, data in cells:
         asks = settings.judge_model(benchmark, config)
         if asks is None or asks.name != judge.name:
             continue
-        scorer = scorer_of(data.benchmark, settings.labelling_scorer(benchmark, config))
-        ask = scorer.asking(settings.envelope.judge_phrasing(config, benchmark))
+        scorer = settings.labelling_scorer(benchmark, config)
+        ask = wording(data.benchmark, scorer, settings.envelope.judge_phrasing(config, benchmark))
         tokens = settings.envelope.decoding(config).max_new_tokens
         for item in data.items:
             question = ask(item, "", data.benchmark.default_labels)

@@ -220,7 +220,8 @@ def _scorer_lines(table: pd.DataFrame | None) -> list[str]:
     if len(by_value):
         lines += [
             "",
-            "rho_flip under each scorer, over the configs it labels (a judge in two wordings of its question is two):",
+            "rho_flip under each value of the scorer axis, over the free-form configs it labels (a judge in two wordings of "
+            "its question is two values):",
             "",
             "| benchmark | pair | scorer | rho_flip (N+ / N-) | configs |",
             "|---|---|---|---|---|",

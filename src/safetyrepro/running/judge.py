@@ -1,18 +1,20 @@
 """Judging replies: a judge model (one of the config's `judges`, served by the run's backends as a model
-under test is) is asked its benchmark's question about each reply (as the scorer axis value asking it words
-it: its `question`, a phrasing of the question's module, or the module's own), greedily, and its answer is
-read into the benchmark's labels (the module that the question of the scorer asking it names: `read`). An answer that names no label is "unparsed", as is a reply with no text (nothing is asked).
-Each distinct question is asked once per cell."""
+under test is) is asked its benchmark's question about each reply, greedily, as the scorer axis value asking it
+words it (its `question`: a phrasing of the question's module; else the module's own `question`), and its answer
+is read into the benchmark's labels (by the module's `read`). An answer that names no label is "unparsed", as is a
+reply with no text (nothing is asked). Each distinct question is asked once per cell."""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from types import ModuleType
 from typing import TYPE_CHECKING
 
 from safetyrepro.benchmarks import UNPARSED
 from safetyrepro.core.judge_answer import ANSWER
 from safetyrepro.core.messages import excerpt
+from safetyrepro.plugins import scorer_module
 from safetyrepro.scorers import scorer_of
 
 if TYPE_CHECKING:
@@ -32,7 +34,20 @@ def question_about(
     or None for a reply without text, which is not asked."""
     if not (isinstance(reply, str) and reply.strip()):
         return None
-    return scorer_of(benchmark, scorer).asking(phrasing)(item, shortened(reply), benchmark.default_labels)
+    return wording(benchmark, scorer, phrasing)(item, shortened(reply), benchmark.default_labels)
+
+
+def question_module(benchmark: Benchmark, scorer: str) -> ModuleType:
+    """The module of the question that `scorer`, a scorer of the benchmark that asks a judge, asks (its `question`
+    attribute names it: the built-in judge's is made with the benchmark's `scorer_arguments`)."""
+    return scorer_module(scorer_of(benchmark, scorer).question)
+
+
+def wording(benchmark: Benchmark, scorer: str, phrasing: str | None) -> Callable[..., str]:
+    """The function that words `scorer`'s question about a reply: its module's `question`, or the phrasing
+    `phrasing` of its `PHRASINGS` (answered and read alike, by the module's `read`)."""
+    module = question_module(benchmark, scorer)
+    return module.question if phrasing is None else module.PHRASINGS[phrasing]
 
 
 def judge_labels(
@@ -46,7 +61,7 @@ def judge_labels(
 ) -> list[str]:
     """One label per reply: the judge's answer to `scorer`'s question about it (in its `phrasing`), read into a
     label."""
-    module = scorer_of(benchmark, scorer).question_module()
+    module = question_module(benchmark, scorer)
     labels = benchmark.default_labels
     questions = [question_about(benchmark, scorer, reply, item, phrasing) for reply, item in zip(replies, items)]
     distinct = list(dict.fromkeys(q for q in questions if q is not None))

@@ -5,9 +5,6 @@ The module may word its question otherwise too (`PHRASINGS`): a scorer axis valu
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from types import ModuleType
-
 from safetyrepro.core.scorer_names import JUDGE
 from safetyrepro.scorers.base import Scorer
 
@@ -24,15 +21,3 @@ class Judge(Scorer):
     def __init__(self, question: str = OPTION_QUESTION):
         self.question = question
         self.modules = ("running.judge", question)
-
-    def question_module(self) -> ModuleType:
-        """The module of its question (its `question` and `read`)."""
-        from safetyrepro.plugins import scorer_module
-
-        return scorer_module(self.question)
-
-    def asking(self, phrasing: str | None) -> Callable[..., str]:
-        """The function that words its question about a reply: the module's `question`, or its phrasing `phrasing`
-        (read alike, by the module's `read`)."""
-        module = self.question_module()
-        return module.question if phrasing is None else module.PHRASINGS[phrasing]

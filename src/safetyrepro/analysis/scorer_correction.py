@@ -356,14 +356,14 @@ def scorer_correction_table(inputs: Inputs) -> pd.DataFrame:
     per labelled model of other models' replies (`net_errors`) or, where `human_labels` names a file of the run's
     own labelled replies, per model, scorer and config from it (`_own_errors`), and `corrected_tables`' 'pairs' and
     'verdicts'; a note where the run has none."""
-    from safetyrepro.analysis.scorers import human_agreement, scorer_axis
+    from safetyrepro.analysis.scorers import human_agreement
     from safetyrepro.scorers.human_labels import with_human_labels
 
     envelope = inputs.settings.envelope
     benchmarks = [b for b in with_human_labels(inputs.settings.benchmarks) if b in set(inputs.cells["benchmark"])]
     if envelope is None or not benchmarks:
         return pd.DataFrame({"note": ["no benchmark of this run has human labels of replies (docs/scorers.md)"]})
-    axis, files = scorer_axis(envelope), inputs.settings.human_label_files
+    axis, files = envelope.scorer_axis, inputs.settings.human_label_files
     errors = pd.concat(
         [
             _own_errors(inputs, b, axis, files[b])

@@ -29,7 +29,6 @@ from safetyrepro.scorers.human_labels import human_labels_of, with_human_labels
 
 if TYPE_CHECKING:
     from safetyrepro.analysis.suite import Inputs
-    from safetyrepro.configuration.envelope import Envelope
 
 
 def scorer_reversals(cells: pd.DataFrame, axis: str, twin_axes: list[str], values: list[str]) -> pd.DataFrame:
@@ -101,15 +100,10 @@ def judge_agreement_path(results_dir: Path, benchmark: str, value: str) -> Path:
     return results_dir / "judges" / benchmark / f"{value}.parquet"
 
 
-def scorer_axis(envelope: Envelope) -> str | None:
-    """The envelope's scorer axis (one at most; None without one)."""
-    return next(iter(envelope.declared("scorer")), None)
-
-
 def scorer_table(inputs: Inputs) -> pd.DataFrame:
     """The suite's entry: its tables stacked, or a note when the run declares no scorer axis."""
     envelope = inputs.settings.envelope  # None for imported results
-    axis = scorer_axis(envelope) if envelope is not None else None
+    axis = envelope.scorer_axis if envelope is not None else None
     if axis is None or axis not in inputs.cells.columns:
         return pd.DataFrame({"note": ["no scorer axis in this run (declare one: docs/scorers.md)"]})
     twin_axes = [name for name in inputs.design.axis_names if name != axis]

@@ -285,7 +285,6 @@ def cmd_serve_embedded(args: argparse.Namespace) -> int:
 def cmd_label(args: argparse.Namespace) -> int:
     """Draw replies of a run for people to label (a CSV): per model and free-form generation config, stratified by the
     default scorer's label."""
-    from safetyrepro.analysis.scorers import scorer_axis
     from safetyrepro.results.storage import read_parquet_checked, write_text
     from safetyrepro.scorers.human_labels import human_labels_of, with_human_labels
     from safetyrepro.scorers.label_file import KEY, draw_replies, generation_replies
@@ -307,7 +306,7 @@ def cmd_label(args: argparse.Namespace) -> int:
         raise ConfigError(f"label: {settings.results_dir} holds no run's cells and items: run the config first")
     cells = read_parquet_checked(cells_path)
     items = read_parquet_checked(items_path)[["benchmark", *KEY, "response", "label"]]
-    axis = scorer_axis(settings.envelope) if settings.envelope is not None else None
+    axis = settings.envelope.scorer_axis if settings.envelope is not None else None
     default = settings.envelope.defaults[axis] if axis else None
     replies = generation_replies(items, cells, args.benchmark, axis, default)
     found = BENCHMARKS[args.benchmark].items_by_id(settings.data_dir, set(replies["item_id"]), settings.subset_seed)

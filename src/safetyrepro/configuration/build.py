@@ -448,13 +448,15 @@ RUN_SECTIONS = (
     "precision_probe",
     "case_study",
     "max_new_tokens_cap",
+    "human_labels",
 )
 
 
 def _import_settings(raw: dict[str, Any], layers: tuple[str, ...]) -> Settings:
     """Settings of a config that analyses imported results (`imports`): no models, benchmarks or envelope."""
-    present = [key for key in RUN_SECTIONS if raw.get(key) is not None]
-    present += ["human_labels"] if raw.get("human_labels") else []  # its default, {}, is in every effective config
+    defaults = schema("config")["properties"]
+    # a section at its schema default is none (human_labels' {} is in every effective config, which imports reload)
+    present = [key for key in RUN_SECTIONS if raw.get(key) not in (None, defaults[key].get("default"))]
     estimate = raw.get("estimate")  # its defaults are no run section: the effective config of imports has them
     present += [
         f"estimate.{key}" for key in ("budget_share", "budget_cells") if isinstance(estimate, dict) and key in estimate

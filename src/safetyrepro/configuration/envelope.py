@@ -192,6 +192,11 @@ class Envelope:
         """The declared axes acting through `mechanism`."""
         return [axis for axis, kind in self.mechanisms.items() if kind == mechanism]
 
+    @property
+    def scorer_axis(self) -> str | None:
+        """The declared scorer axis (one at most; None without one)."""
+        return next(iter(self.declared("scorer")), None)
+
     def acts(self, axis: str, config: Config, benchmark: str) -> bool:
         """Whether a declared axis's value changes anything in this config on this benchmark."""
         mechanism = self.mechanisms[axis]
@@ -312,30 +317,30 @@ class Envelope:
 
     def scorer(self, config: Config, benchmark: str) -> str:
         """The scorer that labels the config's free-form responses on `benchmark`."""
-        axis = next(iter(self.declared("scorer")), None)
+        axis = self.scorer_axis
         return RULES if axis is None else self._labeller(config[axis], axis, benchmark)[0]
 
     def labelling(self, value: str, benchmark: str) -> tuple[str, str | None, str | None]:
         """What a value of the scorer axis labels `benchmark`'s replies with: its scorer there, and the judge model
         it asks and its question's phrasing (None where no judge is asked, or the question is the module's own)."""
-        return self._labeller(value, next(iter(self.declared("scorer"))), benchmark)
+        return self._labeller(value, self.scorer_axis, benchmark)
 
     def judge_name(self, config: Config, benchmark: str) -> str | None:
         """The name of the judge model that labels the config's free-form responses on `benchmark`, or None
         (another scorer labels them)."""
-        axis = next(iter(self.declared("scorer")), None)
+        axis = self.scorer_axis
         return None if axis is None else self._labeller(config[axis], axis, benchmark)[1]
 
     def judge_phrasing(self, config: Config, benchmark: str) -> str | None:
         """The phrasing of the question the config's judge model is asked about `benchmark`'s replies (its scorer
         axis value's `question`), or None: the question's own wording, or no judge."""
-        axis = next(iter(self.declared("scorer")), None)
+        axis = self.scorer_axis
         return None if axis is None else self._labeller(config[axis], axis, benchmark)[2]
 
     def generation_twin(self, config: Config, benchmark: str) -> Config | None:
         """The config whose responses this one's cell labels with another scorer (the same config at the
         scorer axis's default), or None when the cell runs the model itself."""
-        axis = next(iter(self.declared("scorer")), None)
+        axis = self.scorer_axis
         if axis is None or config[axis] == self.defaults[axis] or not self.acts(axis, config, benchmark):
             return None
         if not self._by_values:  # every config by its values, built once: twins are looked up per cell

@@ -414,14 +414,14 @@ class Settings:
     def used_judges(self, benchmark: str | None = None) -> list[ModelSpec]:
         """The judges that label some cell of the run, or of `benchmark` (`select_configs` may leave a judge's
         configs out)."""
-        benchmarks = self.benchmarks if benchmark is None else [benchmark] if benchmark in self.benchmarks else []
-        used = {self.envelope.judge_name(c, b) for b in benchmarks for c in self.configs(b) if c.scoring == "freeform"}
+        benchmarks = self.benchmarks if benchmark is None else [benchmark]
+        used = {self.envelope.labelling(v, b)[1] for b in benchmarks for v in self.judge_values(b)}
         return [spec for spec in self.judges if spec.name in used]
 
     def judge_values(self, benchmark: str) -> list[str]:
         """The values of the scorer axis that ask a judge about some free-form reply of `benchmark` in this run (a
         judge, in a wording of its question: on a benchmark with human labels, each has its judge_agreement job), in the axis's order."""
-        axis = next(iter(self.envelope.declared("scorer")), None)
+        axis = self.envelope.scorer_axis
         if axis is None or benchmark not in self.benchmarks:
             return []
         used = {c[axis] for c in self.configs(benchmark) if c.scoring == "freeform"}

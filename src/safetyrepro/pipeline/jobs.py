@@ -320,7 +320,6 @@ def cmd_headline(args: argparse.Namespace) -> int:
 def cmd_check_headline(args: argparse.Namespace) -> int:
     """Recompute the headline from the tables it cites and check every rendering of it (the report's
     fragment, summary.md, the GRID card); one line names the first mismatch."""
-    from safetyrepro.analysis.scorers import scorer_axis
     from safetyrepro.results.headline import check_headline
     from safetyrepro.results.storage import read_budget, read_missing_cells, read_parquet_checked, write_text
 
@@ -333,7 +332,7 @@ def cmd_check_headline(args: argparse.Namespace) -> int:
         headline,
         cells,
         (read_parquet_checked(args.parse_clean), read_parquet_checked(args.scorer_correction)),
-        scorer_axis(settings.envelope) if settings.envelope is not None else None,
+        settings.envelope.scorer_axis if settings.envelope is not None else None,
         settings.analysis.parse_threshold,
         renderings,
         json.loads(Path(args.grid_json).read_text(encoding="utf-8")),

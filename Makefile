@@ -8,7 +8,7 @@ VLLM_STAMP := $(VLLM_VENV)/.installed
 LLAMA_VENV := .venv-llama
 LLAMA_STAMP := $(LLAMA_VENV)/.installed
 
-.PHONY: setup setup-gpu setup-vllm setup-llama test test-fast lint docs plan run run-extended run-vllm run-served run-judge
+.PHONY: setup setup-gpu setup-vllm setup-llama test test-fast lint docs plan run run-extended run-vllm run-served run-judge run-guards
 
 # One target at a time, also under `make -j`: `make run` and `make test` would install into one .venv at once.
 .NOTPARALLEL:
@@ -160,3 +160,6 @@ run-served: $(VLLM_STAMP) $(RUN_STAMP)
 # free-form answer), its report beside its results.
 run-judge:
 	$(MAKE) run CONFIG=config/judge.yaml
+
+run-guards:
+	$(MAKE) run CONFIG=config/guards.yaml

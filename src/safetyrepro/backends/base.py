@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from safetyrepro.core.batching import BatchCondition
+from safetyrepro.core.conversation import Prompt
 from safetyrepro.core.decoding import Decoding
 from safetyrepro.core.operations import OPERATIONS
 
@@ -25,8 +26,8 @@ class ModelLoadError(RuntimeError):
 class Backend(ABC):
     """A loaded model that can generate text and score continuations.
 
-    `prompt_format` is "chat" when the model's chat template wraps each prompt as one user turn,
-    "plain" when prompts go in as raw text (base models).
+    `prompt_format` is "chat" when the model's chat template wraps each prompt as one user turn (a
+    conversation as its turns), "plain" when prompts go in as raw text (base models).
 
     A backend class also declares, as class attributes and class methods, what the rest of the
     package asks of it before any model loads: the registry (`safetyrepro.backends`), the config
@@ -63,7 +64,7 @@ class Backend(ABC):
 
     def generate(
         self,
-        prompts: Sequence[str],
+        prompts: Sequence[Prompt],
         decoding: Decoding,
         seed: int,
         stop: Sequence[str] = (),
@@ -86,7 +87,7 @@ class Backend(ABC):
     @abstractmethod
     def generate_seeds(
         self,
-        prompts: Sequence[str],
+        prompts: Sequence[Prompt],
         decoding: Decoding,
         seeds: Sequence[int],
         stop: Sequence[str] = (),
@@ -95,7 +96,8 @@ class Backend(ABC):
         """One completion per prompt and seed.
 
         Args:
-            prompts: the rendered prompts.
+            prompts: the rendered prompts, each one user turn, or a conversation of turns (a guard model's
+                request and reply: safetyrepro.core.conversation), which the model's chat template renders.
             decoding: temperature, top-p and the number of new tokens.
             seeds: the sampling seeds (greedy decoding gives each the same text).
             stop: stop strings; each text is cut at the first.

@@ -35,6 +35,7 @@ from safetyrepro.backends.prompt_ids import (
     request_seed,
     shared_prefix_length,
 )
+from safetyrepro.core.conversation import Prompt
 from safetyrepro.core.decoding import Decoding
 
 log = logging.getLogger(__name__)
@@ -199,7 +200,7 @@ class HFBackend(Backend):
             self.load_seconds,
         )
 
-    def encode_prompt(self, prompt: str, max_tokens: int | None = None) -> list[int]:
+    def encode_prompt(self, prompt: Prompt, max_tokens: int | None = None) -> list[int]:
         """Token ids of a prompt (safetyrepro.backends.prompt_ids.encode_prompt)."""
         return encode_prompt(self.tokenizer, prompt, self.prompt_format, max_tokens)
 
@@ -288,7 +289,7 @@ class HFBackend(Backend):
     @torch.inference_mode()
     def generate_seeds(
         self,
-        prompts: Sequence[str],
+        prompts: Sequence[Prompt],
         decoding: Decoding,
         seeds: Sequence[int],
         stop: Sequence[str] = (),

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 from safetyrepro.backends.base import Backend, ModelLoadError, cut_at_stop
 from safetyrepro.core.batching import BatchCondition
+from safetyrepro.core.conversation import Prompt, is_conversation, messages
 from safetyrepro.core.decoding import Decoding
 from safetyrepro.core.messages import excerpt
 
@@ -165,12 +166,12 @@ def _words(value: Any) -> str | None:
     return words if len(words) <= 80 else words[:77] + "..."
 
 
-def generation_request(endpoint: Endpoint, prompt: str, sent: Any, **sampling: Any) -> tuple[str, dict[str, Any]]:
-    """The API path and body of one generation request: on the chat API `prompt` as one user message, on the
-    completions API `sent` (its text, or its token ids)."""
+def generation_request(endpoint: Endpoint, prompt: Prompt, sent: Any, **sampling: Any) -> tuple[str, dict[str, Any]]:
+    """The API path and body of one generation request: on the chat API `prompt` as one user message (a
+    conversation as its turns), on the completions API `sent` (its text, or its token ids)."""
     body = {"model": endpoint.model, **sampling}
     if endpoint.api == "chat":
-        return "chat/completions", body | {"messages": [{"role": "user", "content": prompt}]}
+        return "chat/completions", body | {"messages": messages(prompt)}
     return "completions", body | {"prompt": sent}
 
 
@@ -446,19 +447,24 @@ class OpenAIServerBackend(Backend):
         with ThreadPoolExecutor(self.endpoint.max_in_flight) as pool:
             return list(pool.map(lambda body: self._post(path, body), bodies))
 
-    def _prompt(self, prompt: str, max_tokens: int | None) -> tuple[Any, list[int]]:
+    def _prompt(self, prompt: Prompt, max_tokens: int | None) -> tuple[Any, list[int]]:
         """What a completions request sends for `prompt` (its token ids where the tokenizer is known, else its
-        text) and the numbers its seed is drawn from."""
-        from safetyrepro.backends.prompt_ids import encode_prompt
+        text) and the numbers its seed is drawn from. A conversation on the completions API needs the tokenizer's
+        chat template: ValueError without a tokenizer."""
+        from safetyrepro.backends.prompt_ids import CONVERSATION_NEEDS_TEMPLATE, encode_prompt
 
         if self.tokenizer is None:  # the text itself (the chat API's message, or a prompt without a tokenizer)
+            if is_conversation(prompt):
+                if self.endpoint.api != "chat":
+                    raise ValueError(f"model '{self.spec.name}': {CONVERSATION_NEEDS_TEMPLATE}")
+                return prompt, list(json.dumps(messages(prompt)).encode("utf-8"))
             return prompt, list(prompt.encode("utf-8"))
         ids = encode_prompt(self.tokenizer, prompt, self.prompt_format, max_tokens)
         return ids, ids
 
     def generate_seeds(
         self,
-        prompts: Sequence[str],
+        prompts: Sequence[Prompt],
         decoding: Decoding,
         seeds: Sequence[int],
         stop: Sequence[str] = (),

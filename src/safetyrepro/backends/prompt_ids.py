@@ -16,21 +16,30 @@ import os
 from collections.abc import Sequence
 
 from safetyrepro.backends.base import ModelLoadError
+from safetyrepro.core.conversation import Prompt, is_conversation, messages
 
+CONVERSATION_NEEDS_TEMPLATE = (
+    "a prompt of several turns (a guard model's request and reply) needs the model's chat template: its tokenizer "
+    "has none or chat_template is 'off' (give the model's input format as a Jinja file: chat_template: <file>)"
+)
 # Longest generation prompt kept (BOS and its last tokens); both backends cut the same way.
 MAX_PROMPT_TOKENS = 4096
 
 
 def load_tokenizer(spec):
-    """The model's Hugging Face tokenizer, as every backend loads it (revision, remote code)."""
+    """The model's Hugging Face tokenizer, as every backend loads it (revision, remote code), with the spec's chat
+    template file in place of its own where it gives one."""
     from transformers import AutoTokenizer
 
     try:
-        return AutoTokenizer.from_pretrained(
+        tokenizer = AutoTokenizer.from_pretrained(
             spec.path, revision=spec.revision, trust_remote_code=spec.trust_remote_code
         )
     except (OSError, ValueError) as exc:
         raise ModelLoadError(f"model '{spec.name}': cannot load the tokenizer of {spec.path}: {exc}") from exc
+    if spec.template_file() is not None:
+        tokenizer.chat_template = spec.template_file().read_text(encoding="utf-8")
+    return tokenizer
 
 
 def prompt_format(tokenizer, spec) -> str:
@@ -102,16 +111,16 @@ def request_seed(seed: int, ids: Sequence[int]) -> int:
     return int.from_bytes(digest[:8], "big") >> 1
 
 
-def encode_prompt(tokenizer, prompt: str, fmt: str, max_tokens: int | None = None) -> list[int]:
-    """Token ids of `prompt`: the chat template's user turn (with the generation prompt), or plain
-    text; BOS once in either case; a longer prompt than `max_tokens` keeps its BOS and its last
-    tokens (generation prompts are cut at `prompt_limit` by both backends; log-likelihood contexts
-    are not cut)."""
+def encode_prompt(tokenizer, prompt: Prompt, fmt: str, max_tokens: int | None = None) -> list[int]:
+    """Token ids of `prompt`: the chat template's user turn (or a conversation's turns), with the
+    generation prompt, or plain text; BOS once in either case; a longer prompt than `max_tokens` keeps
+    its BOS and its last tokens (generation prompts are cut at `prompt_limit` by both backends;
+    log-likelihood contexts are not cut). A conversation needs the chat template: ValueError without."""
     if fmt == "chat":
-        text = tokenizer.apply_chat_template(
-            [{"role": "user", "content": prompt}], tokenize=False, add_generation_prompt=True
-        )
+        text = tokenizer.apply_chat_template(messages(prompt), tokenize=False, add_generation_prompt=True)
         ids = tokenizer(text, add_special_tokens=False).input_ids
+    elif is_conversation(prompt):
+        raise ValueError(CONVERSATION_NEEDS_TEMPLATE)
     else:
         ids = tokenizer(prompt).input_ids
     if not max_tokens or len(ids) <= max_tokens:

@@ -33,6 +33,7 @@ from safetyrepro.backends.prompt_ids import (
     prompt_limit,
     request_seed,
 )
+from safetyrepro.core.conversation import Prompt
 from safetyrepro.core.decoding import Decoding
 
 log = logging.getLogger(__name__)
@@ -211,13 +212,13 @@ class VLLMBackend(Backend):
         longest = prompt_limit(self.context, self.max_new_tokens) + self.max_new_tokens
         return longest if self.context is None else min(self.context, longest)
 
-    def encode_prompt(self, prompt: str, max_tokens: int | None = None) -> list[int]:
+    def encode_prompt(self, prompt: Prompt, max_tokens: int | None = None) -> list[int]:
         """The ids vLLM receives: those the HF backend computes on (safetyrepro.backends.prompt_ids)."""
         return encode_prompt(self.tokenizer, prompt, self.prompt_format, max_tokens)
 
     def generate_seeds(
         self,
-        prompts: Sequence[str],
+        prompts: Sequence[Prompt],
         decoding: Decoding,
         seeds: Sequence[int],
         stop: Sequence[str] = (),

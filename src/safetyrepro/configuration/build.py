@@ -64,7 +64,7 @@ from safetyrepro.configuration.settings import (
     SubsampleSettings,
     embedded_folder,
 )
-from safetyrepro.core.model_spec import Endpoint, ModelSpec
+from safetyrepro.core.model_spec import CHAT_TEMPLATE_WORDS, Endpoint, ModelSpec
 
 
 def load_settings(
@@ -302,7 +302,7 @@ def _models(entries: list[dict[str, Any]], resources_dir: Path, key: str = "mode
                 entry["name"],
                 path,
                 entry["precision"],
-                entry["chat_template"],
+                _chat_template(where, entry, endpoint),
                 entry["trust_remote_code"],
                 entry.get("revision"),
                 entry.get("embedded"),
@@ -312,6 +312,28 @@ def _models(entries: list[dict[str, Any]], resources_dir: Path, key: str = "mode
             )
         )
     return models
+
+
+def _chat_template(where: str, entry: dict[str, Any], endpoint: Endpoint | None) -> str:
+    """A model entry's chat_template: auto, on or off, or a Jinja file (its path, `~` expanded), which must be a
+    readable file and a template the tokenizer applies: not on the chat API, whose server applies its own."""
+    value = entry["chat_template"]
+    if value in CHAT_TEMPLATE_WORDS:
+        return value
+    path = os.path.expanduser(value)
+    try:
+        Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        reason = error.strerror if isinstance(error, OSError) and error.strerror else "not a readable text file"
+        raise ConfigError(
+            f"{where}.chat_template: {value}: {reason} (give auto, on, off or a Jinja chat template file)"
+        ) from None
+    if endpoint is not None and (endpoint.api == "chat" or not ("path" in entry or "embedded" in entry)):
+        raise ConfigError(
+            f"{where}.chat_template: a template file needs the completions API and the model's tokenizer ('path' or "
+            "'embedded'); on the chat API the server applies its own (vllm serve --chat-template <file>)"
+        )
+    return path
 
 
 def _endpoint(where: str, section: dict[str, Any] | None) -> Endpoint | None:

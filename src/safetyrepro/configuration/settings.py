@@ -384,15 +384,28 @@ class Settings:
     def longest_generation(self) -> int:
         """The most new tokens any free-form config of the run, or a judge's answer, asks for (vLLM sizes its
         context by it)."""
-        from safetyrepro.core.judge_answer import ANSWER
-
         asked = [
             self.envelope.decoding(c).max_new_tokens
             for b in self.benchmarks
             for c in self.configs(b)
             if c.scoring == "freeform"
         ]
-        return max([*asked, ANSWER.max_new_tokens] if self.used_judges() else asked, default=1)
+        return max([*asked, self.judge_answer_tokens()] if self.used_judges() else asked, default=1)
+
+    def judge_answer_tokens(self, judge: str | None = None) -> int:
+        """The most new tokens a judge's answer takes in this run (judge `judge`'s alone, where given): that of each
+        question asked (safetyrepro.running.judge.answer_decoding), at least a letter's."""
+        from safetyrepro.benchmarks import BENCHMARKS
+        from safetyrepro.core.judge_answer import ANSWER
+        from safetyrepro.running.judge import answer_decoding
+
+        asked = (self.envelope.labelling(value, b) + (b,) for b in self.benchmarks for value in self.judge_values(b))
+        tokens = [
+            answer_decoding(BENCHMARKS[b], scorer).max_new_tokens
+            for scorer, name, _, b in asked
+            if judge in (None, name)
+        ]
+        return max([ANSWER.max_new_tokens, *tokens])
 
     def probe_cells(self) -> list[tuple[ModelSpec, str, Config]]:
         """The precision probe's own cells: its new twins on the probe configs of each benchmark."""

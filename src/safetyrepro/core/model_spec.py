@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from urllib.parse import urlsplit
 
+CHAT_TEMPLATE_WORDS = ("auto", "on", "off")  # a model's chat_template: one of these, or a Jinja file's path
 SERVED_BY = "openai"  # the backend (registered in pyproject.toml) that talks to a model's `endpoint`
 
 
@@ -48,6 +51,10 @@ class ModelSpec:
     tensor_parallel: int = 1
     pipeline_parallel: int = 1
 
+    def template_file(self) -> Path | None:
+        """The Jinja chat template file used in place of the tokenizer's, or None (chat_template auto, on, off)."""
+        return None if self.chat_template in CHAT_TEMPLATE_WORDS else Path(self.chat_template)
+
     def gpus(self) -> int:
         """The GPUs one server of the model holds where it needs any: tensor x pipeline parallel."""
         return self.tensor_parallel * self.pipeline_parallel
@@ -58,6 +65,8 @@ class ModelSpec:
         weights has the fields it had before endpoints were, and its parallel sizes only where it is split, so its cells'
         fingerprints stay as they were)."""
         record = asdict(self)
+        if self.template_file() is not None:  # the file's text decides the prompts, not its name
+            record["chat_template_sha256"] = hashlib.sha256(self.template_file().read_bytes()).hexdigest()
         if self.gpus() == 1:
             del record["tensor_parallel"], record["pipeline_parallel"]
         if self.endpoint is None:

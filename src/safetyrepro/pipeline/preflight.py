@@ -171,8 +171,8 @@ def _check_context(settings: Settings) -> None:
     holds, the same way, each question it is asked about a cell's reply (its benchmark's judge question
     about the item, with room for a reply of the cell's new tokens) and its answer's tokens, and each question its
     judge_agreement jobs ask about a human-labelled reply (as the jobs read it), in each wording asked."""
-    from safetyrepro.backends.prompt_ids import encode_prompt, prompt_limit
-    from safetyrepro.core.judge_answer import ANSWER
+    from safetyrepro.backends.prompt_ids import CONVERSATION_NEEDS_TEMPLATE, encode_prompt, prompt_limit
+    from safetyrepro.core.conversation import is_conversation
 
     longest, cells, prompts = settings.longest_generation(), None, None
     for index, spec, tokenizer, context, fmt in _local_models(enumerate(settings.run_models())):
@@ -199,23 +199,27 @@ def _check_context(settings: Settings) -> None:
     judges = ((index, judge) for index, judge in enumerate(settings.judges) if judge in used)
     for index, judge, tokenizer, context, fmt in _local_models(judges):
         where = f"judges[{index}] ({judge.name})"
-        if context is not None and context <= ANSWER.max_new_tokens:
+        answer = settings.judge_answer_tokens(judge.name)
+        if context is not None and context <= answer:
             raise ConfigError(f"{where}: its context of {context} tokens leaves no room for a question and its answer")
-        limit = prompt_limit(context, ANSWER.max_new_tokens)
+        limit = prompt_limit(context, answer)
         cells = _free_form_cells(settings) if cells is None else cells
+        questions = _judge_questions(settings, cells, judge)
+        agreement = _agreement_questions(settings, judge)
+        if fmt != "chat" and any(map(is_conversation, [*questions, *agreement])):
+            raise ConfigError(f"{where}: {CONVERSATION_NEEDS_TEMPLATE}")
         measured = (
             (len(encode_prompt(tokenizer, question, fmt)) + reply, limit, (reply, benchmark, config_id, item_id))
-            for question, (benchmark, config_id, item_id, reply) in _judge_questions(settings, cells, judge).items()
+            for question, (benchmark, config_id, item_id, reply) in questions.items()
         )
         if found := _longest_over(measured):
             count, (length, _, (reply, benchmark, config_id, item_id)) = found
             raise ConfigError(
                 f"{where}: {count} of its questions are longer than the {limit} tokens it keeps (context "
-                f"{context or 'not stated'}, less its {ANSWER.max_new_tokens} answer tokens); the longest, about "
+                f"{context or 'not stated'}, less its {answer} answer tokens); the longest, about "
                 f"a reply to {benchmark} {config_id} item {item_id}, has {length} with the reply's {reply}: use a "
                 "judge with a longer context, or fewer max_new_tokens"
             )
-        agreement = _agreement_questions(settings, judge)
         measured = (
             (len(encode_prompt(tokenizer, question, fmt)), limit, about) for question, about in agreement.items()
         )
@@ -224,7 +228,7 @@ def _check_context(settings: Settings) -> None:
             raise ConfigError(
                 f"{where}: {count} of the {len(agreement)} questions its judge_agreement jobs ask about "
                 f"{', '.join(sorted({b for b, _, _ in agreement.values()}))}'s human-labelled replies are longer than the "
-                f"{limit} tokens it keeps (context {context or 'not stated'}, less its {ANSWER.max_new_tokens} "
+                f"{limit} tokens it keeps (context {context or 'not stated'}, less its {answer} "
                 f"answer tokens); the longest, about {benchmark}'s labelled {labelled} reply to item {item_id}, has "
                 f"{length}: use a judge with a longer context"
             )

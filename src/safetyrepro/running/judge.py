@@ -2,16 +2,21 @@
 under test is) is asked its benchmark's question about each reply, greedily, as the scorer axis value asking it
 words it (its `question`: a phrasing of the question's module; else the module's own `question`), and its answer
 is read into the benchmark's labels (by the module's `read`). An answer that names no label is "unparsed", as is a
-reply with no text (nothing is asked). Each distinct question is asked once per cell."""
+reply with no text (nothing is asked). Each distinct question is asked once per cell. A guard model's question is
+a conversation (the request and the reply as turns), which its chat template formats, and its answer may be longer
+than a letter (`answer_decoding`)."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from types import ModuleType
 from typing import TYPE_CHECKING
 
 from safetyrepro.benchmarks import UNPARSED
+from safetyrepro.core.conversation import Prompt
+from safetyrepro.core.decoding import Decoding
 from safetyrepro.core.judge_answer import ANSWER
 from safetyrepro.core.messages import excerpt
 from safetyrepro.plugins import scorer_module
@@ -28,7 +33,7 @@ SHOWN = 5  # unparsed answers quoted in the cell's log
 
 def question_about(
     benchmark: Benchmark, scorer: str, reply: str, item: Item | None, phrasing: str | None = None
-) -> str | None:
+) -> Prompt | None:
     """The question a judge is asked about one reply to an item (the question of `scorer`, a scorer of the benchmark
     that asks a judge, in its `phrasing` (None: the question module's own), the reply cut to what the judge reads),
     or None for a reply without text, which is not asked."""
@@ -43,11 +48,18 @@ def question_module(benchmark: Benchmark, scorer: str) -> ModuleType:
     return scorer_module(scorer_of(benchmark, scorer).question)
 
 
-def wording(benchmark: Benchmark, scorer: str, phrasing: str | None) -> Callable[..., str]:
+def wording(benchmark: Benchmark, scorer: str, phrasing: str | None) -> Callable[..., Prompt]:
     """The function that words `scorer`'s question about a reply: its module's `question`, or the phrasing
     `phrasing` of its `PHRASINGS` (answered and read alike, by the module's `read`)."""
     module = question_module(benchmark, scorer)
     return module.question if phrasing is None else module.PHRASINGS[phrasing]
+
+
+def answer_decoding(benchmark: Benchmark, scorer: str) -> Decoding:
+    """How the judge answers `scorer`'s question: greedily, in at most its module's ANSWER_TOKENS new tokens (a guard
+    model's answer of several lines), else ANSWER's (a letter or a word)."""
+    tokens = getattr(question_module(benchmark, scorer), "ANSWER_TOKENS", ANSWER.max_new_tokens)
+    return replace(ANSWER, max_new_tokens=tokens)
 
 
 def judge_labels(
@@ -67,7 +79,8 @@ def judge_labels(
     distinct = list(dict.fromkeys(q for q in questions if q is not None))
     answers = {}
     if distinct:
-        answers = dict(zip(distinct, judge_backend.generate_seeds(distinct, ANSWER, [0], (), batch_size)[0]))
+        decoding = answer_decoding(benchmark, scorer)
+        answers = dict(zip(distinct, judge_backend.generate_seeds(distinct, decoding, [0], (), batch_size)[0]))
     read = [module.read(answers[q], item, labels) if q is not None else UNPARSED for q, item in zip(questions, items)]
     unread = [answers[q] for q, label in zip(questions, read) if q is not None and label == UNPARSED]
     log.info(

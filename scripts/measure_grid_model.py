@@ -98,17 +98,37 @@ def draw_grid_with_probabilities(
     scenario: Scenario, space: pd.DataFrame, items: int, rng: np.random.Generator
 ) -> tuple[pd.DataFrame, dict[str, np.ndarray]]:
     """`draw_grid`'s scores, and each model's outcome probabilities (configs x items) they were drawn from."""
+    grid = draw_grid_parts(scenario, space, items, rng)
+    return grid.scores, grid.probabilities
+
+
+@dataclass(frozen=True)
+class SyntheticGrid:
+    """A drawn grid: scores (configs x [A, B]), outcome probabilities (configs x items), each model's level and
+    config logits (level + axis effects + interactions; an item's logit adds its effect), the item effects."""
+
+    scores: pd.DataFrame
+    probabilities: dict[str, np.ndarray]
+    levels: dict[str, float]
+    logits: dict[str, np.ndarray]
+    item: np.ndarray
+
+
+def draw_grid_parts(scenario: Scenario, space: pd.DataFrame, items: int, rng: np.random.Generator) -> SyntheticGrid:
+    """`draw_grid_with_probabilities`'s grid with the parts it is drawn from (the same numbers drawn in the same
+    order: a seed gives the grid it always gave)."""
     values = {axis: sorted(space[axis].unique()) for axis in space.columns}
     shared = {(axis, v): rng.normal(0, scenario.effect_sd) for axis in values for v in values[axis]}
     if scenario.item_df is None:
         item = rng.normal(0, scenario.item_sd, items)
     else:
         item = scenario.item_sd * rng.standard_t(scenario.item_df, items)
-    scores, probabilities = {}, {}
-    for model, level in (("A", 0.0), ("B", rng.normal(0, scenario.gap_sd))):
+    scores, probabilities, logits = {}, {}, {}
+    levels = {"A": 0.0, "B": rng.normal(0, scenario.gap_sd)}
+    for model, level in levels.items():
         own = {key: rng.normal(0, scenario.own_sd) for key in shared}
         pairs = {(t, s): rng.normal(0, scenario.interaction_sd) for t in values["template"] for s in values["shots"]}
-        column, rows = [], []
+        column, rows, config_logits = [], [], []
         for _, row in space.iterrows():
             logit = level + sum(shared[(a, row[a])] + own[(a, row[a])] for a in space.columns)
             logit += pairs[(row["template"], row["shots"])]
@@ -116,8 +136,9 @@ def draw_grid_with_probabilities(
             p = 1 / (1 + np.exp(-(logit + item)))
             column.append(rng.binomial(1, p, size=(seeds, items)).mean())
             rows.append(p)
-        scores[model], probabilities[model] = column, np.array(rows)
-    return pd.DataFrame(scores, index=space.index), probabilities
+            config_logits.append(logit)
+        scores[model], probabilities[model], logits[model] = column, np.array(rows), np.array(config_logits)
+    return SyntheticGrid(pd.DataFrame(scores, index=space.index), probabilities, levels, logits, item)
 
 
 def oracle_w1(
@@ -131,6 +152,90 @@ def oracle_w1(
     draws = draws / (seeds * probabilities.shape[1])
     draws[:, space.index.get_indexer(run)] = scores.loc[run].to_numpy()
     return wasserstein_distance(np.median(np.sort(draws, axis=1), axis=0), scores)
+
+
+def posterior_floor_w1(
+    scenario: Scenario, space: pd.DataFrame, grid: SyntheticGrid, run, rng: np.random.Generator
+) -> dict[str, float]:
+    """Each model's W1 error of the posterior under the grid's own generating model, told its scales, the models'
+    levels and the item effects (not the axis effects, interactions or 0/1 outcomes): a floor that an estimator
+    from the configs run could reach only by knowing as much. The config logits of both models are Gaussian a
+    priori (shared and own axis effects, template x shots interactions), each run config's score is mapped to the
+    logit scale through f(eta) = mean_i sigmoid(eta + item_i) with its sampling variance by the delta method, and
+    the unrun configs' scores are drawn from the Gaussian posterior and binomial outcomes; the estimate is the
+    median of each quantile over 400 draws, as the oracle's."""
+    n, axes = len(space), list(space.columns)
+    same = [space[a].to_numpy(dtype=object)[:, None] == space[a].to_numpy(dtype=object)[None, :] for a in axes]
+    shared = sum(same) * scenario.effect_sd**2
+    own = sum(same) * (scenario.effect_sd**2 + scenario.own_sd**2)
+    own = own + same[axes.index("template")] * same[axes.index("shots")] * scenario.interaction_sd**2
+    prior = np.block([[own, shared], [shared, own]])  # A's configs, then B's
+    mean = np.repeat([grid.levels["A"], grid.levels["B"]], n)
+    seeds = np.where(space["decoding"] == "greedy", 1, SEEDS)
+    axis_logits = np.linspace(-12, 12, 2401)
+    f = (1 / (1 + np.exp(-(axis_logits[:, None] + grid.item[None, :])))).mean(axis=1)
+    slope = np.gradient(f, axis_logits)
+    positions = space.index.get_indexer(run)
+    seen, values, variances = [], [], []
+    for k, model in enumerate(("A", "B")):
+        for c in positions:
+            resolution = seeds[c] * len(grid.item)
+            score = np.clip(grid.scores[model].iloc[c], 0.5 / resolution, 1 - 0.5 / resolution)
+            logit = np.interp(score, f, axis_logits)
+            p = 1 / (1 + np.exp(-(logit + grid.item)))
+            variance = (p * (1 - p)).sum() / len(grid.item) ** 2 / seeds[c]
+            seen.append(k * n + c)
+            values.append(logit)
+            variances.append(variance / np.interp(logit, axis_logits, slope) ** 2)
+    unseen = np.setdiff1d(np.arange(2 * n), seen)
+    gain = np.linalg.solve(prior[np.ix_(seen, seen)] + np.diag(variances), prior[np.ix_(seen, unseen)]).T
+    post_mean = mean[unseen] + gain @ (np.array(values) - mean[seen])
+    post_cov = prior[np.ix_(unseen, unseen)] - gain @ prior[np.ix_(seen, unseen)]
+    drawn = rng.multivariate_normal(post_mean, post_cov, size=400, method="eigh")
+    errors = {}
+    for k, model in enumerate(("A", "B")):
+        columns = np.flatnonzero(unseen // n == k)
+        configs = unseen[columns] % n
+        filled = np.broadcast_to(grid.scores[model].to_numpy(), (400, n)).copy()
+        for column, c in zip(columns, configs):
+            p = 1 / (1 + np.exp(-(drawn[:, column][:, None] + grid.item[None, :])))
+            filled[:, c] = rng.binomial(seeds[c], p).sum(axis=1) / (seeds[c] * len(grid.item))
+        estimate = np.median(np.sort(filled, axis=1), axis=0)
+        errors[model] = wasserstein_distance(estimate, grid.scores[model])
+    return errors
+
+
+def floor_lines(space: pd.DataFrame, items: int, share: float, replicates: int, first_seed: int) -> list[str]:
+    """Mean W1 errors over both models of `replicates` grids a scenario, `share` of the configs run at random: the
+    configs run alone, the grid model's pooled draws, the known-prior posterior (`posterior_floor_w1`) and the
+    oracle (`oracle_w1`), each also as a share of the configs run alone's."""
+    lines = [
+        f"{replicates} replicates a scenario, {round(share * len(space))} of {len(space)} configs run at random, "
+        f"{items} items, seeds from {first_seed}; mean W1 over both models (share of the configs run alone's).",
+        "",
+        "| scenario | configs run alone | grid model | posterior, generating model known | oracle |",
+        "|---|---|---|---|---|",
+    ]
+    for scenario in SCENARIOS:
+        errors = {kind: [] for kind in ("run", "model", "floor", "oracle")}
+        for k in range(replicates):
+            rng = np.random.default_rng(first_seed + k)
+            grid = draw_grid_parts(scenario, space, items, rng)
+            run = rng.choice(space.index, size=round(share * len(space)), replace=False)
+            floor = posterior_floor_w1(scenario, space, grid, run, rng)
+            for model in ("A", "B"):
+                truth = grid.scores[model]
+                errors["run"].append(wasserstein_distance(truth.loc[run], truth))
+                errors["model"].append(
+                    wasserstein_distance(centred_draws(space, truth.loc[run], 200, rng).ravel(), truth)
+                )
+                errors["floor"].append(floor[model])
+                errors["oracle"].append(oracle_w1(space, truth, grid.probabilities[model], run, rng))
+        naive = np.mean(errors["run"])
+        cells = [f"{np.mean(errors[kind]):.4f} ({np.mean(errors[kind]) / naive:.2f})" for kind in errors]
+        lines.append(f"| {scenario.name} | {' | '.join(cells)} |")
+        print(lines[-1], flush=True)
+    return lines
 
 
 def chosen_in_rounds(
@@ -444,7 +549,18 @@ def main() -> None:
         action="store_true",
         help="measure how many more configs settle a verdict not settled (configs_to_settle) against the grid",
     )
+    parser.add_argument(
+        "--floor",
+        action="store_true",
+        help="compare the W1 errors with the posterior under the grid's own generating model (posterior_floor_w1)",
+    )
     args = parser.parse_args()
+    if args.floor:
+        lines = floor_lines(envelope(), args.items, args.share, args.replicates, args.first_seed)
+        if args.out:
+            with open(args.out, "w") as f:
+                f.write("\n".join(lines) + "\n")
+        return
     if args.settle:
         lines = settle_lines(envelope(), args.items, args.share, args.replicates, args.first_seed)
         if args.out:

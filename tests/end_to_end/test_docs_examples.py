@@ -74,6 +74,7 @@ def test_make_run_and_plan_run_what_the_quick_start_says():
         ("envelope.md", "run-extended", "config/extended.yaml", "results/extended/report.html"),
         ("vllm-cpu.md", "run-vllm", "config/vllm.yaml", "results/vllm/report.html"),
         ("README.md", "run-judge", "config/judge.yaml", "results/judge/report.html"),
+        ("scorers.md", "run-guards", "config/guards.yaml", "results/guards/report.html"),
     ],
 )
 def test_the_other_runs_run_their_config_with_the_report_beside_its_results(name, target, config, report):

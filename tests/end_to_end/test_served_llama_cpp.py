@@ -188,3 +188,44 @@ def test_a_wrong_key_is_one_line_naming_its_variable(run, monkeypatch, tmp_path)
     with pytest.raises(ServerError, match=rf"refused the key in {KEY_ENV} \(401") as error:
         OpenAIServerBackend(load_settings(config).model("gemma-gguf"), str(tmp_path))
     assert "sk-wrong" not in str(error.value) and "\n" not in str(error.value)
+
+
+def test_a_guard_model_behind_the_chat_api_is_sent_the_request_and_the_reply_as_two_turns(
+    run, llama_python, gguf, data_dir, tmp_path
+):
+    """A guard-model scorer asks a judge served on llama.cpp's chat API: each question goes as two messages (the
+    request the user's, the reply the assistant's), which the server renders with the model's chat format, and the
+    answers are llama.cpp's own, offline, for the same messages; each is read into an XSTest class or "unparsed"."""
+    from safetyrepro.benchmarks import BENCHMARKS, UNPARSED
+    from safetyrepro.benchmarks.xstest import RESPONSE_CLASSES
+    from safetyrepro.core.model_spec import Endpoint
+    from safetyrepro.running.judge import judge_labels
+    from safetyrepro.scorers import judge_answer
+
+    _, config = run
+    served = load_settings(config).model("gemma-gguf").endpoint
+    chat = Endpoint(served.url, served.model, "chat", 1, 300.0, 6, KEY_ENV)  # one at a time: as offline, in order
+    judge = OpenAIServerBackend(ModelSpec("gemma-guard", "", endpoint=chat), str(tmp_path / "guard"))
+    xstest = BENCHMARKS["xstest"]
+    items = list(xstest.items_by_id(data_dir, ["xstest-1", "xstest-26"], 0).values())  # a safe request, an unsafe one
+    replies = ["I'm sorry, but I can't help with that.", "Sure: find its process id with ps, then run kill on it."]
+    pairs = [(reply, item) for item in items for reply in replies]
+    sent, answered, generate = [], [], judge.generate_seeds
+
+    def recording(prompts, *args):
+        sent.extend(prompts)
+        answers = generate(prompts, *args)
+        answered.extend(answers[0])
+        return answers
+
+    judge.generate_seeds = recording
+    for scorer in ("llamaguard", "wildguard", "harmbench"):
+        labels = judge_labels(xstest, scorer, judge, [r for r, _ in pairs], [i for _, i in pairs], None)
+        assert set(labels) <= {*RESPONSE_CLASSES, UNPARSED}
+    assert sent[:2] == [(("user", items[0].text), ("assistant", reply)) for reply in replies]
+    tokens = [judge_answer(xstest, s).max_new_tokens for s in ("llamaguard", "wildguard", "harmbench")]
+    requests = [
+        {"messages": [{"role": r, "content": c} for r, c in conversation], "max_tokens": n, "stop": []}
+        for n, conversation in zip([n for n in tokens for _ in pairs], sent)
+    ]
+    assert answered == offline(llama_python, gguf, requests, tmp_path)["texts"]

@@ -13,6 +13,7 @@ from pathlib import Path
 import yaml
 
 from helpers.bad_input_corpus import STUDY, Case, _write, accepted_case, base_config, config_case
+from helpers.session import REPO
 
 BILLION = 10**9
 JUDGE = {"judges": [{"name": "referee", "path": "org/referee"}]}
@@ -57,6 +58,24 @@ def _worded(name: str, value: dict, message: str) -> Case:
         path = scratch / "config.yaml"
         path.write_text(yaml.safe_dump(config))
         return ["check", "--plan", "--configfile", str(path)], message, None
+
+    return Case(name, build)
+
+
+def _guard_judge(name: str, judge: dict, message: str) -> Case:
+    """XSTest's replies labelled by a guard model (Llama Guard's format) asked of the judge `judge` (its
+    `chat_template` a file made in the scratch folder where it is "FILE"; `message` may name FILE's path)."""
+
+    def build(scratch: Path, data_dir: Path):
+        template = scratch / "guard.jinja"
+        config = base_config(data_dir, "xstest")
+        config["judges"] = [{"name": "guard", **{k: str(template) if v == "FILE" else v for k, v in judge.items()}}]
+        axis = {"mechanism": "scorer", "default": "ours", "values": {"ours": {"tier": "core", "scorer": "rules"}}}
+        axis["values"]["guarded"] = {"tier": "core", "scorer": "llamaguard", "judge": "guard"}
+        config["envelope"]["axes"]["scorer"] = axis
+        path = scratch / "config.yaml"
+        path.write_text(yaml.safe_dump(config))
+        return ["check", "--plan", "--configfile", str(path)], message.replace("FILE", str(template)), None
 
     return Case(name, build)
 
@@ -178,6 +197,29 @@ CASES: list[Case] = [
         {"tier": "core", "scorer": "strmatch", "question": "brief"},
         "envelope.axes.scorer.values.worded.question: scorer 'strmatch' asks no judge model; only a value whose "
         "scorer asks one names its question's phrasing",
+    ),
+    # a guard model's input format (docs/scorers.md, "Guard models")
+    _guard_judge(
+        "a guard's chat template file that is not there",
+        {"path": "org/guard", "chat_template": "FILE"},
+        "judges[0] (guard).chat_template: FILE: No such file or directory (give auto, on, off or a Jinja chat "
+        "template file)",
+    ),
+    _guard_judge(
+        "a guard behind the chat API given a chat template file",
+        {
+            "path": "org/guard",
+            "chat_template": str(REPO / "config" / "guards" / "llama_guard.jinja"),
+            "endpoint": {"url": "http://127.0.0.1:9/v1", "model": "guard", "api": "chat"},
+        },
+        "judges[0] (guard).chat_template: a template file needs the completions API and the model's tokenizer "
+        "('path' or 'embedded'); on the chat API the server applies its own (vllm serve --chat-template <file>)",
+    ),
+    _worded(
+        "a guard model asked in a wording of the judge's question",
+        {"tier": "core", "scorer": "llamaguard", "judge": "referee", "question": "brief"},
+        "envelope.axes.scorer.values.worded.question: no benchmark's llamaguard question has a phrasing 'brief' "
+        "(phrasings by benchmark: xstest: none; docs/scorers.md)",
     ),
     # 3. servers that cannot serve (asked as `check` asks this machine: without --plan)
     _server_python(

@@ -4,7 +4,8 @@ same GGUF. Runs under .venv-llama:
 
     .venv-llama/bin/python tests/helpers/llama_cpp_offline_texts.py --requests requests.json --out texts.json
 
-requests.json: {"gguf": path, "n_ctx": int, "requests": [{"prompt": text, "max_tokens": int, "stop": [...]}, ...],
+requests.json: {"gguf": path, "n_ctx": int, "requests": [{"prompt": text (or "messages": chat messages), "max_tokens":
+int, "stop": [...]}, ...],
 "loglikelihoods": [[context, continuation], ...]}. The sampling settings a completions request leaves out are the
 server's defaults (its request model's: a repeat penalty of 1.1 among them), read from the installed server, so both
 sides compute the same thing. A log-likelihood is computed from the logits of the whole text evaluated at once: the
@@ -32,14 +33,20 @@ def main() -> None:
     asked = json.loads(Path(args.requests).read_text())
     defaults = {name: CreateCompletionRequest.model_fields[name].default for name in SERVER_DEFAULTS}
     engine = Llama(model_path=asked["gguf"], n_ctx=asked["n_ctx"], logits_all=True, verbose=False)
-    texts = [
-        engine.create_completion(
-            r["prompt"], max_tokens=r["max_tokens"], temperature=0.0, top_p=1.0, stop=r["stop"] or None, **defaults
-        )["choices"][0]["text"]
-        for r in asked["requests"]
-    ]
+    texts = [text(engine, r, defaults) for r in asked["requests"]]
     scores = [loglikelihood(engine, context, continuation) for context, continuation in asked["loglikelihoods"]]
     Path(args.out).write_text(json.dumps({"texts": texts, "loglikelihoods": scores, "defaults": defaults}))
+
+
+def text(engine: Llama, request: dict, defaults: dict) -> str:
+    """The greedy text of a completions request (its "prompt"), or of a chat request (its "messages", which the
+    model's chat format renders as the server's does)."""
+    settings = {"max_tokens": request["max_tokens"], "temperature": 0.0, "top_p": 1.0, "stop": request["stop"] or None}
+    if "messages" in request:
+        return engine.create_chat_completion(request["messages"], **settings, **defaults)["choices"][0]["message"][
+            "content"
+        ]
+    return engine.create_completion(request["prompt"], **settings, **defaults)["choices"][0]["text"]
 
 
 def loglikelihood(engine: Llama, context: str, continuation: str) -> float:

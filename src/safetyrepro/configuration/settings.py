@@ -394,16 +394,14 @@ class Settings:
 
     def judge_answer_tokens(self, judge: str | None = None) -> int:
         """The most new tokens a judge's answer takes in this run (judge `judge`'s alone, where given): that of each
-        question asked (safetyrepro.running.judge.answer_decoding), at least a letter's."""
+        question asked (safetyrepro.scorers.judge_answer), at least a letter's."""
         from safetyrepro.benchmarks import BENCHMARKS
         from safetyrepro.core.judge_answer import ANSWER
-        from safetyrepro.running.judge import answer_decoding
+        from safetyrepro.scorers import judge_answer
 
         asked = (self.envelope.labelling(value, b) + (b,) for b in self.benchmarks for value in self.judge_values(b))
         tokens = [
-            answer_decoding(BENCHMARKS[b], scorer).max_new_tokens
-            for scorer, name, _, b in asked
-            if judge in (None, name)
+            judge_answer(BENCHMARKS[b], scorer).max_new_tokens for scorer, name, _, b in asked if judge in (None, name)
         ]
         return max([ANSWER.max_new_tokens, *tokens])
 

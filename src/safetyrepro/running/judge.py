@@ -4,23 +4,20 @@ words it (its `question`: a phrasing of the question's module; else the module's
 is read into the benchmark's labels (by the module's `read`). An answer that names no label is "unparsed", as is a
 reply with no text (nothing is asked). Each distinct question is asked once per cell. A guard model's question is
 a conversation (the request and the reply as turns), which its chat template formats, and its answer may be longer
-than a letter (`answer_decoding`)."""
+than a letter (`safetyrepro.scorers.judge_answer`)."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 from types import ModuleType
 from typing import TYPE_CHECKING
 
 from safetyrepro.benchmarks import UNPARSED
 from safetyrepro.core.conversation import Prompt
-from safetyrepro.core.decoding import Decoding
-from safetyrepro.core.judge_answer import ANSWER
 from safetyrepro.core.messages import excerpt
 from safetyrepro.plugins import scorer_module
-from safetyrepro.scorers import scorer_of
+from safetyrepro.scorers import judge_answer, scorer_of
 
 if TYPE_CHECKING:
     from safetyrepro.backends.base import Backend
@@ -55,13 +52,6 @@ def wording(benchmark: Benchmark, scorer: str, phrasing: str | None) -> Callable
     return module.question if phrasing is None else module.PHRASINGS[phrasing]
 
 
-def answer_decoding(benchmark: Benchmark, scorer: str) -> Decoding:
-    """How the judge answers `scorer`'s question: greedily, in at most its module's ANSWER_TOKENS new tokens (a guard
-    model's answer of several lines), else ANSWER's (a letter or a word)."""
-    tokens = getattr(question_module(benchmark, scorer), "ANSWER_TOKENS", ANSWER.max_new_tokens)
-    return replace(ANSWER, max_new_tokens=tokens)
-
-
 def judge_labels(
     benchmark: Benchmark,
     scorer: str,
@@ -79,7 +69,7 @@ def judge_labels(
     distinct = list(dict.fromkeys(q for q in questions if q is not None))
     answers = {}
     if distinct:
-        decoding = answer_decoding(benchmark, scorer)
+        decoding = judge_answer(benchmark, scorer)
         answers = dict(zip(distinct, judge_backend.generate_seeds(distinct, decoding, [0], (), batch_size)[0]))
     read = [module.read(answers[q], item, labels) if q is not None else UNPARSED for q, item in zip(questions, items)]
     unread = [answers[q] for q, label in zip(questions, read) if q is not None and label == UNPARSED]

@@ -6,13 +6,16 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from functools import cache
 from importlib.metadata import EntryPoint
 from pathlib import Path
 from typing import Any
 
+from safetyrepro.core.decoding import Decoding
+from safetyrepro.core.judge_answer import ANSWER
 from safetyrepro.core.scorer_names import JUDGE, RULES, UNPARSED
-from safetyrepro.plugins import PluginError, Registry, describe, load_registry, made
+from safetyrepro.plugins import PluginError, Registry, describe, load_registry, made, scorer_module
 from safetyrepro.scorers.base import Labelled, Scorer
 
 GROUP = "safetyrepro.scorers"
@@ -35,6 +38,14 @@ def asks_judge(name: str) -> bool:
     """Whether the registered scorer `name` labels by a judge model's answers (`Scorer.asks_judge`): a scorer axis
     value of it names the judge, and the pipeline serves that judge to its cells."""
     return registered()[name].asks_judge
+
+
+def judge_answer(benchmark: Labelled, name: str) -> Decoding:
+    """How the judge answers the question of `benchmark`'s scorer `name` (one that asks a judge): greedily, in at most
+    its question module's ANSWER_TOKENS new tokens (a guard model's answer of several lines), else ANSWER's (a letter
+    or a word)."""
+    tokens = getattr(scorer_module(scorer_of(benchmark, name).question), "ANSWER_TOKENS", ANSWER.max_new_tokens)
+    return replace(ANSWER, max_new_tokens=tokens)
 
 
 def _load(point: EntryPoint) -> Scorer:
@@ -95,6 +106,7 @@ __all__ = [
     "Scorer",
     "asks_judge",
     "discovered",
+    "judge_answer",
     "registered",
     "scorer_of",
 ]

@@ -848,7 +848,11 @@ def test_a_plugin_must_match_its_entry(tmp_path, monkeypatch, module, name, path
             'scorer_arguments = {"jury": {"question": "mini_jury"}}',
             "its scorer_arguments {'jury': {'question': 'mini_jury'}} must map some of its scorers",
         ),
-        ("mini_unknown", 'scorers = ("rules", "jury")', "its scorer 'jury' is not registered (registered: judge,"),
+        (
+            "mini_unknown",
+            'scorers = ("rules", "jury")',
+            "its scorer 'jury' is not registered (registered: harmbench, judge,",
+        ),
         (
             "mini_unmade",
             'scorer_arguments = {"judge": {"wording": "mini_jury"}}',

@@ -566,7 +566,8 @@ def test_a_scorer_registered_by_a_package_labels_the_benchmarks_it_declares(tmp_
     monkeypatch.syspath_prepend(tmp_path)
     found = discover()
     assert found.broken == {} and found.loaded["bbq"].scorers == ("rules", "judge", "shout")
-    assert found.loaded["xstest"].scorers == ("rules", "strmatch", "learned", "judge")
+    own = ("rules", "strmatch", "learned", "judge")  # and the guard-model scorers, which add themselves to it
+    assert found.loaded["xstest"].scorers == (*own, "harmbench", "llamaguard", "wildguard")
     assert scorer_registry.scorer_labels(found.loaded["bbq"], "shout", ["YES", "no"], [None, None]) == ["A", "B"]
     assert scorer_registry.scorer_of(found.loaded["bbq"], "shout").code() == ("shout_scorer",)
     # its cells' code: its module and the interfaces (no benchmark's own code, no config loading, no backend)

@@ -13,6 +13,11 @@ heavy-tailed item effects (Student t, 2 degrees of freedom), and close models (v
 Beside the model's W1 error and the configs run alone's is an oracle's (`oracle_w1`), which knows every cell's
 outcome probabilities: how low any estimator's can go.
 
+With --floor, how low the W1 error of the quantiles can go: the configs run alone, the grid model, the posterior
+under the grid's own generating model (`posterior_floor_w1`) and the oracle, at --items a cell.
+
+    python scripts/measure_grid_model.py --floor --replicates 100 --items 10
+
 With --cells, the same on a grid the project ran in full (a run's results/cells.parquet): each of --replicates
 draws runs a share of every benchmark's configs, and the estimates are compared with the full grid's values.
 

@@ -161,7 +161,8 @@ run-served: $(VLLM_STAMP) $(RUN_STAMP)
 run-judge:
 	$(MAKE) run CONFIG=config/judge.yaml
 
-# XSTest's free-form answers of the default run labelled again by guard models in three answer formats
-# (config/guards.yaml: the embedded gemma-3-270m standing in for each guard), its report beside its results.
+# Three of the default run's free-form configs on XSTest, their answers labelled again by guard models in three
+# answer formats (config/guards.yaml: the embedded gemma-3-270m standing in for each guard), its report beside its
+# results.
 run-guards:
 	$(MAKE) run CONFIG=config/guards.yaml

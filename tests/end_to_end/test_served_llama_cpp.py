@@ -195,12 +195,11 @@ def test_a_guard_model_behind_the_chat_api_is_sent_the_request_and_the_reply_as_
 ):
     """A guard-model scorer asks a judge served on llama.cpp's chat API: each question goes as two messages (the
     request the user's, the reply the assistant's), which the server renders with the model's chat format, and the
-    answers are llama.cpp's own, offline, for the same messages; each is read into an XSTest class or "unparsed"."""
-    from safetyrepro.benchmarks import BENCHMARKS, UNPARSED
-    from safetyrepro.benchmarks.xstest import RESPONSE_CLASSES
+    answers are llama.cpp's own, offline, for the same messages; each label is its format's reading of the answer."""
+    from safetyrepro.benchmarks import BENCHMARKS
     from safetyrepro.core.model_spec import Endpoint
     from safetyrepro.running.judge import judge_labels
-    from safetyrepro.scorers import judge_answer
+    from safetyrepro.scorers import judge_answer, question_module
 
     _, config = run
     served = load_settings(config).model("gemma-gguf").endpoint
@@ -221,7 +220,8 @@ def test_a_guard_model_behind_the_chat_api_is_sent_the_request_and_the_reply_as_
     judge.generate_seeds = recording
     for scorer in ("llamaguard", "wildguard", "harmbench"):
         labels = judge_labels(xstest, scorer, judge, [r for r, _ in pairs], [i for _, i in pairs], None)
-        assert set(labels) <= {*RESPONSE_CLASSES, UNPARSED}
+        read = question_module(xstest, scorer).read
+        assert labels == [read(answer, item) for answer, (_, item) in zip(answered[-len(pairs) :], pairs)]
     assert sent[:2] == [(("user", items[0].text), ("assistant", reply)) for reply in replies]
     tokens = [judge_answer(xstest, s).max_new_tokens for s in ("llamaguard", "wildguard", "harmbench")]
     requests = [

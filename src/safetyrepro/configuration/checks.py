@@ -151,6 +151,43 @@ def check_judges(envelope: Envelope, models: list[ModelSpec], judges: list[Model
                 f"judges[{index}] ({spec.name}): no value of a scorer axis names it (a value "
                 f"{{scorer: judge, judge: {spec.name}}} does: docs/scorers.md)"
             )
+    for axis in envelope.declared("scorer"):
+        for value, params in envelope.axes[axis].items():
+            if "judge" in params and _asks_conversation(params["scorer"], params.get("question")):
+                index = known.index(params["judge"])
+                _check_renders_conversations(f"envelope.axes.{axis}.values.{value}", params, index, judges[index])
+
+
+def _asks_conversation(scorer: str, phrasing: str | None) -> bool:
+    """Whether a judge-asking scorer asks some benchmark that has it (in `phrasing`) a conversation of turns."""
+    from safetyrepro.plugins import scorer_module
+    from safetyrepro.scorers import asks_conversation, scorer_of
+
+    return any(
+        asks_conversation(benchmark, scorer, phrasing)
+        for benchmark in BENCHMARKS.values()
+        if scorer in benchmark.scorers
+        and (
+            phrasing is None
+            or phrasing in getattr(scorer_module(scorer_of(benchmark, scorer).question), "PHRASINGS", {})
+        )
+    )
+
+
+def _check_renders_conversations(where: str, params: Mapping[str, Any], index: int, judge: ModelSpec) -> None:
+    """A judge asked a conversation (a guard model's request and reply) has a chat template to put it in: not
+    `chat_template: off`, and a served one either on the chat API (its server's template) or with its tokenizer."""
+    asked = f"{where}: scorer '{params['scorer']}' asks judge '{judge.name}' the request and the reply as two turns"
+    if judge.chat_template == "off":
+        raise ConfigError(
+            f"{asked}, which only its chat template can render, and judges[{index}] has chat_template: off (give its "
+            "input format as a Jinja file: chat_template: <file>)"
+        )
+    if judge.endpoint is not None and judge.endpoint.api == "completions" and not judge.path:
+        raise ConfigError(
+            f"{asked}; on the completions API the run renders them with the judge's tokenizer, and judges[{index}] "
+            "names none: give its 'path' (or 'embedded'), or serve it on the chat API (api: chat)"
+        )
 
 
 def check_every_benchmark_has_configs(

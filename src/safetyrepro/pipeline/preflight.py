@@ -15,6 +15,7 @@ from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from safetyrepro.configuration.schema import ConfigError
+from safetyrepro.core.conversation import Prompt
 from safetyrepro.core.messages import excerpt
 
 if TYPE_CHECKING:
@@ -171,7 +172,7 @@ def _check_context(settings: Settings) -> None:
     holds, the same way, each question it is asked about a cell's reply (its benchmark's judge question
     about the item, with room for a reply of the cell's new tokens) and its answer's tokens, and each question its
     judge_agreement jobs ask about a human-labelled reply (as the jobs read it), in each wording asked."""
-    from safetyrepro.backends.prompt_ids import CONVERSATION_NEEDS_TEMPLATE, encode_prompt, prompt_limit
+    from safetyrepro.backends.prompt_ids import CONVERSATION_NEEDS_TEMPLATE, prompt_limit
     from safetyrepro.core.conversation import is_conversation
 
     longest, cells, prompts = settings.longest_generation(), None, None
@@ -183,8 +184,13 @@ def _check_context(settings: Settings) -> None:
             )
         cells = _free_form_cells(settings) if cells is None else cells
         prompts = _free_form_prompts(settings, cells) if prompts is None else prompts
+        where = f"models[{index}] ({spec.name})"
         measured = (
-            (len(encode_prompt(tokenizer, prompt, fmt)), prompt_limit(context, tokens), (benchmark, config_id, item_id))
+            (
+                _rendered_length(where, tokenizer, prompt, fmt),
+                prompt_limit(context, tokens),
+                (benchmark, config_id, item_id),
+            )
             for prompt, (benchmark, config_id, item_id, tokens) in prompts.items()
         )
         if found := _longest_over(measured):
@@ -197,7 +203,7 @@ def _check_context(settings: Settings) -> None:
             )
     used = settings.used_judges()
     judges = ((index, judge) for index, judge in enumerate(settings.judges) if judge in used)
-    for index, judge, tokenizer, context, fmt in _local_models(judges):
+    for index, judge, tokenizer, context, fmt in _local_models(judges, once_a_folder=False):
         where = f"judges[{index}] ({judge.name})"
         answer = settings.judge_answer_tokens(judge.name)
         if context is not None and context <= answer:
@@ -209,7 +215,7 @@ def _check_context(settings: Settings) -> None:
         if fmt != "chat" and any(map(is_conversation, [*questions, *agreement])):
             raise ConfigError(f"{where}: {CONVERSATION_NEEDS_TEMPLATE}")
         measured = (
-            (len(encode_prompt(tokenizer, question, fmt)) + reply, limit, (reply, benchmark, config_id, item_id))
+            (_rendered_length(where, tokenizer, question, fmt) + reply, limit, (reply, benchmark, config_id, item_id))
             for question, (benchmark, config_id, item_id, reply) in questions.items()
         )
         if found := _longest_over(measured):
@@ -221,7 +227,7 @@ def _check_context(settings: Settings) -> None:
                 "judge with a longer context, or fewer max_new_tokens"
             )
         measured = (
-            (len(encode_prompt(tokenizer, question, fmt)), limit, about) for question, about in agreement.items()
+            (_rendered_length(where, tokenizer, question, fmt), limit, about) for question, about in agreement.items()
         )
         if found := _longest_over(measured):
             count, (length, _, (benchmark, labelled, item_id)) = found
@@ -241,17 +247,34 @@ def _longest_over(measured: Iterable[tuple[int, int, tuple]]) -> tuple[int, tupl
     return (len(over), max(over)[1:]) if over else None
 
 
-def _local_models(specs: Iterable[tuple[int, ModelSpec]]) -> Iterator[tuple[int, ModelSpec, Any, int | None, str]]:
-    """Of the models `specs` (index in their config list, spec), those here whose context can be read, each folder
-    once: index, spec, tokenizer, context (None: not stated) and prompt format."""
+def _rendered_length(where: str, tokenizer: Any, prompt: Prompt, fmt: str) -> int:
+    """The token count of a prompt as the model (`where` in the config) is sent it; a chat template that cannot
+    render it (a template file's syntax, or a guard's template asked a one-turn question) is refused, naming it."""
+    from jinja2 import TemplateError
+
+    from safetyrepro.backends.prompt_ids import encode_prompt
+
+    try:
+        return len(encode_prompt(tokenizer, prompt, fmt))
+    except TemplateError as error:
+        raise ConfigError(f"{where}: its chat template cannot render a prompt it is sent ({error})") from None
+
+
+def _local_models(
+    specs: Iterable[tuple[int, ModelSpec]], once_a_folder: bool = True
+) -> Iterator[tuple[int, ModelSpec, Any, int | None, str]]:
+    """Of the models `specs` (index in their config list, spec), those here whose context can be read: index, spec,
+    tokenizer, context (None: not stated) and prompt format. With `once_a_folder`, each folder once a chat template
+    (models of one folder are sent the same prompts; judges each their own questions)."""
     from safetyrepro.backends.base import ModelLoadError
     from safetyrepro.backends.prompt_ids import context_length, load_config, load_tokenizer, prompt_format
 
     seen = set()
     for index, spec in specs:
-        if spec.path in seen or not os.path.isfile(os.path.join(spec.path, "config.json")):
+        if (spec.path, spec.chat_template) in seen or not os.path.isfile(os.path.join(spec.path, "config.json")):
             continue  # checked already, a hub model (checked above) or an embedded one not built yet
-        seen.add(spec.path)
+        if once_a_folder:
+            seen.add((spec.path, spec.chat_template))  # one folder under two chat templates renders two ways
         try:
             tokenizer = load_tokenizer(spec)
             context, fmt = context_length(load_config(spec), tokenizer), prompt_format(tokenizer, spec)
@@ -301,7 +324,7 @@ def _judge_questions(
 ) -> dict[str, tuple[str, str, str, int]]:
     """Every distinct question `judge` is asked about the run's replies, without the reply, with the benchmark,
     config id and item id of one cell that asks it, and the most new tokens a reply it is asked about may have."""
-    from safetyrepro.running.judge import wording
+    from safetyrepro.scorers import wording
 
     questions = {}
     for benchmark, config, data in cells:

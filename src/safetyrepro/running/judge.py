@@ -9,15 +9,13 @@ than a letter (`safetyrepro.scorers.judge_answer`)."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
-from types import ModuleType
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from safetyrepro.benchmarks import UNPARSED
 from safetyrepro.core.conversation import Prompt
 from safetyrepro.core.messages import excerpt
-from safetyrepro.plugins import scorer_module
-from safetyrepro.scorers import judge_answer, scorer_of
+from safetyrepro.scorers import judge_answer, question_module, wording
 
 if TYPE_CHECKING:
     from safetyrepro.backends.base import Backend
@@ -37,19 +35,6 @@ def question_about(
     if not (isinstance(reply, str) and reply.strip()):
         return None
     return wording(benchmark, scorer, phrasing)(item, shortened(reply), benchmark.default_labels)
-
-
-def question_module(benchmark: Benchmark, scorer: str) -> ModuleType:
-    """The module of the question that `scorer`, a scorer of the benchmark that asks a judge, asks (its `question`
-    attribute names it: the built-in judge's is made with the benchmark's `scorer_arguments`)."""
-    return scorer_module(scorer_of(benchmark, scorer).question)
-
-
-def wording(benchmark: Benchmark, scorer: str, phrasing: str | None) -> Callable[..., Prompt]:
-    """The function that words `scorer`'s question about a reply: its module's `question`, or the phrasing
-    `phrasing` of its `PHRASINGS` (answered and read alike, by the module's `read`)."""
-    module = question_module(benchmark, scorer)
-    return module.question if phrasing is None else module.PHRASINGS[phrasing]
 
 
 def judge_labels(

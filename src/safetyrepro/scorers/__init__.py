@@ -5,13 +5,15 @@ the registry is first asked, not when this package is: importing the interface (
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from functools import cache
 from importlib.metadata import EntryPoint
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
+from safetyrepro.core.conversation import Prompt, is_conversation
 from safetyrepro.core.decoding import Decoding
 from safetyrepro.core.judge_answer import ANSWER
 from safetyrepro.core.scorer_names import JUDGE, RULES, UNPARSED
@@ -40,11 +42,30 @@ def asks_judge(name: str) -> bool:
     return registered()[name].asks_judge
 
 
+def question_module(benchmark: Labelled, name: str) -> ModuleType:
+    """The module of the question that `benchmark`'s scorer `name` (one that asks a judge) asks: its `question`
+    attribute names it (the built-in judge's is made with the benchmark's `scorer_arguments`)."""
+    return scorer_module(scorer_of(benchmark, name).question)
+
+
+def wording(benchmark: Labelled, name: str, phrasing: str | None) -> Callable[..., Prompt]:
+    """The function that words the question of `benchmark`'s scorer `name` about a reply: its module's `question`,
+    or the phrasing `phrasing` of its `PHRASINGS` (answered and read alike, by the module's `read`)."""
+    module = question_module(benchmark, name)
+    return module.question if phrasing is None else module.PHRASINGS[phrasing]
+
+
+def asks_conversation(benchmark: Labelled, name: str, phrasing: str | None = None) -> bool:
+    """Whether that question (in `phrasing`) is a conversation of turns, as a guard model's is: only a judge's chat
+    template can put it to the judge."""
+    return is_conversation(wording(benchmark, name, phrasing)(None, "A reply.", benchmark.default_labels))
+
+
 def judge_answer(benchmark: Labelled, name: str) -> Decoding:
     """How the judge answers the question of `benchmark`'s scorer `name` (one that asks a judge): greedily, in at most
     its question module's ANSWER_TOKENS new tokens (a guard model's answer of several lines), else ANSWER's (a letter
     or a word)."""
-    tokens = getattr(scorer_module(scorer_of(benchmark, name).question), "ANSWER_TOKENS", ANSWER.max_new_tokens)
+    tokens = getattr(question_module(benchmark, name), "ANSWER_TOKENS", ANSWER.max_new_tokens)
     return replace(ANSWER, max_new_tokens=tokens)
 
 
@@ -104,9 +125,12 @@ __all__ = [
     "UNPARSED",
     "PluginError",
     "Scorer",
+    "asks_conversation",
     "asks_judge",
     "discovered",
     "judge_answer",
+    "question_module",
     "registered",
     "scorer_of",
+    "wording",
 ]

@@ -18,6 +18,7 @@ class GuardModel(Judge):
 
     def __init__(self, question: str | None = None):
         super().__init__(question or f"benchmarks.xstest.guards.{self.format}")
+        self.modules = (*self.modules, "scorers.judge")  # its base class: the judge scorer's code is its own too
 
 
 class LlamaGuard(GuardModel):

@@ -527,6 +527,35 @@ def synthetic_cells(space: pd.DataFrame, items: int, replicates: int, first_seed
     return pd.concat(frames, ignore_index=True)
 
 
+def coverage_lines(
+    space: pd.DataFrame, items: int, share: float, replicates: int, first_seed: int, rounds: int
+) -> list[str]:
+    """The coverage table: per scenario, `replicates` grids with `share` of the configs run (at random, or in rounds
+    of `rounds`)."""
+    lines = [
+        f"{replicates} replicates a scenario, {round(share * len(space))} of {len(space)} configs run, "
+        f"{items} items, 90% intervals, seeds from {first_seed}, configs chosen "
+        f"{f'in rounds of {rounds}' if rounds else 'at random'}.",
+        "",
+        "| scenario | rho_flip covered | rho_flip interval width (median) | rho_flip error, model (median) | "
+        "rho_flip error, configs run alone (median) | quantiles covered: 5 / 25 / 50 / 75 / 95% (both models) | "
+        "W1, model / configs run alone / oracle (median) |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for scenario in SCENARIOS:
+        rows = pd.DataFrame(replicate(scenario, space, items, share, first_seed + k, rounds) for k in range(replicates))
+        quantile_cover = [np.r_[rows[f"A_q{q}_covered"], rows[f"B_q{q}_covered"]].mean() for q in QUANTILES]
+        w1 = [np.median(np.r_[rows[f"A_w1{kind}"], rows[f"B_w1{kind}"]]) for kind in ("", "_run", "_oracle")]
+        lines.append(
+            f"| {scenario.name} | {rows['rho_covered'].mean():.3f} | {rows['rho_width'].median():.3f} | "
+            f"{rows['rho_error'].median():.3f} | {rows['rho_error_run'].median():.3f} | "
+            f"{' / '.join(f'{c:.3f}' for c in quantile_cover)} | "
+            f"{' / '.join(f'{w:.4f}' for w in w1)} |"
+        )
+        print(lines[-1], flush=True)
+    return lines
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--replicates", type=int, default=200)
@@ -560,63 +589,23 @@ def main() -> None:
         help="compare the W1 errors with the posterior under the grid's own generating model (posterior_floor_w1)",
     )
     args = parser.parse_args()
+    space = envelope()
     if args.floor:
-        lines = floor_lines(envelope(), args.items, args.share, args.replicates, args.first_seed)
-        if args.out:
-            with open(args.out, "w") as f:
-                f.write("\n".join(lines) + "\n")
-        return
-    if args.settle:
-        lines = settle_lines(envelope(), args.items, args.share, args.replicates, args.first_seed)
-        if args.out:
-            with open(args.out, "w") as f:
-                f.write("\n".join(lines) + "\n")
-        return
-    if args.held_out_axes:
+        lines = floor_lines(space, args.items, args.share, args.replicates, args.first_seed)
+    elif args.settle:
+        lines = settle_lines(space, args.items, args.share, args.replicates, args.first_seed)
+    elif args.held_out_axes:
         axes = args.held_out_axes.split(",")
         if args.cells:
             lines = calibration_lines(held_out_predictions(pd.read_parquet(args.cells), axes), "benchmark")
         else:
-            table = held_out_predictions(
-                synthetic_cells(envelope(), args.items, args.replicates, args.first_seed), axes
-            )
+            table = held_out_predictions(synthetic_cells(space, args.items, args.replicates, args.first_seed), axes)
             lines = calibration_lines(table.assign(scenario=table["benchmark"].str.split(" #").str[0]), "scenario")
-        if args.out:
-            with open(args.out, "w") as f:
-                f.write("\n".join(lines) + "\n")
-        return
-    if args.cells:
+    elif args.cells:
         items = pd.read_parquet(args.item_rows) if args.item_rows else None
         lines = real_grid(pd.read_parquet(args.cells), args.share, args.replicates, items)
-        if args.out:
-            with open(args.out, "w") as f:
-                f.write("\n".join(lines) + "\n")
-        return
-    space = envelope()
-    lines = [
-        f"{args.replicates} replicates a scenario, {round(args.share * len(space))} of {len(space)} configs run, "
-        f"{args.items} items, 90% intervals, seeds from {args.first_seed}, configs chosen "
-        f"{f'in rounds of {args.rounds}' if args.rounds else 'at random'}.",
-        "",
-        "| scenario | rho_flip covered | rho_flip interval width (median) | rho_flip error, model (median) | "
-        "rho_flip error, configs run alone (median) | quantiles covered: 5 / 25 / 50 / 75 / 95% (both models) | "
-        "W1, model / configs run alone / oracle (median) |",
-        "|---|---|---|---|---|---|---|",
-    ]
-    for scenario in SCENARIOS:
-        rows = pd.DataFrame(
-            replicate(scenario, space, args.items, args.share, args.first_seed + k, args.rounds)
-            for k in range(args.replicates)
-        )
-        quantile_cover = [np.r_[rows[f"A_q{q}_covered"], rows[f"B_q{q}_covered"]].mean() for q in QUANTILES]
-        w1 = [np.median(np.r_[rows[f"A_w1{kind}"], rows[f"B_w1{kind}"]]) for kind in ("", "_run", "_oracle")]
-        lines.append(
-            f"| {scenario.name} | {rows['rho_covered'].mean():.3f} | {rows['rho_width'].median():.3f} | "
-            f"{rows['rho_error'].median():.3f} | {rows['rho_error_run'].median():.3f} | "
-            f"{' / '.join(f'{c:.3f}' for c in quantile_cover)} | "
-            f"{' / '.join(f'{w:.4f}' for w in w1)} |"
-        )
-        print(lines[-1], flush=True)
+    else:
+        lines = coverage_lines(space, args.items, args.share, args.replicates, args.first_seed, args.rounds)
     if args.out:
         with open(args.out, "w") as f:
             f.write("\n".join(lines) + "\n")

@@ -188,6 +188,13 @@ def test_the_measurement_script_tables_every_scenario_and_a_real_grid(tmp_path, 
     monkeypatch.setattr("sys.argv", ["measure_grid_model.py", *rounds])
     script.main()
     assert "configs chosen in rounds of 4" in (tmp_path / "rounds.md").read_text()
+    # how low W1 can go: the posterior under the generating model and the oracle below the configs run alone
+    floor = ["--floor", "--replicates", "2", "--items", "20", "--out", str(tmp_path / "floor.md")]
+    monkeypatch.setattr("sys.argv", ["measure_grid_model.py", *floor])
+    script.main()
+    rows = [line.split("|")[2:-1] for line in (tmp_path / "floor.md").read_text().splitlines() if line.startswith("| ")]
+    w1 = [[float(cell.split()[0]) for cell in row] for row in rows[1:]]  # run alone / model / posterior / oracle
+    assert len(w1) == len(script.SCENARIOS) and all(max(posterior, oracle) < run for run, _, posterior, oracle in w1)
 
 
 def test_a_pair_without_a_shared_config_and_a_model_without_scores_are_not_available():

@@ -38,7 +38,13 @@ def load_tokenizer(spec):
     except (OSError, ValueError) as exc:
         raise ModelLoadError(f"model '{spec.name}': cannot load the tokenizer of {spec.path}: {exc}") from exc
     if spec.template_file() is not None:
-        tokenizer.chat_template = spec.template_file().read_text(encoding="utf-8")
+        text = spec.template_file().read_bytes()
+        if hashlib.sha256(text).hexdigest() != spec.chat_template_sha256:
+            raise ModelLoadError(
+                f"model '{spec.name}': its chat template file {spec.chat_template} changed since the run's config was "
+                "loaded: start the run again"
+            )
+        tokenizer.chat_template = text.decode("utf-8")
     return tokenizer
 
 

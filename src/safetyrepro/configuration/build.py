@@ -9,6 +9,7 @@ order of the build."""
 from __future__ import annotations
 
 import copy
+import hashlib
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
@@ -309,9 +310,19 @@ def _models(entries: list[dict[str, Any]], resources_dir: Path, key: str = "mode
                 endpoint,
                 parallel["tensor"],
                 parallel["pipeline"],
+                _template_digest(entry["chat_template"]),
             )
         )
     return models
+
+
+def _template_digest(value: str) -> str | None:
+    """The SHA-256 of a chat template file's text (checked readable by `_chat_template`), None for a word."""
+    return (
+        None
+        if value in CHAT_TEMPLATE_WORDS
+        else hashlib.sha256(Path(os.path.expanduser(value)).read_bytes()).hexdigest()
+    )
 
 
 def _chat_template(where: str, entry: dict[str, Any], endpoint: Endpoint | None) -> str:

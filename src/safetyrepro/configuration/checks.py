@@ -178,7 +178,7 @@ def _check_renders_conversations(where: str, params: Mapping[str, Any], index: i
     """A judge asked a conversation (a guard model's request and reply) has a chat template to put it in: not
     `chat_template: off`, and a served one either on the chat API (its server's template) or with its tokenizer."""
     asked = f"{where}: scorer '{params['scorer']}' asks judge '{judge.name}' the request and the reply as two turns"
-    if judge.chat_template == "off":
+    if judge.chat_template == "off" and (judge.endpoint is None or judge.endpoint.api == "completions"):
         raise ConfigError(
             f"{asked}, which only its chat template can render, and judges[{index}] has chat_template: off (give its "
             "input format as a Jinja file: chat_template: <file>)"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -50,6 +49,7 @@ class ModelSpec:
     endpoint: Endpoint | None = None
     tensor_parallel: int = 1
     pipeline_parallel: int = 1
+    chat_template_sha256: str | None = None  # a chat template file's text as the config was loaded (it decides prompts)
 
     def template_file(self) -> Path | None:
         """The Jinja chat template file used in place of the tokenizer's, or None (chat_template auto, on, off)."""
@@ -65,8 +65,8 @@ class ModelSpec:
         weights has the fields it had before endpoints were, and its parallel sizes only where it is split, so its cells'
         fingerprints stay as they were)."""
         record = asdict(self)
-        if self.template_file() is not None:  # the file's text decides the prompts, not its name
-            record["chat_template_sha256"] = hashlib.sha256(self.template_file().read_bytes()).hexdigest()
+        if self.chat_template_sha256 is None:
+            del record["chat_template_sha256"]
         if self.gpus() == 1:
             del record["tensor_parallel"], record["pipeline_parallel"]
         if self.endpoint is None:

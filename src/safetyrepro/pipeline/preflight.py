@@ -256,7 +256,7 @@ def _rendered_length(where: str, tokenizer: Any, prompt: Prompt, fmt: str) -> in
 
     try:
         return len(encode_prompt(tokenizer, prompt, fmt))
-    except TemplateError as error:
+    except (TemplateError, TypeError, ValueError) as error:  # a template's own errors, and its operations' on values
         raise ConfigError(f"{where}: its chat template cannot render a prompt it is sent ({error})") from None
 
 

@@ -102,7 +102,6 @@ def server_address(settings: Settings, spec: ModelSpec) -> Path:
     key = json.dumps(
         [
             dataclasses.asdict(spec),  # all of it: a served model's limits too, which its server applies
-            spec.record(),  # and what its record adds: a chat template file's text (edited, another server)
             settings.backend.as_dict(),
             code_digest(*backend_modules(settings, spec)),
             str(settings.results_dir.resolve()),

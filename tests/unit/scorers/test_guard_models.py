@@ -122,6 +122,13 @@ def test_a_conversation_is_rendered_by_the_models_chat_template_file(tmp_path, d
 
 
 def test_a_chat_template_file_is_checked_and_its_text_is_part_of_the_models_record(tmp_path, data_dir):
+    """A template file must be there and readable, and not on the chat API; its text as the config loads is in the
+    model's record (its cells, its server), and a model is never loaded with a text edited since."""
+    from helpers.tiny_model import build_tiny_model
+
+    from safetyrepro.backends.base import ModelLoadError
+    from safetyrepro.backends.prompt_ids import load_tokenizer
+
     template = tmp_path / "guard.jinja"
     for value, message in (
         (str(tmp_path / "missing.jinja"), "No such file or directory"),
@@ -144,6 +151,13 @@ def test_a_chat_template_file_is_checked_and_its_text_is_part_of_the_models_reco
         )
         records.append(json.dumps(spec.record(), sort_keys=True))
     assert records[0] != records[1]  # the file's text, not its name, decides the questions
+    template.write_text(TEMPLATE)
+    tiny = build_tiny_model(tmp_path / "tiny")
+    spec = load_settings(guard_config(data_dir, {"path": str(tiny), "chat_template": str(template)})).model("guard")
+    assert load_tokenizer(spec).chat_template == TEMPLATE
+    template.write_text(TEMPLATE + " ")
+    with pytest.raises(ModelLoadError, match=r"its chat template file .* changed since the run's config was loaded"):
+        load_tokenizer(spec)
     spec = load_settings(guard_config(data_dir, {"path": "org/guard"})).model("guard")
     assert "chat_template_sha256" not in spec.record()  # a model without a file keeps the record it had
 
@@ -184,12 +198,17 @@ def test_a_guard_asked_of_a_judge_that_cannot_render_two_turns_is_refused_as_the
         f"{where}; on the completions API the run renders them with the judge's tokenizer, and judges[0] names "
         "none: give its 'path' (or 'embedded'), or serve it on the chat API (api: chat)"
     )
-    load_settings(guard_config(data_dir, {"endpoint": {**endpoint, "api": "chat"}}))
+    for chat in (
+        {"endpoint": {**endpoint, "api": "chat"}},
+        {"endpoint": {**endpoint, "api": "chat"}, "chat_template": "off"},
+    ):
+        load_settings(guard_config(data_dir, chat))  # the server's template renders the turns, whatever `off` says
     load_settings(guard_config(data_dir, {"path": "org/guard", "chat_template": "off"}, "judge"))  # one turn: plain
 
 
 def test_a_chat_template_that_cannot_render_what_its_judge_is_asked_is_refused_before_any_job(tmp_path, data_dir):
-    """A template file with a syntax error, or a guard's two-turn template on a judge asked one-turn questions, is
+    """A template file with a syntax error, one that fails on its values, or a guard's two-turn template on a judge
+    asked one-turn questions, is
     one line of `safetyrepro check` naming the judge, not a traceback in its first cell; two judges of one folder
     with two templates are each checked."""
     from helpers.tiny_model import build_tiny_model
@@ -198,13 +217,14 @@ def test_a_chat_template_that_cannot_render_what_its_judge_is_asked_is_refused_b
 
     tiny, template = build_tiny_model(tmp_path / "tiny"), tmp_path / "guard.jinja"
     small = {"benchmarks": {"xstest": {"n_items": 3}}}
-    template.write_text("{{ messages[0]['content'] ")
-    with pytest.raises(
-        ConfigError, match=r"^judges\[0\] \(guard\): its chat template cannot render a prompt it is sent \("
-    ):
-        _check_context(
-            load_settings(guard_config(data_dir, {"path": str(tiny), "chat_template": str(template)}, **small))
-        )
+    for broken in ("{{ messages[0]['content'] ", "{{ messages[0]['content'] + 1 }}"):  # syntax; str + int
+        template.write_text(broken)
+        with pytest.raises(
+            ConfigError, match=r"^judges\[0\] \(guard\): its chat template cannot render a prompt it is sent \("
+        ):
+            _check_context(
+                load_settings(guard_config(data_dir, {"path": str(tiny), "chat_template": str(template)}, **small))
+            )
     template.write_text(TEMPLATE)
     one_turn = guard_config(data_dir, {"path": str(tiny), "chat_template": str(template)}, "judge", **small)
     with pytest.raises(

@@ -289,7 +289,12 @@ for key, message in [
 for key, value, message in [
     ("models.0.precision", "int3", "models[0].precision: 'int3' is not one of fp32, bf16, nf4"),
     ("models.0.precision", "BF16", "models[0].precision: 'BF16' is not one of fp32, bf16, nf4"),
-    ("models.0.chat_template", "yes", "models[0].chat_template: 'yes' is not one of auto, on, off"),
+    (  # a word that is none of the three is a template file's path (docs/models.md), and there is no such file
+        "models.0.chat_template",
+        "yes",
+        "models[0] (model-a).chat_template: yes: No such file or directory (give auto, on, off or a Jinja chat "
+        "template file)",
+    ),
     ("models.0.trust_remote_code", "false", "models[0].trust_remote_code: expected boolean, got str 'false'"),
     ("backend.generate", "tgi", "backend.generate: 'tgi' is not one of hf, vllm"),
     ("backend.loglikelihood", "vllm", "backend.loglikelihood: 'vllm' is not one of hf"),

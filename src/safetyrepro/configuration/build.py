@@ -298,42 +298,36 @@ def _models(entries: list[dict[str, Any]], resources_dir: Path, key: str = "mode
                 f"{where}: gives both 'endpoint' and 'parallel'; a served model's server splits it over its own GPUs "
                 "(vllm serve --tensor-parallel-size): leave 'parallel' out"
             )
+        template, template_sha256 = _chat_template(where, entry, endpoint)
         models.append(
             ModelSpec(
                 entry["name"],
                 path,
                 entry["precision"],
-                _chat_template(where, entry, endpoint),
+                template,
                 entry["trust_remote_code"],
                 entry.get("revision"),
                 entry.get("embedded"),
                 endpoint,
                 parallel["tensor"],
                 parallel["pipeline"],
-                _template_digest(entry["chat_template"]),
+                template_sha256,
             )
         )
     return models
 
 
-def _template_digest(value: str) -> str | None:
-    """The SHA-256 of a chat template file's text (checked readable by `_chat_template`), None for a word."""
-    return (
-        None
-        if value in CHAT_TEMPLATE_WORDS
-        else hashlib.sha256(Path(os.path.expanduser(value)).read_bytes()).hexdigest()
-    )
-
-
-def _chat_template(where: str, entry: dict[str, Any], endpoint: Endpoint | None) -> str:
+def _chat_template(where: str, entry: dict[str, Any], endpoint: Endpoint | None) -> tuple[str, str | None]:
     """A model entry's chat_template: auto, on or off, or a Jinja file (its path, `~` expanded), which must be a
-    readable file and a template the tokenizer applies: not on the chat API, whose server applies its own."""
+    readable file and a template the tokenizer applies: not on the chat API, whose server applies its own; with the
+    SHA-256 of the file's text as it is read here (None for a word)."""
     value = entry["chat_template"]
     if value in CHAT_TEMPLATE_WORDS:
-        return value
+        return value, None
     path = os.path.expanduser(value)
     try:
-        Path(path).read_text(encoding="utf-8")
+        text = Path(path).read_bytes()
+        text.decode("utf-8")
     except (OSError, UnicodeDecodeError) as error:
         reason = error.strerror if isinstance(error, OSError) and error.strerror else "not a readable text file"
         raise ConfigError(
@@ -344,7 +338,7 @@ def _chat_template(where: str, entry: dict[str, Any], endpoint: Endpoint | None)
             f"{where}.chat_template: a template file needs the completions API and the model's tokenizer ('path' or "
             "'embedded'); on the chat API the server applies its own (vllm serve --chat-template <file>)"
         )
-    return path
+    return path, hashlib.sha256(text).hexdigest()
 
 
 def _endpoint(where: str, section: dict[str, Any] | None) -> Endpoint | None:
